@@ -1,0 +1,20 @@
+// Package event defines the unit handed from the upstream stream reader to the publisher: one Server-Sent
+// Events message as received, before any interpretation of its data. It exists so that the HTTP side
+// (internal/upstream) and the NATS side (internal/publish) share a type without importing each other.
+package event
+
+// Event is one SSE message of the tracking stream.
+type Event struct {
+	// ID is the message's own `id:` field; empty when the message carried none.
+	ID string
+	// ResumeID is the stream's last event id after this message (the value a client sends as
+	// Last-Event-ID to resume right after it). It equals ID when the message carried one.
+	ResumeID string
+	// Name is the `event:` field.
+	Name string
+	// Data is the `data:` payload, lines joined with "\n".
+	Data []byte
+	// Oversize is non-zero when the message exceeded the configured size bound: it is the number of
+	// bytes the message had, and Data is empty. Such a message is dead-lettered, never published.
+	Oversize int
+}

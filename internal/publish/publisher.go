@@ -1,0 +1,449 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+)
+
+// Message headers set on every event (contract §3), plus the bridge's own resume header.
+const (
+	HeaderMsgID     = "Nats-Msg-Id"
+	HeaderEventID   = "Tracking-Event-Id"
+	HeaderEventType = "Tracking-Event-Type"
+	HeaderError     = "Bridge-Error"
+	// HeaderResumeAfter names the stream id after which resuming loses nothing: when the message was sent,
+	// every event up to that id was acknowledged by JetStream. The resume cursor is built from it.
+	HeaderResumeAfter = "Bridge-Resume-After"
+	// HeaderStreamID carries the message's own SSE resume id when it differs from its event id (an SSE
+	// message without an id: line).
+	HeaderStreamID = "Bridge-Stream-Id"
+)
+
+// Observer receives the publisher's outcomes (for metrics). Methods are called from the goroutine that
+// calls Handle and Resume; implementations must be cheap.
+type Observer interface {
+	Published(typeToken string, ackLatency time.Duration)
+	DeadLettered(reason string)
+	PublishRetried(err error)
+}
+
+// Config configures a Publisher.
+type Config struct {
+	// Prefix is the subject prefix P of the contract ("tracking").
+	Prefix string
+	// EventsStream is the name of the events stream (PFX_EVENTS), read at start-up for the resume cursor.
+	EventsStream string
+	// Window is the number of publishes awaiting their acknowledgement at once.
+	Window int
+	// Timeout bounds the wait for one acknowledgement; a publish that times out is sent again.
+	Timeout time.Duration
+	// Source is the CloudEvents source attribute.
+	Source   string
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// Publisher publishes tracking events to JetStream. It implements upstream.Sink: Handle publishes
+// asynchronously with at most Window acknowledgements outstanding (blocking beyond that, which stops the
+// stream reader while NATS is slow or away), and Resume waits until everything handed over is stored.
+// A failed or ambiguous publish is sent again with the same Nats-Msg-Id until JetStream acknowledges it.
+//
+// Handle and Resume must be called from one goroutine; LastResumeID may be called from any.
+type Publisher struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	log    *slog.Logger
+	events string // "P.events."
+	dlq    string // "P.dlq.events"
+
+	ring    []pending
+	head, n int
+	resume  string
+	loaded  bool
+	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
+	skipTTL int
+	failing bool
+
+	lastResume atomic.Pointer[string]
+}
+
+type pending struct {
+	msg    *nats.Msg
+	fut    jetstream.PubAckFuture
+	err    error // the publish (or its acknowledgement) failed
+	resume string
+	token  string // type token, "" for dead letters
+	sent   time.Time
+}
+
+// New returns a Publisher over the connection nc.
+func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
+	if cfg.Window <= 0 {
+		cfg.Window = 1024
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.Window+1),
+		jetstream.WithPublishAsyncTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Publisher{
+		cfg:    cfg,
+		nc:     nc,
+		js:     js,
+		log:    cfg.Logger,
+		events: cfg.Prefix + ".events.",
+		dlq:    cfg.Prefix + ".dlq.events",
+		ring:   make([]pending, cfg.Window),
+	}, nil
+}
+
+// LastResumeID returns the stream id up to which every event is stored, as of the last Resume or settled
+// acknowledgement. Safe for concurrent use.
+func (p *Publisher) LastResumeID() string {
+	if s := p.lastResume.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// Resume implements upstream.Sink: it waits until every event handed to Handle is stored (sending
+// failed ones again) and returns the id to resume the stream after. The first call reads the cursor from
+// the events stream.
+func (p *Publisher) Resume(ctx context.Context) (string, error) {
+	if !p.loaded {
+		if err := p.loadCursor(ctx); err != nil {
+			return "", err
+		}
+		p.loaded = true
+	}
+	if err := p.settle(ctx, true); err != nil {
+		return "", err
+	}
+	return p.resume, nil
+}
+
+// Handle implements upstream.Sink: it publishes one event, or dead-letters it when it cannot go to
+// P.events.* (not a JSON object, or too large).
+func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
+	if p.skip != nil {
+		if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
+			p.skip = nil
+		} else if id := eventKey(&ev); id != "" {
+			if _, ok := p.skip[id]; ok {
+				delete(p.skip, id)
+				return p.enqueue(ctx, pending{resume: ev.ResumeID})
+			}
+		}
+	}
+	msg, token := p.build(&ev)
+	return p.enqueue(ctx, pending{msg: msg, resume: ev.ResumeID, token: token})
+}
+
+// eventKey returns the id an event will be stored under without building the message, when cheap.
+func eventKey(ev *event.Event) string {
+	if ev.ID != "" {
+		return ev.ID
+	}
+	if ev.Oversize > 0 {
+		return ""
+	}
+	if f, err := ScanEvent(ev.Data); err == nil && f.ID != "" {
+		return f.ID
+	}
+	return digest(ev.Data)
+}
+
+// build makes the NATS message for an event: on P.events.<TYPE>, or a dead letter on P.dlq.events.
+func (p *Publisher) build(ev *event.Event) (*nats.Msg, string) {
+	if ev.Oversize > 0 {
+		desc, _ := json.Marshal(struct {
+			Error string `json:"error"`
+			ID    string `json:"id,omitempty"`
+			Size  int    `json:"size"`
+		}{"event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", ev.ID, ev.Oversize})
+		return p.deadLetter(ev, desc, ev.ID, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)), ""
+	}
+	f, err := ScanEvent(ev.Data)
+	if err != nil {
+		return p.deadLetter(ev, ev.Data, ev.ID, "event data is not a JSON object: "+err.Error()), ""
+	}
+	id := ev.ID
+	if id == "" {
+		id = f.ID
+	}
+	if id == "" {
+		id = digest(ev.Data)
+	}
+	token := TypeToken(f.Type, f.TypeKind)
+	subject := p.events + token
+
+	// One backing array for all header values: a single allocation.
+	vals := make([]string, 10)
+	h := make(nats.Header, 11)
+	set := func(i int, k, v string) { vals[i] = v; h[k] = vals[i : i+1 : i+1] }
+	set(0, HeaderMsgID, id)
+	set(1, HeaderEventID, id)
+	if f.TypeKind == KindString {
+		set(2, HeaderEventType, headerValue(f.Type))
+	}
+	set(3, "Content-Type", "application/json")
+	set(4, "ce-specversion", "1.0")
+	set(5, "ce-id", id)
+	set(6, "ce-source", p.cfg.Source)
+	set(7, "ce-type", subject)
+	if f.Timestamp != "" {
+		if _, err := time.Parse(time.RFC3339Nano, f.Timestamp); err == nil {
+			set(8, "ce-time", f.Timestamp)
+		}
+	}
+	if p.resume != "" {
+		set(9, HeaderResumeAfter, p.resume)
+	}
+	if ev.ResumeID != id {
+		h[HeaderStreamID] = []string{ev.ResumeID}
+	}
+	msg := &nats.Msg{Subject: subject, Header: h, Data: ev.Data}
+	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
+	hsize := 256 + 3*len(id) + len(f.Type) + 2*len(subject) + len(p.cfg.Source) + len(f.Timestamp) +
+		len(p.resume) + len(ev.ResumeID)
+	if max := p.nc.MaxPayload(); max > 0 && int64(len(ev.Data)+hsize) > max {
+		desc, _ := json.Marshal(struct {
+			Error string `json:"error"`
+			ID    string `json:"id"`
+			Type  string `json:"type,omitempty"`
+			Size  int    `json:"size"`
+		}{"event larger than the NATS server's max_payload; its data was dropped", id, token, len(ev.Data)})
+		return p.deadLetter(ev, desc, id, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max)), ""
+	}
+	return msg, token
+}
+
+// deadLetter makes the P.dlq.events message for an event that cannot be published as such.
+func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, reason string) *nats.Msg {
+	if id == "" {
+		id = digest(body)
+	}
+	h := nats.Header{
+		HeaderMsgID:   {id},
+		HeaderEventID: {id},
+		HeaderError:   {headerValue(reason)},
+	}
+	if p.resume != "" {
+		h[HeaderResumeAfter] = []string{p.resume}
+	}
+	if ev.Name != "" {
+		h["Sse-Event"] = []string{headerValue(ev.Name)}
+	}
+	if ev.ResumeID != id {
+		h[HeaderStreamID] = []string{ev.ResumeID}
+	}
+	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
+	p.cfg.Observer.DeadLettered(reason)
+	return &nats.Msg{Subject: p.dlq, Header: h, Data: body}
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// enqueue sends one message asynchronously (or records an already stored one) in the window.
+func (p *Publisher) enqueue(ctx context.Context, e pending) error {
+	for p.n == len(p.ring) {
+		if err := p.settleOne(ctx); err != nil {
+			return err
+		}
+	}
+	if e.msg != nil {
+		e.sent = time.Now()
+		e.fut, e.err = p.js.PublishMsgAsync(e.msg)
+	}
+	p.ring[(p.head+p.n)%len(p.ring)] = e
+	p.n++
+	return p.settle(ctx, false)
+}
+
+// settle pops acknowledged entries off the front of the window. With wait it waits until the window is
+// empty; without, it stops at the first entry still in flight.
+func (p *Publisher) settle(ctx context.Context, wait bool) error {
+	for p.n > 0 {
+		e := &p.ring[p.head]
+		if e.fut != nil && e.err == nil && !wait {
+			select {
+			case <-e.fut.Ok():
+			case <-e.fut.Err():
+			default:
+				return nil
+			}
+		}
+		if err := p.settleOne(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleOne waits for the front entry of the window and pops it. A failure there starts recovery.
+func (p *Publisher) settleOne(ctx context.Context) error {
+	e := &p.ring[p.head]
+	if e.fut != nil && e.err == nil {
+		select {
+		case <-e.fut.Ok():
+		case err := <-e.fut.Err():
+			e.err = err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if e.err != nil {
+		return p.recover(ctx)
+	}
+	p.pop()
+	return nil
+}
+
+func (p *Publisher) pop() {
+	e := &p.ring[p.head]
+	if e.msg != nil && e.token != "" {
+		p.cfg.Observer.Published(e.token, time.Since(e.sent))
+	}
+	p.resume = e.resume
+	p.lastResume.Store(&e.resume)
+	*e = pending{}
+	p.head = (p.head + 1) % len(p.ring)
+	p.n--
+}
+
+// recover handles a failed publish: it lets every publish in the window settle, then sends the failed
+// ones again, in their original order and with their Nats-Msg-Id, until JetStream stores each (its
+// duplicate window drops one that was in fact stored before). The window is empty afterwards.
+func (p *Publisher) recover(ctx context.Context) error {
+	for i := 0; i < p.n; i++ {
+		e := &p.ring[(p.head+i)%len(p.ring)]
+		if e.fut == nil || e.err != nil {
+			continue
+		}
+		select {
+		case <-e.fut.Ok():
+		case err := <-e.fut.Err():
+			e.err = err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for p.n > 0 {
+		e := &p.ring[p.head]
+		for attempt := 0; e.err != nil; attempt++ {
+			if !p.failing {
+				p.failing = true
+				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.msg.Subject,
+					"event_id", e.msg.Header.Get(HeaderMsgID), "err", e.err)
+			}
+			p.cfg.Observer.PublishRetried(e.err)
+			if attempt > 0 && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
+				return ctx.Err()
+			}
+			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+			_, e.err = p.js.PublishMsg(pctx, e.msg)
+			cancel()
+			if e.err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		p.pop()
+	}
+	if p.failing {
+		p.failing = false
+		p.log.Info("publishing recovered", "resume_after", p.resume)
+	}
+	return nil
+}
+
+// loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
+// HeaderResumeAfter, an id up to which everything was stored; the messages stored after that id are
+// remembered so that the upstream's replay does not publish them twice, whatever the duplicate window.
+func (p *Publisher) loadCursor(ctx context.Context) error {
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	st := info.State
+	if st.Msgs == 0 {
+		p.log.Info("events stream empty; starting from the upstream's beginning", "stream", p.cfg.EventsStream)
+		return nil
+	}
+	limit := uint64(2*len(p.ring) + 1000)
+	var after string
+	skip := map[string]struct{}{}
+	found := false
+	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit; seq-- {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
+		}
+		if seq == st.LastSeq {
+			after = m.Header.Get(HeaderResumeAfter)
+			if after == "" && m.Header.Get(HeaderMsgID) == "" {
+				// Not written by the bridge: resume after it as it stands.
+				after = m.Header.Get(HeaderEventID)
+			}
+		}
+		own := m.Header.Get(HeaderStreamID)
+		if own == "" {
+			own = m.Header.Get(HeaderEventID)
+		}
+		if after != "" && own == after {
+			found = true
+			break
+		}
+		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
+	}
+	if !found && after != "" {
+		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
+			"stream", p.cfg.EventsStream, "resume_after", after)
+	}
+	p.resume = after
+	p.lastResume.Store(&after)
+	if len(skip) > 0 {
+		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
+	}
+	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
+	return nil
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Published(string, time.Duration) {}
+func (nopObserver) DeadLettered(string)             {}
+func (nopObserver) PublishRetried(error)            {}

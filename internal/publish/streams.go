@@ -1,0 +1,110 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Layout names the bridge's three JetStream streams and their subjects (contract §4).
+type Layout struct {
+	Prefix string // P, e.g. "tracking"
+	// DuplicateWindow of the events and dead-letter streams.
+	DuplicateWindow time.Duration
+}
+
+// StreamName returns PFX_<KIND>: the prefix upper-cased, characters other than [A-Z0-9] as "_".
+func (l Layout) StreamName(kind string) string {
+	pfx := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, l.Prefix)
+	return pfx + "_" + kind
+}
+
+// Events, Reports and DLQ are the stream names.
+func (l Layout) Events() string  { return l.StreamName("EVENTS") }
+func (l Layout) Reports() string { return l.StreamName("REPORTS") }
+func (l Layout) DLQ() string     { return l.StreamName("DLQ") }
+
+// ReportsSubject is P.reports, where producers publish reports.
+func (l Layout) ReportsSubject() string { return l.Prefix + ".reports" }
+
+// ReportsDLQSubject is P.dlq.reports, where rejected reports go.
+func (l Layout) ReportsDLQSubject() string { return l.Prefix + ".dlq.reports" }
+
+// Configs returns the wanted configuration of the three streams.
+func (l Layout) Configs() []jetstream.StreamConfig {
+	dup := l.DuplicateWindow
+	if dup <= 0 {
+		dup = 2 * time.Minute
+	}
+	return []jetstream.StreamConfig{
+		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Duplicates: dup,
+			Description: "tracking events from the upstream stream, one subject per event type"},
+		{Name: l.Reports(), Subjects: []string{l.ReportsSubject()}, Retention: jetstream.WorkQueuePolicy,
+			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+			Description: "tracking event reports waiting to be sent upstream"},
+		{Name: l.DLQ(), Subjects: []string{l.Prefix + ".dlq.>"}, Retention: jetstream.LimitsPolicy,
+			Storage: jetstream.FileStorage, Duplicates: dup,
+			Description: "events and reports the bridge could not deliver, with Bridge-Error"},
+	}
+}
+
+// EnsureStreams makes sure the three streams exist. With create it creates missing ones; a stream that
+// exists with another configuration is used as it is and the differences are logged. Without create, a
+// missing stream is an error.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, create bool, log *slog.Logger) error {
+	var errs []error
+	for _, want := range l.Configs() {
+		s, err := js.Stream(ctx, want.Name)
+		switch {
+		case err == nil:
+			if diff := streamDiff(want, s.CachedInfo().Config); diff != "" {
+				log.Warn("stream exists with another configuration; using it as it is",
+					"stream", want.Name, "differences", diff)
+			}
+		case errors.Is(err, jetstream.ErrStreamNotFound) && create:
+			if _, err := js.CreateStream(ctx, want); err != nil {
+				errs = append(errs, fmt.Errorf("creating stream %s: %w", want.Name, err))
+				continue
+			}
+			log.Info("stream created", "stream", want.Name, "subjects", want.Subjects)
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			errs = append(errs, fmt.Errorf("stream %s does not exist and BRIDGE_CREATE_STREAMS is false", want.Name))
+		default:
+			errs = append(errs, fmt.Errorf("looking up stream %s: %w", want.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// streamDiff describes how have differs from want in the settings the bridge relies on.
+func streamDiff(want, have jetstream.StreamConfig) string {
+	var d []string
+	if !slices.Equal(want.Subjects, have.Subjects) {
+		d = append(d, fmt.Sprintf("subjects %v (want %v)", have.Subjects, want.Subjects))
+	}
+	if want.Retention != have.Retention {
+		d = append(d, fmt.Sprintf("retention %v (want %v)", have.Retention, want.Retention))
+	}
+	if want.Storage != have.Storage {
+		d = append(d, fmt.Sprintf("storage %v (want %v)", have.Storage, want.Storage))
+	}
+	if want.Duplicates != have.Duplicates {
+		d = append(d, fmt.Sprintf("duplicate window %v (want %v)", have.Duplicates, want.Duplicates))
+	}
+	return strings.Join(d, "; ")
+}

@@ -1,0 +1,220 @@
+package upstream
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrIdle is the cause recorded when the stream delivered no byte, heartbeats included, for the idle
+// timeout while the reader was waiting for one.
+var ErrIdle = errors.New("no data or heartbeat within the idle timeout")
+
+// oversizeMarker is the SSE event name the guard gives to a message it cut short. It carries a random
+// nonce so that no upstream message can pass for one.
+var oversizeMarker = func() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "bridge-oversize-" + hex.EncodeToString(b) + ":"
+}()
+
+// parseOversize reports whether an SSE event name is the guard's marker, and the message size it carries.
+func parseOversize(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, oversizeMarker)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
+}
+
+// guard sits between the HTTP response body and the SSE decoder. It bounds the memory one message can
+// take and detects a silent connection:
+//
+//   - A message (the bytes between two blank lines) longer than max is cut: the bytes past the bound are
+//     dropped up to the message's end, and the message is closed with an `event:` line naming the
+//     oversizeMarker and the message's full size, so the reader can dead-letter it. The decoder never
+//     buffers more than max bytes plus one read.
+//   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
+//     outside Read (the bridge applying backpressure) does not count.
+//
+// Line ends are LF, CR or CRLF, as in the SSE specification.
+type guard struct {
+	src  io.ReadCloser
+	max  int
+	idle time.Duration
+
+	timer  *time.Timer
+	idled  atomic.Bool
+	size   int  // bytes of the current message so far
+	bol    bool // at the beginning of a line
+	lastCR bool // the previous byte was CR (a following LF belongs to it)
+	skip   bool // dropping the rest of an oversize message
+	carry  []byte
+	pend   []byte
+	err    error // sticky error from the body, returned once carry and pend are drained
+}
+
+func newGuard(src io.ReadCloser, maxBytes int, idle time.Duration) *guard {
+	g := &guard{src: src, max: maxBytes, idle: idle, bol: true}
+	if idle > 0 {
+		g.timer = time.AfterFunc(idle, func() {
+			g.idled.Store(true)
+			_ = src.Close()
+		})
+		g.timer.Stop()
+	}
+	return g
+}
+
+// Close closes the body and stops the watchdog.
+func (g *guard) Close() error {
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	return g.src.Close()
+}
+
+// Read implements io.Reader.
+func (g *guard) Read(p []byte) (int, error) {
+	for {
+		if len(g.pend) > 0 {
+			n := copy(p, g.pend)
+			g.pend = g.pend[n:]
+			return n, nil
+		}
+		var n int
+		switch {
+		case len(g.carry) > 0:
+			n = copy(p, g.carry)
+			g.carry = g.carry[n:]
+		case g.err != nil:
+			return 0, g.err
+		default:
+			n, g.err = g.read(p)
+			if n == 0 {
+				if g.err == nil {
+					continue
+				}
+				return 0, g.err
+			}
+		}
+		if out := g.filter(p[:n]); out > 0 {
+			return out, nil
+		}
+	}
+}
+
+// read reads from the body under the idle watchdog.
+func (g *guard) read(p []byte) (int, error) {
+	if g.timer != nil {
+		g.timer.Reset(g.idle)
+	}
+	n, err := g.src.Read(p)
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	if err != nil && g.idled.Load() {
+		err = ErrIdle
+	}
+	return n, err
+}
+
+// filter tracks message boundaries over b (in place) and returns how many bytes of b to hand on. Bytes it
+// holds back for later are kept in carry, text it adds in pend.
+func (g *guard) filter(b []byte) int {
+	for i := 0; i < len(b); {
+		if g.skip {
+			end, ok := g.scan(b[i:], true)
+			if !ok {
+				return i
+			}
+			// The oversize message ended: close it with the marker, then go on with the rest.
+			g.pend = append(g.pend[:0], "event:"+oversizeMarker+strconv.Itoa(g.size)+"\n\n"...)
+			g.skip, g.size = false, 0
+			g.hold(b[i+end:])
+			return i
+		}
+		end, ok := g.scan(b[i:], false)
+		if ok {
+			i += end
+			continue
+		}
+		// The bound was reached at i+end: hand on what came before, drop the rest of the message.
+		cut := i + end
+		g.skip = true
+		if !g.bol {
+			g.pend = append(g.pend[:0], '\n')
+			g.bol = true
+		}
+		g.hold(b[cut:])
+		return cut
+	}
+	return len(b)
+}
+
+// hold puts b back in front of the input not yet filtered. It runs only around oversize messages.
+func (g *guard) hold(b []byte) {
+	g.carry = append(append(make([]byte, 0, len(b)+len(g.carry)), b...), g.carry...)
+}
+
+// scan advances the message state over b. Without skip it stops (ok=false) at the byte where the message
+// would exceed the bound; with skip it stops (ok=true) just after the blank line that ends the message.
+// Otherwise it consumes all of b and returns ok=!skip.
+func (g *guard) scan(b []byte, skip bool) (int, bool) {
+	i := 0
+	for i < len(b) {
+		// Find the next line end.
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			j = len(b) - i
+		}
+		if k := bytes.IndexByte(b[i:i+j], '\r'); k >= 0 {
+			j = k
+		}
+		if j > 0 { // j ordinary bytes
+			if !skip && g.size+j > g.max {
+				cut := i + g.max - g.size
+				if g.max > g.size {
+					g.bol, g.lastCR = false, false
+				}
+				g.size = g.max
+				return cut, false
+			}
+			g.size += j
+			g.bol, g.lastCR = false, false
+			i += j
+			if i == len(b) {
+				break
+			}
+		}
+		c := b[i]
+		i++
+		if c == '\n' && g.lastCR {
+			g.lastCR = false
+			continue // the LF of a CRLF
+		}
+		g.lastCR = c == '\r'
+		if g.bol { // a blank line: the message ends
+			if skip {
+				g.size++
+				return i, true
+			}
+			g.size = 0
+			continue
+		}
+		g.bol = true
+		g.size++
+		if !skip && g.size > g.max {
+			// The line end itself crosses the bound; let it through (it ends the line) and cut after it.
+			return i, false
+		}
+	}
+	return i, !skip
+}

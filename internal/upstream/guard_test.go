@@ -1,0 +1,136 @@
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/launchdarkly/eventsource"
+)
+
+type got struct {
+	id, name, data string
+	oversize       int
+}
+
+// decodeAll runs input through a guard and eventsource's decoder and returns the events.
+func decodeAll(t testing.TB, input string, maxBytes int, oneByte bool) []got {
+	t.Helper()
+	var r io.Reader = strings.NewReader(input)
+	if oneByte {
+		r = iotest.OneByteReader(r)
+	}
+	g := newGuard(io.NopCloser(r), maxBytes, 0)
+	dec := eventsource.NewDecoder(g)
+	var out []got
+	for {
+		e, err := dec.Decode()
+		if err != nil {
+			return out
+		}
+		ev := got{id: e.Id(), name: e.Event(), data: e.Data()}
+		if n, ok := parseOversize(ev.name); ok {
+			ev = got{id: ev.id, oversize: n}
+		}
+		out = append(out, ev)
+	}
+}
+
+func TestGuardBoundsMessages(t *testing.T) {
+	big := strings.Repeat("x", 300)
+	tests := []struct {
+		name  string
+		input string
+		max   int
+		want  []got
+	}{
+		{"small events pass", "id: 1\ndata: {\"a\":1}\n\nid: 2\ndata: b\n\n", 100,
+			[]got{{id: "1", data: `{"a":1}`}, {id: "2", data: "b"}}},
+		{"oversize between small ones", "id: 1\ndata: a\n\nid: 2\ndata: " + big + "\n\nid: 3\ndata: c\n\n", 100,
+			[]got{{id: "1", data: "a"}, {id: "2", oversize: 6 + 307 + 1}, {id: "3", data: "c"}}},
+		{"oversize over many lines", "id: 9\ndata: " + big + "\ndata: " + big + "\nevent: x\n\nid: 10\ndata: ok\n\n", 50,
+			[]got{{id: "9", oversize: 6 + 2*307 + 9 + 1}, {id: "10", data: "ok"}}},
+		{"CRLF line ends", "id: 1\r\ndata: a\r\n\r\nid: 2\r\ndata: " + big + "\r\n\r\nid: 3\r\ndata: c\r\n\r\n", 100,
+			[]got{{id: "1", data: "a"}, {id: "2", oversize: 6 + 307 + 1}, {id: "3", data: "c"}}},
+		{"CR line ends", "id: 1\rdata: a\r\rid: 2\rdata: " + big + "\r\rid: 3\rdata: c\r\r", 100,
+			[]got{{id: "1", data: "a"}, {id: "2", oversize: 6 + 307 + 1}, {id: "3", data: "c"}}},
+		{"comments reset the count", ": hb\n\n: hb\n\nid: 1\ndata: " + strings.Repeat("y", 80) + "\n\n", 100,
+			[]got{{id: "1", data: strings.Repeat("y", 80)}}},
+		{"exactly at the bound", "data: " + strings.Repeat("z", 94) + "\n\n", 101,
+			[]got{{data: strings.Repeat("z", 94)}}},
+	}
+	for _, tt := range tests {
+		for _, oneByte := range []bool{false, true} {
+			t.Run(tt.name, func(t *testing.T) {
+				got := decodeAll(t, tt.input, tt.max, oneByte)
+				if len(got) != len(tt.want) {
+					t.Fatalf("got %d events %+v, want %+v", len(got), got, tt.want)
+				}
+				for i := range got {
+					if got[i] != tt.want[i] {
+						t.Errorf("event %d = %+v, want %+v", i, got[i], tt.want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGuardIdle: a body that stops sending is closed after the idle timeout and Read fails with ErrIdle.
+func TestGuardIdle(t *testing.T) {
+	pr, pw := io.Pipe()
+	g := newGuard(pr, 1024, 50*time.Millisecond)
+	go func() { _, _ = pw.Write([]byte(": hb\n\n")) }()
+	buf := make([]byte, 64)
+	if n, err := g.Read(buf); err != nil || n == 0 {
+		t.Fatalf("first read: %d, %v", n, err)
+	}
+	start := time.Now()
+	_, err := g.Read(buf)
+	if !errors.Is(err, ErrIdle) {
+		t.Fatalf("err = %v, want ErrIdle", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("idle fired after %v, before the timeout", d)
+	}
+}
+
+// FuzzGuard: the guard is the identity on input whose messages fit the bound, never hands the decoder a
+// line longer than the bound, and never fails on any input.
+func FuzzGuard(f *testing.F) {
+	f.Add([]byte("id: 1\ndata: {}\n\n"), 8)
+	f.Add([]byte("id: 1\r\ndata: aaaaaaaaaaaaaaaaaaa\r\n\r\n: c\r\rdata: b\n\n"), 5)
+	f.Add([]byte("data: x\r\n\r\ndata: \r\n"), 3)
+	f.Fuzz(func(t *testing.T, in []byte, maxBytes int) {
+		if maxBytes <= 0 || maxBytes > 1<<16 {
+			maxBytes = 16
+		}
+		out, err := io.ReadAll(newGuard(io.NopCloser(iotest.HalfReader(bytes.NewReader(in))), maxBytes, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if longestMessage(in) <= maxBytes && !bytes.Equal(out, in) {
+			t.Fatalf("changed input that fits the bound:\n in %q\nout %q", in, out)
+		}
+		for _, line := range bytes.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if len(line) > maxBytes && !bytes.Contains(line, []byte(oversizeMarker)) {
+				t.Fatalf("line of %d bytes passed a bound of %d", len(line), maxBytes)
+			}
+		}
+	})
+}
+
+// longestMessage returns the size of the longest message in an SSE byte stream, counted as the guard
+// counts it (bytes between blank lines, each line end as one byte).
+func longestMessage(in []byte) int {
+	norm := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(in))
+	longest := 0
+	for _, msg := range strings.Split(norm, "\n\n") {
+		longest = max(longest, len(msg)+1)
+	}
+	return longest
+}

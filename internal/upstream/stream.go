@@ -1,0 +1,367 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/launchdarkly/eventsource"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+)
+
+// Sink receives the stream's events. The publisher implements it.
+type Sink interface {
+	// Resume waits until every event handed to Handle is durably stored and returns the stream id to
+	// resume after ("" when nothing was ever stored). The stream calls it before every connection.
+	Resume(ctx context.Context) (string, error)
+	// Handle takes one event. It blocks while the sink applies backpressure, and returns an error only
+	// when ctx is done.
+	Handle(ctx context.Context, ev event.Event) error
+}
+
+// StreamConfig configures a Stream.
+type StreamConfig struct {
+	// URL of the event stream (op 4.9).
+	URL    string
+	Tokens *TokenSource
+	// Client performs the stream request. It must not have an overall timeout (the response never ends);
+	// NewHTTPClient(..., 0) builds a suitable one.
+	Client *http.Client
+	// IdleTimeout: reconnect when no byte (heartbeats included) arrived for this long.
+	IdleTimeout time.Duration
+	// MaxEventBytes bounds one SSE message; a longer one is cut and handed on as oversize.
+	MaxEventBytes int
+	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
+	ReconnectMin, ReconnectMax time.Duration
+	// UnavailableRetry is the retry pace after 403 or 404: the function is not available to the account.
+	UnavailableRetry time.Duration
+	Logger           *slog.Logger
+	// Observer, when set, is told of connection changes (for metrics).
+	Observer StreamObserver
+}
+
+// StreamObserver receives the stream's state changes. All methods may be called from the Run goroutine
+// only; implementations must be cheap.
+type StreamObserver interface {
+	Connected()
+	Disconnected(reason string)
+	Received(ev *event.Event) // every message with data, after it was read
+	Heartbeat()               // bytes arrived (comment or message)
+}
+
+// StreamState is the stream's connection state, for readiness.
+type StreamState int32
+
+// Stream states.
+const (
+	StateStarting     StreamState = iota // not connected yet
+	StateConnected                       // response 200 with text/event-stream, reading
+	StateReconnecting                    // waiting for the next attempt after a failure
+	StateUnavailable                     // 403/404: the stream is not available to this account
+	StateStopped                         // Run returned
+)
+
+var stateNames = [...]string{"starting", "connected", "reconnecting", "unavailable", "stopped"}
+
+func (s StreamState) String() string { return stateNames[s] }
+
+// StatusError is a non-success HTTP answer of the upstream API.
+type StatusError struct {
+	Code       int
+	RetryAfter time.Duration // from Retry-After, 0 when absent
+	Messages   []string      // from an ApiResponseMessage body, when there was one
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
+	if len(e.Messages) > 0 {
+		s += ": " + joinMessages(e.Messages)
+	}
+	return s
+}
+
+// Stream errors that change the retry pace.
+var (
+	// ErrUnavailable means the upstream answered 403 or 404 to the stream: the function is disabled or
+	// not accessible for this account (spec section 1). The stream keeps retrying slowly.
+	ErrUnavailable = errors.New("tracking stream not available to this account")
+	// ErrNotEventStream means the upstream answered 200 with another content type; the body is not read.
+	ErrNotEventStream = errors.New("response is not text/event-stream")
+)
+
+// Stream holds the upstream's Server-Sent Events stream of tracking events open for as long as its Run
+// runs: it reconnects forever with capped exponential backoff and jitter, never sooner than the server's
+// retry: hint or Retry-After, and resumes with the Last-Event-ID the sink reports as durably stored. It is
+// the only retry layer on the ingest path.
+type Stream struct {
+	cfg   StreamConfig
+	log   *slog.Logger
+	state atomic.Int32
+
+	mu      sync.Mutex
+	lastErr error
+}
+
+// NewStream returns a Stream; Run starts it.
+func NewStream(cfg StreamConfig) *Stream {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReconnectMin <= 0 {
+		cfg.ReconnectMin = time.Second
+	}
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	if cfg.UnavailableRetry <= 0 {
+		cfg.UnavailableRetry = 5 * time.Minute
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = 1 << 20
+	}
+	return &Stream{cfg: cfg, log: cfg.Logger}
+}
+
+// State returns the current connection state.
+func (s *Stream) State() StreamState { return StreamState(s.state.Load()) }
+
+// LastError returns the error that ended the last connection attempt, nil while connected.
+func (s *Stream) LastError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+func (s *Stream) setState(st StreamState, err error) {
+	s.state.Store(int32(st))
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+// Run reads the stream into sink until ctx is done; it then returns nil. It returns an error only when the
+// sink failed for another reason than ctx.
+func (s *Stream) Run(ctx context.Context, sink Sink) error {
+	defer s.setState(StateStopped, nil)
+	var (
+		attempt   int           // consecutive failed attempts, for the backoff
+		serverMin time.Duration // the server's retry: hint
+		unauth    int           // consecutive 401 answers
+		lastMsg   string        // the last failure logged, to log state changes only
+	)
+	for {
+		resume, err := sink.Resume(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("stream: resume: %w", err)
+		}
+		c := s.connect(ctx, resume, sink)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if c.sinkErr != nil {
+			return fmt.Errorf("stream: %w", c.sinkErr)
+		}
+		if c.retry > 0 {
+			serverMin = c.retry
+		}
+		if c.messages > 0 {
+			attempt, lastMsg = 0, ""
+		}
+		var st *StatusError
+		errors.As(c.err, &st)
+		if st != nil && st.Code == http.StatusUnauthorized {
+			unauth++
+		} else {
+			unauth = 0
+		}
+
+		delay := retry.Backoff(s.cfg.ReconnectMin, s.cfg.ReconnectMax, attempt)
+		state := StateReconnecting
+		switch {
+		case errors.Is(c.err, ErrUnavailable):
+			delay, state = s.cfg.UnavailableRetry, StateUnavailable
+		case unauth == 1:
+			delay = 0 // the token was invalidated: retry at once, once
+		case errors.Is(c.err, ErrLoginRejected):
+			// The token source paces logins itself; poll it no faster than the backoff allows.
+		}
+		if st != nil && st.RetryAfter > delay {
+			delay = st.RetryAfter
+		}
+		delay = max(delay, serverMin)
+		attempt++
+
+		s.setState(state, c.err)
+		reason := "closed by upstream"
+		if c.err != nil {
+			reason = c.err.Error()
+		}
+		if s.cfg.Observer != nil && c.connected {
+			s.cfg.Observer.Disconnected(disconnectReason(c.err))
+		}
+		level := slog.LevelWarn
+		if c.messages > 0 || c.err == nil {
+			level = slog.LevelInfo
+		}
+		if reason != lastMsg {
+			s.log.Log(ctx, level, "stream disconnected", "reason", reason, "messages", c.messages,
+				"retry_in", delay.Round(time.Millisecond).String(), "state", state.String())
+			lastMsg = reason
+		} else {
+			s.log.Debug("stream attempt failed again", "reason", reason, "attempt", attempt,
+				"retry_in", delay.Round(time.Millisecond).String())
+		}
+		if !retry.Sleep(ctx, delay) {
+			return nil
+		}
+	}
+}
+
+// conn is the outcome of one connection.
+type conn struct {
+	connected bool
+	messages  int           // messages read (with data or not)
+	retry     time.Duration // last retry: hint seen
+	err       error         // why it ended; nil = closed cleanly by the upstream
+	sinkErr   error
+}
+
+// connect makes one connection and reads it until it ends.
+func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn) {
+	tok, err := s.cfg.Tokens.Token(ctx)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, s.cfg.URL, nil)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cache-Control", "no-cache")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resume != "" {
+		req.Header.Set("Last-Event-ID", resume)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	if err := checkStreamResponse(resp); err != nil {
+		_ = resp.Body.Close()
+		var st *StatusError
+		if errors.As(err, &st) && st.Code == http.StatusUnauthorized {
+			s.cfg.Tokens.Invalidate(tok)
+		}
+		c.err = err
+		return c
+	}
+
+	c.connected = true
+	s.setState(StateConnected, nil)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Connected()
+	}
+	s.log.Info("stream connected", "resume_after", resume)
+
+	body := newGuard(resp.Body, s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
+	dec := eventsource.NewDecoderWithOptions(body, eventsource.DecoderOptionLastEventID(resume))
+	defer func() {
+		_ = body.Close()
+		// Let the decoder's reading goroutine end: it stops at the read error the close causes.
+		for {
+			if _, err := dec.Decode(); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		e, err := dec.Decode()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				c.err = err
+				if ctx.Err() == nil && errors.Is(err, io.ErrUnexpectedEOF) {
+					c.err = errors.New("connection closed in the middle of a message")
+				}
+			}
+			return c
+		}
+		c.messages++
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Heartbeat()
+		}
+		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
+			c.retry = time.Duration(r.Retry()) * time.Millisecond
+		}
+		ev := event.Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
+		if l, ok := e.(eventsource.EventWithLastID); ok {
+			ev.ResumeID = l.LastEventID()
+		}
+		if n, ok := parseOversize(ev.Name); ok {
+			ev.Name, ev.Oversize = "", n
+			s.log.Warn("event exceeds the size bound; dead-lettering a description", "event_id", ev.ID,
+				"size", n, "limit", s.cfg.MaxEventBytes)
+		} else {
+			data := e.Data()
+			if data == "" {
+				continue // a block without data (retry:, id: or event: alone) carries no event
+			}
+			ev.Data = []byte(data)
+		}
+		if s.cfg.Observer != nil {
+			s.cfg.Observer.Received(&ev)
+		}
+		if err := sink.Handle(ctx, ev); err != nil {
+			if ctx.Err() == nil {
+				c.sinkErr = err
+			}
+			return c
+		}
+	}
+}
+
+// checkStreamResponse turns anything but a 200 text/event-stream response into an error.
+func checkStreamResponse(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK {
+		st := readStatusError(resp)
+		if st.Code == http.StatusForbidden || st.Code == http.StatusNotFound {
+			return fmt.Errorf("%w: %w", ErrUnavailable, st)
+		}
+		return st
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != "text/event-stream" {
+		return fmt.Errorf("%w: Content-Type %q", ErrNotEventStream, resp.Header.Get("Content-Type"))
+	}
+	return nil
+}
+
+func disconnectReason(err error) string {
+	var st *StatusError
+	switch {
+	case err == nil:
+		return "eof"
+	case errors.Is(err, ErrIdle):
+		return "idle"
+	case errors.As(err, &st):
+		return "status"
+	default:
+		return "error"
+	}
+}
