@@ -85,6 +85,7 @@ type pending struct {
 	msg    *nats.Msg
 	fut    jetstream.PubAckFuture
 	err    error // the publish (or its acknowledgement) failed
+	acked  bool  // the acknowledgement was received
 	resume string
 	token  string // type token, "" for dead letters
 	sent   time.Time
@@ -292,10 +293,11 @@ func (p *Publisher) enqueue(ctx context.Context, e pending) error {
 func (p *Publisher) settle(ctx context.Context, wait bool) error {
 	for p.n > 0 {
 		e := &p.ring[p.head]
-		if e.fut != nil && e.err == nil && !wait {
+		if !wait && !e.settled() {
 			select {
 			case <-e.fut.Ok():
-			case <-e.fut.Err():
+				e.acked = true
+			case e.err = <-e.fut.Err():
 			default:
 				return nil
 			}
@@ -310,19 +312,32 @@ func (p *Publisher) settle(ctx context.Context, wait bool) error {
 // settleOne waits for the front entry of the window and pops it. A failure there starts recovery.
 func (p *Publisher) settleOne(ctx context.Context) error {
 	e := &p.ring[p.head]
-	if e.fut != nil && e.err == nil {
-		select {
-		case <-e.fut.Ok():
-		case err := <-e.fut.Err():
-			e.err = err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := e.wait(ctx); err != nil {
+		return err
 	}
 	if e.err != nil {
 		return p.recover(ctx)
 	}
 	p.pop()
+	return nil
+}
+
+// settled reports whether the entry's outcome is known (or it needs none: an already stored event).
+func (e *pending) settled() bool { return e.fut == nil || e.acked || e.err != nil }
+
+// wait waits for the entry's acknowledgement or failure. Each future delivers its outcome once, so the
+// outcome is recorded in the entry.
+func (e *pending) wait(ctx context.Context) error {
+	if e.settled() {
+		return nil
+	}
+	select {
+	case <-e.fut.Ok():
+		e.acked = true
+	case e.err = <-e.fut.Err():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return nil
 }
 
@@ -343,16 +358,8 @@ func (p *Publisher) pop() {
 // duplicate window drops one that was in fact stored before). The window is empty afterwards.
 func (p *Publisher) recover(ctx context.Context) error {
 	for i := 0; i < p.n; i++ {
-		e := &p.ring[(p.head+i)%len(p.ring)]
-		if e.fut == nil || e.err != nil {
-			continue
-		}
-		select {
-		case <-e.fut.Ok():
-		case err := <-e.fut.Err():
-			e.err = err
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := p.ring[(p.head+i)%len(p.ring)].wait(ctx); err != nil {
+			return err
 		}
 	}
 	for p.n > 0 {

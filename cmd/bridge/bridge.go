@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// bridge is the daemon: the components built from the configuration, run as one group.
+type bridge struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	nc     *nats.Conn
+	layout publish.Layout
+	tokens *upstream.TokenSource
+	stream *upstream.Stream
+	pub    *publish.Publisher
+}
+
+// newBridge builds the components. It connects to NATS (in the background if no server is reachable
+// yet) but does not contact the upstream.
+func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
+	b := &bridge{cfg: cfg, log: log,
+		layout: publish.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
+
+	apiClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile, Timeout: cfg.HTTPTimeout})
+	if err != nil {
+		return nil, err
+	}
+	streamClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile})
+	if err != nil {
+		return nil, err
+	}
+	b.tokens = upstream.NewTokenSource(upstream.TokenConfig{
+		TokenURL:      cfg.TokenURL,
+		ClientID:      cfg.ClientID,
+		Username:      cfg.Username,
+		Password:      cfg.Password.Reveal,
+		Client:        apiClient,
+		RefreshMargin: cfg.RefreshMargin,
+		LoginRetry:    cfg.LoginRetry,
+		Logger:        log.With("component", "token"),
+	})
+	b.stream = upstream.NewStream(upstream.StreamConfig{
+		URL:              cfg.StreamURL(),
+		Tokens:           b.tokens,
+		Client:           streamClient,
+		IdleTimeout:      cfg.StreamIdleTimeout,
+		MaxEventBytes:    cfg.StreamMaxEventBytes,
+		ReconnectMin:     cfg.ReconnectMin,
+		ReconnectMax:     cfg.ReconnectMax,
+		UnavailableRetry: cfg.UnavailableRetry,
+		Logger:           log.With("component", "stream"),
+	})
+
+	b.nc, err = connectNATS(cfg, log.With("component", "nats"))
+	if err != nil {
+		return nil, err
+	}
+	source := cfg.CESource
+	if source == "" {
+		source = ceSource(cfg.StreamURL())
+	}
+	b.pub, err = publish.New(b.nc, publish.Config{
+		Prefix:       cfg.SubjectPrefix,
+		EventsStream: b.layout.Events(),
+		Window:       cfg.PublishWindow,
+		Timeout:      cfg.PublishTimeout,
+		Source:       source,
+		Logger:       log.With("component", "publish"),
+	})
+	if err != nil {
+		b.nc.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// ceSource derives the CloudEvents source from the stream URL, without credentials or query.
+func ceSource(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "tracking-bridge"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// Run runs the bridge until ctx is done. On the way out it stops ingress first (the stream), then waits
+// for in-flight publishes, then drains the NATS connection. It returns nil after a clean stop.
+func (b *bridge) Run(ctx context.Context) error {
+	defer b.nc.Close()
+	if err := b.ensureStreams(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	err := b.stream.Run(ctx, b.pub)
+
+	// Ingress has stopped: finish what is in flight, within the shutdown timeout.
+	dctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
+	defer cancel()
+	if _, ferr := b.pub.Resume(dctx); ferr != nil {
+		b.log.Warn("stopped with publishes unacknowledged; they are resent after restart", "err", ferr)
+	} else {
+		b.log.Info("in-flight publishes completed", "resume_after", b.pub.LastResumeID())
+	}
+	if derr := drain(dctx, b.nc); derr != nil {
+		b.log.Warn("NATS drain incomplete", "err", derr)
+	}
+	return err
+}
+
+// ensureStreams provisions the streams, retrying while NATS is unreachable or JetStream unavailable.
+func (b *bridge) ensureStreams(ctx context.Context) error {
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := publish.EnsureStreams(cctx, js, b.layout, b.cfg.CreateStreams, b.log.With("component", "streams"))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !b.cfg.CreateStreams && errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		if attempt == 0 {
+			b.log.Warn("JetStream not ready; retrying", "err", err)
+		}
+		if !retry.Sleep(ctx, retry.Backoff(500*time.Millisecond, 10*time.Second, attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// drain drains the NATS connection and waits for it to close, or for ctx.
+func drain(ctx context.Context, nc *nats.Conn) error {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		return err
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,128 @@
+// Command bridge connects the Container Logistics Integration API's tracking stream and report operation
+// to NATS JetStream.
+//
+//	bridge run      the daemon, configured by BRIDGE_* environment variables (bridge -h lists them)
+//	bridge sim      the upstream simulator alone
+//	bridge demo     embedded NATS + simulator + bridge in one process
+//	bridge version  version, commit and Go version
+//
+// This package is wiring only: it parses the configuration, builds the logger, runs the components and
+// maps the outcome to an exit code. It is the only place that handles signals or calls os.Exit.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command and returns the exit code: 0 after success or a stop by signal, 2 for a usage
+// or configuration error, 1 for any other failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = runDaemon(ctx, args, stderr)
+	case "sim":
+		err = runSim(ctx, args, stderr)
+	case "demo":
+		err = runDemo(ctx, args, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", version, commit, runtime.Version())
+		return 0
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "bridge: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "bridge: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "bridge: %v\n", err)
+		return 1
+	}
+}
+
+// usageError is a problem with the command line or the configuration: exit code 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `tracking-bridge: the Container Logistics Integration API's tracking events on NATS JetStream.
+
+Usage:
+  bridge run       run the bridge (the default), configured from the environment below
+  bridge demo      embedded NATS + upstream simulator + bridge in one process (no credentials needed)
+  bridge sim       run the upstream simulator alone (bridge sim -h for its flags)
+  bridge version   print version, commit and Go version
+
+Configuration of 'bridge run' (environment variables):
+
+`)
+	config.Usage(w)
+}
+
+// runDaemon is 'bridge run'.
+func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("run takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)")}
+	}
+	cfg, err := config.LoadFromEnv()
+	if err != nil {
+		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+	}
+	log := newLogger(stderr, cfg.LogFormat, cfg.SlogLevel())
+	log.Info("starting", "version", version, "commit", commit, "config", cfg)
+	b, err := newBridge(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := b.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newLogger returns the process logger: JSON (the default) or text.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

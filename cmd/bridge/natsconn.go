@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+)
+
+// natsOptions turns the configuration into NATS connection options: authentication, TLS, and reconnects
+// forever with backoff. Connection state changes are logged once each.
+func natsOptions(cfg *config.Config, log *slog.Logger) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("tracking-bridge"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		nats.ReconnectBufSize(32 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "err", err)
+			} else {
+				log.Info("NATS disconnected")
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS connected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("NATS error", "err", err, "subject", subj)
+		}),
+	}
+	switch {
+	case cfg.NATSCredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.NATSCredsFile))
+	case cfg.NATSNKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NATSNKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("BRIDGE_NATS_NKEY_SEED_FILE: %w", err)
+		}
+		opts = append(opts, o)
+	case cfg.NATSUser != "":
+		opts = append(opts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword.Reveal()))
+	case cfg.NATSToken != "":
+		opts = append(opts, nats.Token(cfg.NATSToken.Reveal()))
+	}
+	if cfg.NATSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.NATSCAFile))
+	}
+	if cfg.NATSCertFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.NATSCertFile, cfg.NATSKeyFile))
+	}
+	return opts, nil
+}
+
+// connectNATS connects to the configured servers. With RetryOnFailedConnect it returns at once even
+// while no server is reachable; the connection then keeps trying in the background.
+func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
+	opts, err := natsOptions(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(strings.Join(cfg.NATSServers(), ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("NATS: %w", err)
+	}
+	return nc, nil
+}

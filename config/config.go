@@ -1,0 +1,406 @@
+// Package config is the bridge's configuration, read from BRIDGE_* environment variables.
+//
+// The variables are the fields of Config; their names, defaults and meanings are in the struct tags and in
+// the table Usage prints (bridge -h). Contract §2 fixes the names of the first eleven. The rules:
+//
+//   - A variable set to the empty string counts as unset: the default applies, and a required variable
+//     is reported as missing.
+//   - Every Secret field X can instead be given as X_FILE, naming a file whose content, less trailing CR
+//     and LF characters, is the value. Setting both X and X_FILE is an error.
+//   - Load reports every problem at once (errors.Join), each naming its variable; no error ever contains
+//     a secret's value.
+//
+// The package reads the environment and the file system only; it dials nothing.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Prefix starts every variable's name, followed by "_".
+const Prefix = "BRIDGE"
+
+// MinRefreshMargin is the smallest BRIDGE_REFRESH_MARGIN Validate accepts.
+const MinRefreshMargin = 30 * time.Second
+
+// maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
+const maxSecretFileBytes = 64 << 10
+
+// Config is the bridge's configuration. Load fills it from the environment: the variable of a field is
+// Prefix + "_" + its envconfig tag, its default the default tag. A Config built by hand should start from
+// Default and be checked with Validate.
+type Config struct {
+	// Upstream API (contract §2).
+	UpstreamURL  string `envconfig:"UPSTREAM_URL" required:"true" desc:"base URL of the upstream API, including the version segment"`
+	TokenURL     string `envconfig:"TOKEN_URL" required:"true" desc:"OAuth 2.0 token and refresh URL"`
+	ClientID     string `envconfig:"CLIENT_ID" required:"true" desc:"the API's fixed OAuth client id"`
+	Username     string `envconfig:"USERNAME" required:"true" desc:"account user name"`
+	Password     Secret `envconfig:"PASSWORD" required:"true" desc:"account password"`
+	StreamPath   string `envconfig:"STREAM_PATH" default:"/tracking/events/stream" desc:"path of the event stream (op 4.9), relative to the upstream URL"`
+	ReportPath   string `envconfig:"REPORT_PATH" default:"/tracking/events" desc:"path for reporting events (op 4.8), relative to the upstream URL"`
+	InsecureHTTP bool   `envconfig:"INSECURE_HTTP" default:"false" desc:"allow http:// upstream and token URLs (local development, the simulator); otherwise only https://"`
+
+	// NATS and the HTTP endpoint (contract §2).
+	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
+	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz and /readyz"`
+
+	// Logging. Any case is accepted; Load lower-cases both.
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"log format: json or text"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
+
+	// Event stream.
+	StreamIdleTimeout   time.Duration `envconfig:"STREAM_IDLE_TIMEOUT" default:"60s" desc:"reconnect to the event stream when no byte arrived for this long"`
+	StreamMaxEventBytes int           `envconfig:"STREAM_MAX_EVENT_BYTES" default:"1048576" desc:"largest event accepted from the stream, in bytes; a larger one goes to the dead-letter subject"`
+	ReconnectMin        time.Duration `envconfig:"RECONNECT_MIN" default:"1s" desc:"first delay of the stream's exponential reconnect backoff"`
+	ReconnectMax        time.Duration `envconfig:"RECONNECT_MAX" default:"60s" desc:"longest delay of the stream's reconnect backoff"`
+	UnavailableRetry    time.Duration `envconfig:"UNAVAILABLE_RETRY" default:"5m" desc:"retry pace while the stream answers 403 or 404 (not available to the account)"`
+
+	// Upstream HTTP and login.
+	LoginRetry     time.Duration `envconfig:"LOGIN_RETRY" default:"1m" desc:"minimum interval between password logins after the credentials were rejected"`
+	RefreshMargin  time.Duration `envconfig:"REFRESH_MARGIN" default:"30s" desc:"refresh the access token this long before it expires (at least 30s)"`
+	HTTPTimeout    time.Duration `envconfig:"HTTP_TIMEOUT" default:"30s" desc:"timeout of one upstream request other than the event stream"`
+	UpstreamCAFile string        `envconfig:"UPSTREAM_CA_FILE" desc:"PEM file of CA certificates trusted for the upstream and token URLs; empty means the system roots"`
+
+	// Publishing events to JetStream.
+	PublishWindow   int           `envconfig:"PUBLISH_WINDOW" default:"1024" desc:"most asynchronous JetStream publishes in flight"`
+	PublishTimeout  time.Duration `envconfig:"PUBLISH_TIMEOUT" default:"10s" desc:"time to wait for a JetStream publish acknowledgement"`
+	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events stream, when the bridge creates it"`
+	CreateStreams   bool          `envconfig:"CREATE_STREAMS" default:"true" desc:"create the JetStream streams at start-up when they are missing"`
+	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means derived from the upstream URL"`
+
+	// Consuming reports from JetStream.
+	ReportConcurrency int           `envconfig:"REPORT_CONCURRENCY" default:"16" desc:"most reports sent upstream at the same time"`
+	ReportMaxBytes    int           `envconfig:"REPORT_MAX_BYTES" default:"262144" desc:"largest report accepted, in bytes; a larger one goes to the dead-letter subject"`
+	ReportMaxAge      time.Duration `envconfig:"REPORT_MAX_AGE" default:"0s" desc:"dead-letter a report still failing transiently after this long; 0 means retry forever"`
+	ReportBackoffMin  time.Duration `envconfig:"REPORT_BACKOFF_MIN" default:"1s" desc:"first redelivery delay of a report after a transient failure"`
+	ReportBackoffMax  time.Duration `envconfig:"REPORT_BACKOFF_MAX" default:"5m" desc:"longest redelivery delay of a report"`
+	ReportDurable     string        `envconfig:"REPORT_DURABLE" default:"tracking-bridge-reports" desc:"name of the durable JetStream consumer of reports"`
+
+	// Lifecycle.
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time allowed to drain in-flight work on SIGINT or SIGTERM"`
+
+	// NATS authentication (at most one method) and TLS.
+	NATSCredsFile    string `envconfig:"NATS_CREDS_FILE" desc:"NATS credentials file (JWT and NKey seed)"`
+	NATSNKeySeedFile string `envconfig:"NATS_NKEY_SEED_FILE" desc:"NATS NKey seed file"`
+	NATSUser         string `envconfig:"NATS_USER" desc:"NATS user name, with BRIDGE_NATS_PASSWORD"`
+	NATSPassword     Secret `envconfig:"NATS_PASSWORD" desc:"NATS password, with BRIDGE_NATS_USER"`
+	NATSToken        Secret `envconfig:"NATS_TOKEN" desc:"NATS authentication token"`
+	NATSCAFile       string `envconfig:"NATS_CA_FILE" desc:"PEM file of CA certificates trusted for NATS; empty means the system roots"`
+	NATSCertFile     string `envconfig:"NATS_CERT_FILE" desc:"client certificate (PEM) for NATS TLS, with BRIDGE_NATS_KEY_FILE"`
+	NATSKeyFile      string `envconfig:"NATS_KEY_FILE" desc:"client private key (PEM) for NATS TLS, with BRIDGE_NATS_CERT_FILE"`
+}
+
+// field describes one variable of Config.
+type field struct {
+	index    int    // in Config
+	key      string // the variable, e.g. BRIDGE_UPSTREAM_URL
+	def      string // default tag
+	required bool
+	secret   bool
+}
+
+var (
+	secretType   = reflect.TypeFor[Secret]()
+	durationType = reflect.TypeFor[time.Duration]()
+	fields       = configFields()
+)
+
+// configFields reads Config's tags. A malformed tag is a programming error, so it panics (at init).
+func configFields() []field {
+	t := reflect.TypeFor[Config]()
+	out := make([]field, 0, t.NumField())
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := sf.Tag.Get("envconfig")
+		if name == "" || name != strings.ToUpper(name) || sf.Tag.Get("desc") == "" {
+			panic("config: field " + sf.Name + " needs an upper-case envconfig tag and a desc tag")
+		}
+		switch sf.Type.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
+		default:
+			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
+		}
+		if sf.Type.Kind() == reflect.Int64 && sf.Type != durationType {
+			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
+		}
+		out = append(out, field{
+			index:    i,
+			key:      Prefix + "_" + name,
+			def:      sf.Tag.Get("default"),
+			required: sf.Tag.Get("required") == "true",
+			secret:   sf.Type == secretType,
+		})
+	}
+	return out
+}
+
+// Default returns a Config holding every default value. The required fields are empty, so it does not
+// pass Validate until they are filled in.
+func Default() *Config {
+	c := new(Config)
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range fields {
+		if err := setField(v.Field(f.index), f.def); err != nil {
+			panic(fmt.Sprintf("config: default of %s: %v", f.key, err))
+		}
+	}
+	return c
+}
+
+// LoadFromEnv is Load reading the process environment.
+func LoadFromEnv() (*Config, error) { return Load(os.LookupEnv) }
+
+// Load reads the configuration through lookup, which has the signature of os.LookupEnv (nil means
+// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults and validates the result.
+//
+// A variable that is unset or set to the empty string takes its default. The error, if any, joins every
+// problem found (values that do not parse, unreadable secret files, and everything Validate reports),
+// one per line, each naming its variable. It never contains a secret's value.
+func Load(lookup func(string) (string, bool)) (*Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	get := func(key string) (string, bool) {
+		v, ok := lookup(key)
+		return v, ok && v != ""
+	}
+
+	c := Default()
+	v := reflect.ValueOf(c).Elem()
+	var errs []error
+	failed := make(map[string]bool) // variables with a load error; Validate's findings on them are noise
+	for _, f := range fields {
+		raw, ok := get(f.key)
+		if f.secret {
+			path, fromFile := get(f.key + "_FILE")
+			switch {
+			case ok && fromFile:
+				errs = append(errs, problemf([]string{f.key, f.key + "_FILE"}, nil, "both are set; set only one"))
+				failed[f.key] = true
+				continue
+			case fromFile:
+				s, err := readSecretFile(path)
+				if err != nil {
+					errs = append(errs, problemf([]string{f.key + "_FILE"}, err, "cannot read %v", err))
+					failed[f.key] = true
+					continue
+				}
+				// An empty file is like an unset variable: the default, or "required".
+				raw, ok = s, s != ""
+			}
+		}
+		if !ok {
+			continue // the default is in place
+		}
+		if err := setField(v.Field(f.index), raw); err != nil {
+			// Only non-secret fields can fail to parse, so echoing the value is safe.
+			errs = append(errs, problemf([]string{f.key}, err, "%q is not %v", raw, err))
+			failed[f.key] = true
+		}
+	}
+
+	// The enumerations are matched without regard to case; hand them on in the documented spelling.
+	c.LogFormat, c.LogLevel = strings.ToLower(c.LogFormat), strings.ToLower(c.LogLevel)
+
+	for _, err := range c.check() {
+		if p, ok := err.(*problem); ok && p.concerns(failed) {
+			continue
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// errNotA describes what a value failed to parse as; Load's message reads `"x" is not <errNotA>`.
+type errNotA string
+
+func (e errNotA) Error() string { return string(e) }
+
+// setField parses raw into the field v: a string, Secret, bool, int or time.Duration.
+func setField(v reflect.Value, raw string) error {
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return errNotA("a duration (use a unit, e.g. 500ms, 30s, 5m, 1h)")
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(raw)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return errNotA("a boolean (use true or false)")
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int:
+		n, err := strconv.ParseInt(raw, 10, 0)
+		if err != nil {
+			return errNotA("an integer")
+		}
+		v.SetInt(n)
+	default:
+		return errNotA("a supported type") // configFields rules this out
+	}
+	return nil
+}
+
+// readSecretFile returns the content of a _FILE secret without trailing CR and LF characters. Its errors
+// name the path, never the content.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", pathError(path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return "", pathError(path, err)
+	}
+	if len(b) > maxSecretFileBytes {
+		return "", fmt.Errorf("%s: larger than %d bytes, not a secret file", path, maxSecretFileBytes)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// pathError renders err as "path: reason", without repeating the operation and path an *fs.PathError
+// carries, and keeps it matchable with errors.Is (fs.ErrNotExist, fs.ErrPermission).
+func pathError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// StreamURL is the URL of the event stream: UpstreamURL joined with StreamPath.
+func (c *Config) StreamURL() string { return joinURL(c.UpstreamURL, c.StreamPath) }
+
+// ReportURL is the URL reports are posted to: UpstreamURL joined with ReportPath.
+func (c *Config) ReportURL() string { return joinURL(c.UpstreamURL, c.ReportPath) }
+
+// joinURL appends path to base with exactly one slash between them.
+func joinURL(base, path string) string {
+	return strings.TrimRight(base, "/") + "/" + strings.TrimLeft(path, "/")
+}
+
+// NATSServers returns the entries of NATSURL, trimmed of white space, empty ones left out.
+func (c *Config) NATSServers() []string {
+	var out []string
+	for s := range strings.SplitSeq(c.NATSURL, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// StreamName returns the name of the JetStream stream of the given kind (contract §4): the subject prefix
+// and kind joined by "_", upper-cased, every character other than [A-Z0-9] replaced by "_". With the
+// default prefix, StreamName("events") is "TRACKING_EVENTS", and "reports" and "dlq" give
+// "TRACKING_REPORTS" and "TRACKING_DLQ".
+func (c *Config) StreamName(kind string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		default:
+			return '_'
+		}
+	}, strings.ToUpper(c.SubjectPrefix+"_"+kind))
+}
+
+// Subject joins the subject prefix and parts with ".": with the default prefix, Subject("events", "GATE_IN")
+// is "tracking.events.GATE_IN" and Subject() is "tracking". The parts are used as they are; each must be a
+// valid subject token (or a wildcard, for a filter).
+func (c *Config) Subject(parts ...string) string {
+	return strings.Join(append([]string{c.SubjectPrefix}, parts...), ".")
+}
+
+// SlogLevel returns LogLevel as a slog.Level; a value Validate would reject gives slog.LevelInfo.
+func (c *Config) SlogLevel() slog.Level {
+	switch strings.ToLower(c.LogLevel) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// LogValue implements slog.LogValuer, for logging the effective configuration at start-up: a group with
+// one attribute per variable, keyed by its name without the BRIDGE_ prefix in lower case (upstream_url,
+// reconnect_min, ...). Durations read like "30s". A secret shows as "[redacted]" when set and "" when not,
+// and the user information of URLs (which may be a NATS token or password) as "xxxxx".
+func (c *Config) LogValue() slog.Value {
+	v := reflect.ValueOf(c).Elem()
+	attrs := make([]slog.Attr, 0, len(fields))
+	for _, f := range fields {
+		key := strings.ToLower(strings.TrimPrefix(f.key, Prefix+"_"))
+		fv := v.Field(f.index)
+		var val slog.Value
+		switch {
+		case f.secret:
+			if fv.String() == "" {
+				val = slog.StringValue("")
+			} else {
+				val = slog.StringValue(redacted)
+			}
+		case fv.Type() == durationType:
+			val = slog.StringValue(time.Duration(fv.Int()).String())
+		case fv.Kind() == reflect.String:
+			val = slog.StringValue(redactURLs(fv.String()))
+		case fv.Kind() == reflect.Bool:
+			val = slog.BoolValue(fv.Bool())
+		default:
+			val = slog.Int64Value(fv.Int())
+		}
+		attrs = append(attrs, slog.Attr{Key: key, Value: val})
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// redactURLs replaces the user information of every comma-separated URL in s that has one; anything else
+// is returned unchanged.
+func redactURLs(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = redactURL(u)
+		} else if err != nil && strings.Contains(p, "@") {
+			parts[i] = "[unparsable URL]" // it might hold credentials
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// redactURL renders u with its user information, if any, replaced by "xxxxx": in a NATS URL the user part
+// alone may be a token.
+func redactURL(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	r := *u
+	r.User = url.User("xxxxx")
+	return r.String()
+}

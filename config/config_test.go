@@ -1,0 +1,721 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testPassword is the account password of the test environments; no error or output may contain it.
+const testPassword = "hunter2-Sup3r-s3cret"
+
+// lookup returns an os.LookupEnv-like function over m.
+func lookup(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// minimalEnv returns the required variables with valid values, plus extra (a "" value is kept as set
+// but empty; use delete to unset).
+func minimalEnv(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"BRIDGE_UPSTREAM_URL": "https://api.example.com/v1.0",
+		"BRIDGE_TOKEN_URL":    "https://auth.example.com/token",
+		"BRIDGE_CLIENT_ID":    "tracking-client",
+		"BRIDGE_USERNAME":     "alice",
+		"BRIDGE_PASSWORD":     testPassword,
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// problems splits a joined error into its problems.
+func problems(t *testing.T, err error) []error {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("error is not joined: %v", err)
+	}
+	return j.Unwrap()
+}
+
+// writeFile writes content to a new file in a test directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load(lookup(minimalEnv(nil)))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := &Config{
+		UpstreamURL:         "https://api.example.com/v1.0",
+		TokenURL:            "https://auth.example.com/token",
+		ClientID:            "tracking-client",
+		Username:            "alice",
+		Password:            testPassword,
+		StreamPath:          "/tracking/events/stream",
+		ReportPath:          "/tracking/events",
+		InsecureHTTP:        false,
+		NATSURL:             "nats://127.0.0.1:4222",
+		SubjectPrefix:       "tracking",
+		HTTPAddr:            ":8080",
+		LogFormat:           "json",
+		LogLevel:            "info",
+		StreamIdleTimeout:   60 * time.Second,
+		StreamMaxEventBytes: 1 << 20,
+		ReconnectMin:        time.Second,
+		ReconnectMax:        60 * time.Second,
+		UnavailableRetry:    5 * time.Minute,
+		LoginRetry:          time.Minute,
+		RefreshMargin:       30 * time.Second,
+		HTTPTimeout:         30 * time.Second,
+		PublishWindow:       1024,
+		PublishTimeout:      10 * time.Second,
+		DuplicateWindow:     10 * time.Minute,
+		CreateStreams:       true,
+		ReportConcurrency:   16,
+		ReportMaxBytes:      256 << 10,
+		ReportMaxAge:        0,
+		ReportBackoffMin:    time.Second,
+		ReportBackoffMax:    5 * time.Minute,
+		ReportDurable:       "tracking-bridge-reports",
+		ShutdownTimeout:     30 * time.Second,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load with only the required variables:\n got %#v\nwant %#v", *c, *want)
+	}
+
+	// Default is the same without the required values.
+	d := Default()
+	want.UpstreamURL, want.TokenURL, want.ClientID, want.Username, want.Password = "", "", "", "", ""
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Default:\n got %#v\nwant %#v", *d, *want)
+	}
+}
+
+func TestLoadValues(t *testing.T) {
+	t.Parallel()
+	ca := writeFile(t, "ca.pem", "x")
+	c, err := Load(lookup(minimalEnv(map[string]string{
+		"BRIDGE_UPSTREAM_URL":        "http://127.0.0.1:8081/v1.0/",
+		"BRIDGE_TOKEN_URL":           "http://127.0.0.1:8081/auth/token",
+		"BRIDGE_INSECURE_HTTP":       "true",
+		"BRIDGE_NATS_URL":            "nats://a:4222, tls://b:4222 ,ws://c:8080,wss://d",
+		"BRIDGE_SUBJECT_PREFIX":      "acme.tracking",
+		"BRIDGE_LOG_FORMAT":          "TEXT",
+		"BRIDGE_LOG_LEVEL":           "Debug",
+		"BRIDGE_STREAM_IDLE_TIMEOUT": "90s",
+		"BRIDGE_PUBLISH_WINDOW":      "64",
+		"BRIDGE_CREATE_STREAMS":      "false",
+		"BRIDGE_REPORT_MAX_AGE":      "24h",
+		"BRIDGE_NATS_USER":           "bridge",
+		"BRIDGE_NATS_PASSWORD":       "nats-pw",
+		"BRIDGE_NATS_CA_FILE":        ca,
+	})))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !c.InsecureHTTP || c.CreateStreams || c.StreamIdleTimeout != 90*time.Second || c.PublishWindow != 64 ||
+		c.ReportMaxAge != 24*time.Hour || c.NATSPassword.Reveal() != "nats-pw" || c.NATSCAFile != ca ||
+		c.LogFormat != "text" || c.LogLevel != "debug" {
+		t.Errorf("values not loaded: %+v", c)
+	}
+	if got, want := c.StreamURL(), "http://127.0.0.1:8081/v1.0/tracking/events/stream"; got != want {
+		t.Errorf("StreamURL = %q, want %q", got, want)
+	}
+	if got, want := c.NATSServers(), []string{"nats://a:4222", "tls://b:4222", "ws://c:8080", "wss://d"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("NATSServers = %q, want %q", got, want)
+	}
+	if got, want := c.StreamName("events"), "ACME_TRACKING_EVENTS"; got != want {
+		t.Errorf("StreamName = %q, want %q", got, want)
+	}
+}
+
+func TestLoadSetButEmptyGetsDefault(t *testing.T) {
+	t.Parallel()
+	d := Default()
+	dv := reflect.ValueOf(d).Elem()
+	for _, f := range fields {
+		if f.required {
+			continue
+		}
+		t.Run(f.key, func(t *testing.T) {
+			t.Parallel()
+			extra := map[string]string{f.key: ""}
+			if f.secret {
+				extra[f.key+"_FILE"] = ""
+			}
+			c, err := Load(lookup(minimalEnv(extra)))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			got := reflect.ValueOf(c).Elem().Field(f.index).Interface()
+			if want := dv.Field(f.index).Interface(); got != want {
+				t.Errorf("%s set to \"\" gives %v, want the default %v", f.key, got, want)
+			}
+		})
+	}
+}
+
+func TestLoadRequired(t *testing.T) {
+	t.Parallel()
+	required := []string{"BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_CLIENT_ID", "BRIDGE_USERNAME", "BRIDGE_PASSWORD"}
+	tests := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"unset", map[string]string{}},
+		{"set but empty", map[string]string{
+			"BRIDGE_UPSTREAM_URL": "", "BRIDGE_TOKEN_URL": "", "BRIDGE_CLIENT_ID": "", "BRIDGE_USERNAME": "",
+			"BRIDGE_PASSWORD": "", "BRIDGE_PASSWORD_FILE": "",
+		}},
+		{"empty password file", map[string]string{"BRIDGE_PASSWORD_FILE": writeFile(t, "empty", "\n")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(lookup(tt.env))
+			if c != nil || err == nil {
+				t.Fatalf("Load = %v, %v; want an error", c, err)
+			}
+			ps := problems(t, err)
+			if len(ps) != len(required) {
+				t.Errorf("got %d problems, want %d (one per required variable):\n%v", len(ps), len(required), err)
+			}
+			for _, key := range required {
+				if !strings.Contains(err.Error(), key+": is required") {
+					t.Errorf("error does not report %s as required:\n%v", key, err)
+				}
+			}
+			if !strings.Contains(err.Error(), "BRIDGE_PASSWORD_FILE") {
+				t.Errorf("the password's message does not mention BRIDGE_PASSWORD_FILE:\n%v", err)
+			}
+		})
+	}
+}
+
+func TestLoadSecretFile(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{"no newline", testPassword, testPassword},
+		{"LF", testPassword + "\n", testPassword},
+		{"CRLF", testPassword + "\r\n", testPassword},
+		{"several newlines", testPassword + "\n\r\n\n", testPassword},
+		{"inner spaces and newlines kept", " a b\nc ", " a b\nc "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := minimalEnv(map[string]string{
+				"BRIDGE_PASSWORD_FILE":   writeFile(t, "password", tt.content),
+				"BRIDGE_NATS_TOKEN_FILE": writeFile(t, "token", "tok\n"),
+			})
+			delete(env, "BRIDGE_PASSWORD")
+			c, err := Load(lookup(env))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if got := c.Password.Reveal(); got != tt.want {
+				t.Errorf("Password = %q, want %q", got, tt.want)
+			}
+			if got := c.NATSToken.Reveal(); got != "tok" {
+				t.Errorf("NATSToken = %q, want %q", got, "tok")
+			}
+		})
+	}
+}
+
+func TestLoadSecretFileErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantVars []string // each must open a line of the error
+		wantIn   string
+		wantIs   error
+	}{
+		{
+			name:     "both set",
+			env:      map[string]string{"BRIDGE_PASSWORD_FILE": writeFile(t, "pw", testPassword)},
+			wantVars: []string{"BRIDGE_PASSWORD, BRIDGE_PASSWORD_FILE"},
+			wantIn:   "set only one",
+		},
+		{
+			name:     "both set, NATS token",
+			env:      map[string]string{"BRIDGE_NATS_TOKEN": "t", "BRIDGE_NATS_TOKEN_FILE": writeFile(t, "t", "t")},
+			wantVars: []string{"BRIDGE_NATS_TOKEN, BRIDGE_NATS_TOKEN_FILE"},
+		},
+		{
+			name:     "missing file",
+			env:      map[string]string{"BRIDGE_PASSWORD": "", "BRIDGE_PASSWORD_FILE": missing},
+			wantVars: []string{"BRIDGE_PASSWORD_FILE"},
+			wantIn:   missing,
+			wantIs:   fs.ErrNotExist,
+		},
+		{
+			name:     "directory",
+			env:      map[string]string{"BRIDGE_PASSWORD": "", "BRIDGE_PASSWORD_FILE": dir},
+			wantVars: []string{"BRIDGE_PASSWORD_FILE"},
+			wantIn:   dir,
+		},
+		{
+			name: "too large",
+			env: map[string]string{"BRIDGE_PASSWORD": "",
+				"BRIDGE_PASSWORD_FILE": writeFile(t, "big", testPassword+strings.Repeat("x", maxSecretFileBytes))},
+			wantVars: []string{"BRIDGE_PASSWORD_FILE"},
+			wantIn:   "larger than",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(lookup(minimalEnv(tt.env)))
+			checkErr(t, err, tt.wantVars, tt.wantIn, tt.wantIs)
+			// The failed secret is not also reported as missing.
+			if strings.Contains(err.Error(), "is required") {
+				t.Errorf("a failed _FILE is also reported as missing:\n%v", err)
+			}
+		})
+	}
+}
+
+// checkErr checks that err has exactly len(wantVars) problems, one starting with each of wantVars, that
+// its text contains wantIn, that it matches wantIs, and that it does not contain testPassword.
+func checkErr(t *testing.T, err error, wantVars []string, wantIn string, wantIs error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error; want one about %v", wantVars)
+	}
+	ps := problems(t, err)
+	if len(ps) != len(wantVars) {
+		t.Errorf("got %d problems, want %d:\n%v", len(ps), len(wantVars), err)
+	}
+	for _, v := range wantVars {
+		found := false
+		for _, p := range ps {
+			found = found || strings.HasPrefix(p.Error(), v+": ")
+		}
+		if !found {
+			t.Errorf("no problem about %s:\n%v", v, err)
+		}
+	}
+	if !strings.Contains(err.Error(), wantIn) {
+		t.Errorf("error does not contain %q:\n%v", wantIn, err)
+	}
+	if wantIs != nil && !errors.Is(err, wantIs) {
+		t.Errorf("errors.Is(err, %v) = false:\n%v", wantIs, err)
+	}
+	if strings.Contains(err.Error(), testPassword) {
+		t.Errorf("error contains the password:\n%v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "file.pem", "x")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantVars []string
+		wantIn   string
+		wantIs   error
+	}{
+		// URLs.
+		{"http upstream", map[string]string{"BRIDGE_UPSTREAM_URL": "http://api.example.com/v1.0"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "set BRIDGE_INSECURE_HTTP=true", nil},
+		{"http token URL", map[string]string{"BRIDGE_TOKEN_URL": "HTTP://auth.example.com/token"},
+			[]string{"BRIDGE_TOKEN_URL"}, "for local development (e.g. the simulator) set BRIDGE_INSECURE_HTTP=true", nil},
+		{"http both, explicitly false", map[string]string{"BRIDGE_INSECURE_HTTP": "false",
+			"BRIDGE_UPSTREAM_URL": "http://a/v1", "BRIDGE_TOKEN_URL": "http://a/token"},
+			[]string{"BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL"}, "http://", nil},
+		{"ftp scheme", map[string]string{"BRIDGE_UPSTREAM_URL": "ftp://api.example.com/v1.0"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, `scheme "ftp" is not supported`, nil},
+		{"ftp scheme even when insecure", map[string]string{"BRIDGE_INSECURE_HTTP": "true", "BRIDGE_TOKEN_URL": "ftp://a/t"},
+			[]string{"BRIDGE_TOKEN_URL"}, "not supported", nil},
+		{"no scheme", map[string]string{"BRIDGE_UPSTREAM_URL": "api.example.com/v1.0"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "absolute URL", nil},
+		{"no host", map[string]string{"BRIDGE_TOKEN_URL": "https:///token"},
+			[]string{"BRIDGE_TOKEN_URL"}, "absolute URL", nil},
+		{"relative", map[string]string{"BRIDGE_TOKEN_URL": "/auth/token"},
+			[]string{"BRIDGE_TOKEN_URL"}, "absolute URL", nil},
+		{"does not parse", map[string]string{"BRIDGE_UPSTREAM_URL": "https://api example.com/v1"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "is not a URL", nil},
+		{"bad port", map[string]string{"BRIDGE_UPSTREAM_URL": "https://api.example.com:https/v1"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "is not a URL", nil},
+		{"query on base URL", map[string]string{"BRIDGE_UPSTREAM_URL": "https://api.example.com/v1.0?x=1"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "query", nil},
+		{"user information", map[string]string{"BRIDGE_UPSTREAM_URL": "https://alice:" + testPassword + "@api.example.com/v1.0"},
+			[]string{"BRIDGE_UPSTREAM_URL"}, "user information", nil},
+		{"bad CE source", map[string]string{"BRIDGE_CE_SOURCE": "https://x/%zz"},
+			[]string{"BRIDGE_CE_SOURCE"}, "URI reference", nil},
+
+		// Paths.
+		{"relative path", map[string]string{"BRIDGE_STREAM_PATH": "tracking/events/stream"},
+			[]string{"BRIDGE_STREAM_PATH"}, "must start with /", nil},
+		{"path with space", map[string]string{"BRIDGE_REPORT_PATH": "/tracking/ events"},
+			[]string{"BRIDGE_REPORT_PATH"}, "white space", nil},
+
+		// NATS URLs.
+		{"NATS http scheme", map[string]string{"BRIDGE_NATS_URL": "http://127.0.0.1:4222"},
+			[]string{"BRIDGE_NATS_URL"}, "use nats, tls, ws or wss", nil},
+		{"NATS no scheme", map[string]string{"BRIDGE_NATS_URL": "localhost"},
+			[]string{"BRIDGE_NATS_URL"}, "no scheme", nil},
+		{"NATS host:port without scheme", map[string]string{"BRIDGE_NATS_URL": "127.0.0.1:4222"},
+			[]string{"BRIDGE_NATS_URL"}, "entry 1 of 1", nil},
+		{"NATS empty entry", map[string]string{"BRIDGE_NATS_URL": "nats://a:4222,,nats://b:4222"},
+			[]string{"BRIDGE_NATS_URL"}, "entry 2 of 3 is empty", nil},
+		{"NATS no host", map[string]string{"BRIDGE_NATS_URL": "nats://:4222"},
+			[]string{"BRIDGE_NATS_URL"}, "no host", nil},
+		{"NATS two bad entries", map[string]string{"BRIDGE_NATS_URL": "nats://a, http://b, tls://c,"},
+			[]string{"BRIDGE_NATS_URL", "BRIDGE_NATS_URL"}, "entry 4 of 4", nil},
+
+		// Subject prefix.
+		{"prefix double dot", map[string]string{"BRIDGE_SUBJECT_PREFIX": "a..b"},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "empty token", nil},
+		{"prefix leading dot", map[string]string{"BRIDGE_SUBJECT_PREFIX": ".a"},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "empty token", nil},
+		{"prefix trailing dot", map[string]string{"BRIDGE_SUBJECT_PREFIX": "a."},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "empty token", nil},
+		{"prefix star", map[string]string{"BRIDGE_SUBJECT_PREFIX": "a.*"},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "wildcards", nil},
+		{"prefix gt inside token", map[string]string{"BRIDGE_SUBJECT_PREFIX": "a>b"},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "wildcards", nil},
+		{"prefix space", map[string]string{"BRIDGE_SUBJECT_PREFIX": "my tracking"},
+			[]string{"BRIDGE_SUBJECT_PREFIX"}, "white space", nil},
+		{"prefix tab and wildcard", map[string]string{"BRIDGE_SUBJECT_PREFIX": "a\t.>"},
+			[]string{"BRIDGE_SUBJECT_PREFIX", "BRIDGE_SUBJECT_PREFIX"}, "wildcards", nil},
+
+		// Values that do not parse.
+		{"duration without unit", map[string]string{"BRIDGE_RECONNECT_MIN": "5"},
+			[]string{"BRIDGE_RECONNECT_MIN"}, `"5" is not a duration`, nil},
+		{"duration garbage", map[string]string{"BRIDGE_STREAM_IDLE_TIMEOUT": "a minute"},
+			[]string{"BRIDGE_STREAM_IDLE_TIMEOUT"}, "is not a duration", nil},
+		{"integer garbage", map[string]string{"BRIDGE_PUBLISH_WINDOW": "1k"},
+			[]string{"BRIDGE_PUBLISH_WINDOW"}, `"1k" is not an integer`, nil},
+		{"boolean garbage", map[string]string{"BRIDGE_INSECURE_HTTP": "yes"},
+			[]string{"BRIDGE_INSECURE_HTTP"}, "is not a boolean", nil},
+		{"a parse error is not reported twice", map[string]string{"BRIDGE_RECONNECT_MIN": "2m", "BRIDGE_RECONNECT_MAX": "lots"},
+			[]string{"BRIDGE_RECONNECT_MAX"}, "is not a duration", nil},
+
+		// Ranges.
+		{"zero duration", map[string]string{"BRIDGE_HTTP_TIMEOUT": "0s"},
+			[]string{"BRIDGE_HTTP_TIMEOUT"}, "must be positive", nil},
+		{"negative duration", map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "-1s"},
+			[]string{"BRIDGE_SHUTDOWN_TIMEOUT"}, "must be positive", nil},
+		{"zero size", map[string]string{"BRIDGE_REPORT_MAX_BYTES": "0"},
+			[]string{"BRIDGE_REPORT_MAX_BYTES"}, "must be positive", nil},
+		{"negative count", map[string]string{"BRIDGE_REPORT_CONCURRENCY": "-4"},
+			[]string{"BRIDGE_REPORT_CONCURRENCY"}, "must be positive", nil},
+		{"reconnect min above max", map[string]string{"BRIDGE_RECONNECT_MIN": "2m", "BRIDGE_RECONNECT_MAX": "1m"},
+			[]string{"BRIDGE_RECONNECT_MIN, BRIDGE_RECONNECT_MAX"}, "greater than the maximum", nil},
+		{"report backoff min above max", map[string]string{"BRIDGE_REPORT_BACKOFF_MIN": "10m"},
+			[]string{"BRIDGE_REPORT_BACKOFF_MIN, BRIDGE_REPORT_BACKOFF_MAX"}, "greater than the maximum", nil},
+		{"refresh margin too small", map[string]string{"BRIDGE_REFRESH_MARGIN": "29s"},
+			[]string{"BRIDGE_REFRESH_MARGIN"}, "at least 30s", nil},
+		{"negative report max age", map[string]string{"BRIDGE_REPORT_MAX_AGE": "-1h"},
+			[]string{"BRIDGE_REPORT_MAX_AGE"}, "must not be negative", nil},
+
+		// Enumerations and names.
+		{"log format", map[string]string{"BRIDGE_LOG_FORMAT": "xml"},
+			[]string{"BRIDGE_LOG_FORMAT"}, "json, text", nil},
+		{"log level", map[string]string{"BRIDGE_LOG_LEVEL": "verbose"},
+			[]string{"BRIDGE_LOG_LEVEL"}, "debug, info, warn, error", nil},
+		{"listen address without colon", map[string]string{"BRIDGE_HTTP_ADDR": "8080"},
+			[]string{"BRIDGE_HTTP_ADDR"}, "listen address", nil},
+		{"listen address port out of range", map[string]string{"BRIDGE_HTTP_ADDR": ":80800"},
+			[]string{"BRIDGE_HTTP_ADDR"}, "listen address", nil},
+		{"durable with a dot", map[string]string{"BRIDGE_REPORT_DURABLE": "bridge.reports"},
+			[]string{"BRIDGE_REPORT_DURABLE"}, "must not contain", nil},
+
+		// Files.
+		{"missing CA file", map[string]string{"BRIDGE_UPSTREAM_CA_FILE": missing},
+			[]string{"BRIDGE_UPSTREAM_CA_FILE"}, missing, fs.ErrNotExist},
+		{"NATS CA file is a directory", map[string]string{"BRIDGE_NATS_CA_FILE": dir},
+			[]string{"BRIDGE_NATS_CA_FILE"}, "is a directory", nil},
+		{"missing creds file", map[string]string{"BRIDGE_NATS_CREDS_FILE": missing},
+			[]string{"BRIDGE_NATS_CREDS_FILE"}, missing, fs.ErrNotExist},
+		{"missing seed file", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": missing},
+			[]string{"BRIDGE_NATS_NKEY_SEED_FILE"}, missing, fs.ErrNotExist},
+		{"cert without key", map[string]string{"BRIDGE_NATS_CERT_FILE": file},
+			[]string{"BRIDGE_NATS_CERT_FILE, BRIDGE_NATS_KEY_FILE"}, "BRIDGE_NATS_KEY_FILE is missing", nil},
+		{"missing key file without cert", map[string]string{"BRIDGE_NATS_KEY_FILE": missing},
+			[]string{"BRIDGE_NATS_KEY_FILE", "BRIDGE_NATS_CERT_FILE, BRIDGE_NATS_KEY_FILE"}, "BRIDGE_NATS_CERT_FILE is missing", fs.ErrNotExist},
+
+		// NATS authentication.
+		{"NATS user without password", map[string]string{"BRIDGE_NATS_USER": "bridge"},
+			[]string{"BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD"}, "BRIDGE_NATS_PASSWORD is missing", nil},
+		{"NATS password without user", map[string]string{"BRIDGE_NATS_PASSWORD": testPassword},
+			[]string{"BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD"}, "BRIDGE_NATS_USER is missing", nil},
+		{"NATS token and creds", map[string]string{"BRIDGE_NATS_TOKEN": testPassword, "BRIDGE_NATS_CREDS_FILE": file},
+			[]string{"BRIDGE_NATS_CREDS_FILE, BRIDGE_NATS_TOKEN"}, "more than one NATS authentication method", nil},
+		{"NATS seed, user and token", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": file, "BRIDGE_NATS_USER": "u",
+			"BRIDGE_NATS_PASSWORD": testPassword, "BRIDGE_NATS_TOKEN": testPassword},
+			[]string{"BRIDGE_NATS_NKEY_SEED_FILE, BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD, BRIDGE_NATS_TOKEN"}, "at most one", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(lookup(minimalEnv(tt.env)))
+			if c != nil {
+				t.Errorf("Load returned a Config with an error")
+			}
+			checkErr(t, err, tt.wantVars, tt.wantIn, tt.wantIs)
+		})
+	}
+}
+
+func TestLoadAccepts(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "file.pem", "x")
+	tests := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"http with opt-in", map[string]string{"BRIDGE_INSECURE_HTTP": "true",
+			"BRIDGE_UPSTREAM_URL": "http://127.0.0.1:8081/v1.0", "BRIDGE_TOKEN_URL": "http://127.0.0.1:8081/auth/token"}},
+		{"https with opt-in", map[string]string{"BRIDGE_INSECURE_HTTP": "1"}},
+		{"upper-case scheme", map[string]string{"BRIDGE_UPSTREAM_URL": "HTTPS://API.EXAMPLE.COM/v1.0"}},
+		{"IPv6 upstream", map[string]string{"BRIDGE_UPSTREAM_URL": "https://[::1]:8443/v1.0"}},
+		{"token URL with query", map[string]string{"BRIDGE_TOKEN_URL": "https://auth.example.com/token?realm=x"}},
+		{"NATS URL list", map[string]string{"BRIDGE_NATS_URL": "nats://a:4222,tls://b:4222,ws://c,wss://d:443"}},
+		{"NATS URL with user", map[string]string{"BRIDGE_NATS_URL": "nats://u:p@a:4222"}},
+		{"one-token prefix with dash", map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme-tracking"}},
+		{"multi-token prefix", map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.prod.tracking"}},
+		{"max age zero", map[string]string{"BRIDGE_REPORT_MAX_AGE": "0"}},
+		{"min equals max", map[string]string{"BRIDGE_RECONNECT_MIN": "5s", "BRIDGE_RECONNECT_MAX": "5s"}},
+		{"listen on loopback", map[string]string{"BRIDGE_HTTP_ADDR": "127.0.0.1:9090"}},
+		{"NATS user and password", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p"}},
+		{"NATS creds with mTLS", map[string]string{"BRIDGE_NATS_CREDS_FILE": file, "BRIDGE_NATS_CA_FILE": file,
+			"BRIDGE_NATS_CERT_FILE": file, "BRIDGE_NATS_KEY_FILE": file}},
+		{"NATS token", map[string]string{"BRIDGE_NATS_TOKEN": "t"}},
+		{"upstream CA", map[string]string{"BRIDGE_UPSTREAM_CA_FILE": file}},
+		{"CE source URN", map[string]string{"BRIDGE_CE_SOURCE": "urn:example:tracking"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Load(lookup(minimalEnv(tt.env))); err != nil {
+				t.Errorf("Load: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"BRIDGE_UPSTREAM_URL":        "http://api.example.com/v1.0",
+		"BRIDGE_PASSWORD":            testPassword,
+		"BRIDGE_NATS_URL":            "http://n",
+		"BRIDGE_SUBJECT_PREFIX":      "a..b",
+		"BRIDGE_RECONNECT_MIN":       "5",
+		"BRIDGE_PUBLISH_WINDOW":      "0",
+		"BRIDGE_LOG_LEVEL":           "loud",
+		"BRIDGE_NATS_TOKEN":          testPassword,
+		"BRIDGE_NATS_TOKEN_FILE":     "/nonexistent/token",
+		"BRIDGE_STREAM_IDLE_TIMEOUT": "-1s",
+	}
+	_, err := Load(lookup(env))
+	want := []string{
+		"BRIDGE_TOKEN_URL", "BRIDGE_CLIENT_ID", "BRIDGE_USERNAME", // required
+		"BRIDGE_UPSTREAM_URL", "BRIDGE_NATS_URL", "BRIDGE_SUBJECT_PREFIX", "BRIDGE_RECONNECT_MIN",
+		"BRIDGE_PUBLISH_WINDOW", "BRIDGE_LOG_LEVEL", "BRIDGE_NATS_TOKEN, BRIDGE_NATS_TOKEN_FILE",
+		"BRIDGE_STREAM_IDLE_TIMEOUT",
+	}
+	checkErr(t, err, want, "", nil)
+}
+
+// TestNoSecretInErrors puts known secrets everywhere a careless message could echo them.
+func TestNoSecretInErrors(t *testing.T) {
+	t.Parallel()
+	const natsPassword, natsToken, urlToken = "nats-Pa55word", "nats-T0ken-value", "url-T0ken-value"
+	secrets := []string{testPassword, natsPassword, natsToken, urlToken}
+	tests := []map[string]string{
+		{"BRIDGE_PASSWORD_FILE": writeFile(t, "pw", testPassword)}, // both set
+		{"BRIDGE_UPSTREAM_URL": "http://api.example.com/v1.0", "BRIDGE_CLIENT_ID": ""},
+		{"BRIDGE_NATS_PASSWORD": natsPassword, "BRIDGE_NATS_TOKEN": natsToken},
+		{"BRIDGE_NATS_PASSWORD": natsPassword, "BRIDGE_NATS_TOKEN_FILE": writeFile(t, "tok", natsToken),
+			"BRIDGE_NATS_TOKEN": natsToken},
+		{"BRIDGE_NATS_URL": "http://" + urlToken + "@nats.example.com:4222"},
+		{"BRIDGE_NATS_URL": "nats://user:" + natsPassword + "@:4222"},
+		{"BRIDGE_NATS_URL": "nats://" + urlToken + "@nats.example.com:bad"},
+		{"BRIDGE_UPSTREAM_URL": "https://alice:" + testPassword + "@api.example.com/v1.0"},
+		{"BRIDGE_UPSTREAM_URL": "ftp://alice:" + testPassword + "@api.example.com/v1.0"},
+		{"BRIDGE_TOKEN_URL": "https://alice:" + testPassword + "@auth example.com/"},
+	}
+	for i, extra := range tests {
+		env := minimalEnv(extra)
+		_, err := Load(lookup(env))
+		if err == nil {
+			t.Errorf("case %d: no error", i)
+			continue
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("case %d: error contains the secret %q:\n%v", i, s, err)
+			}
+		}
+	}
+
+	// Validate on a hand-built Config.
+	c := Default()
+	c.Password = testPassword
+	c.NATSPassword = natsPassword
+	c.NATSToken = natsToken
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate: no error")
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("Validate error contains the secret %q:\n%v", s, err)
+		}
+	}
+}
+
+func TestValidateHandBuilt(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.UpstreamURL = "https://api.example.com/v1.0"
+	c.TokenURL = "https://auth.example.com/token"
+	c.ClientID, c.Username, c.Password = "id", "user", "pw"
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+
+	// The zero Config is reported, not a panic: every required value and every field without a usable
+	// zero value.
+	err := new(Config).Validate()
+	for _, key := range []string{"BRIDGE_UPSTREAM_URL", "BRIDGE_STREAM_PATH", "BRIDGE_NATS_URL", "BRIDGE_SUBJECT_PREFIX",
+		"BRIDGE_HTTP_ADDR", "BRIDGE_LOG_FORMAT", "BRIDGE_REFRESH_MARGIN", "BRIDGE_REPORT_DURABLE", "BRIDGE_SHUTDOWN_TIMEOUT"} {
+		if err == nil || !strings.Contains(err.Error(), key+": ") {
+			t.Errorf("Validate of the zero Config does not report %s:\n%v", key, err)
+		}
+	}
+}
+
+func TestURLs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		upstream, path, want string
+	}{
+		{"https://h/v1.0", "/tracking/events", "https://h/v1.0/tracking/events"},
+		{"https://h/v1.0/", "/tracking/events", "https://h/v1.0/tracking/events"},
+		{"https://h/v1.0//", "//tracking/events", "https://h/v1.0/tracking/events"},
+		{"https://h", "/tracking/events/stream", "https://h/tracking/events/stream"},
+		{"https://h/v1.0", "/tracking/events/", "https://h/v1.0/tracking/events/"},
+	}
+	for _, tt := range tests {
+		c := &Config{UpstreamURL: tt.upstream, StreamPath: tt.path, ReportPath: tt.path}
+		if got := c.StreamURL(); got != tt.want {
+			t.Errorf("StreamURL(%q, %q) = %q, want %q", tt.upstream, tt.path, got, tt.want)
+		}
+		if got := c.ReportURL(); got != tt.want {
+			t.Errorf("ReportURL(%q, %q) = %q, want %q", tt.upstream, tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestNATSServers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"nats://127.0.0.1:4222", []string{"nats://127.0.0.1:4222"}},
+		{" nats://a:4222 , tls://b:4222,", []string{"nats://a:4222", "tls://b:4222"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		c := &Config{NATSURL: tt.in}
+		if got := c.NATSServers(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("NATSServers(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestStreamNameAndSubject(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		prefix, kind, want string
+	}{
+		{"tracking", "events", "TRACKING_EVENTS"},
+		{"tracking", "reports", "TRACKING_REPORTS"},
+		{"tracking", "dlq", "TRACKING_DLQ"},
+		{"tracking", "EVENTS", "TRACKING_EVENTS"},
+		{"acme.tracking", "events", "ACME_TRACKING_EVENTS"},
+		{"acme-prod_v2", "dlq", "ACME_PROD_V2_DLQ"},
+		{"trück", "events", "TR_CK_EVENTS"},
+	}
+	for _, tt := range tests {
+		c := &Config{SubjectPrefix: tt.prefix}
+		if got := c.StreamName(tt.kind); got != tt.want {
+			t.Errorf("StreamName(%q) with prefix %q = %q, want %q", tt.kind, tt.prefix, got, tt.want)
+		}
+	}
+
+	c := &Config{SubjectPrefix: "tracking"}
+	for _, tt := range []struct {
+		parts []string
+		want  string
+	}{
+		{nil, "tracking"},
+		{[]string{"reports"}, "tracking.reports"},
+		{[]string{"events", "GATE_IN"}, "tracking.events.GATE_IN"},
+		{[]string{"dlq", ">"}, "tracking.dlq.>"},
+	} {
+		if got := c.Subject(tt.parts...); got != tt.want {
+			t.Errorf("Subject(%q) = %q, want %q", tt.parts, got, tt.want)
+		}
+	}
+}
+
+func TestSlogLevel(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"debug": "DEBUG", "INFO": "INFO", "Warn": "WARN", "error": "ERROR", "": "INFO"} {
+		if got := (&Config{LogLevel: in}).SlogLevel().String(); got != want {
+			t.Errorf("SlogLevel(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// FuzzStreamName checks that any prefix and kind give a usable JetStream stream name.
+func FuzzStreamName(f *testing.F) {
+	f.Add("tracking", "events")
+	f.Add("a.b-c", "dlq")
+	f.Add("ü*>. ", "")
+	f.Fuzz(func(t *testing.T, prefix, kind string) {
+		got := (&Config{SubjectPrefix: prefix}).StreamName(kind)
+		if got == "" || strings.TrimFunc(got, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' }) != "" {
+			t.Errorf("StreamName(%q) with prefix %q = %q: not [A-Z0-9_]+", kind, prefix, got)
+		}
+	})
+}

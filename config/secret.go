@@ -1,0 +1,44 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// redacted is what every rendering of a Secret shows instead of its value.
+const redacted = "[redacted]"
+
+// Secret is a configuration value that must never be printed: a password or a token.
+//
+// Every way the standard library renders a value shows "[redacted]" instead of the content: fmt with any
+// verb (%v, %s, %+v, %#v, %q, ...), log/slog through LogValue, encoding/json and encoding.TextMarshaler.
+// This holds for a Secret on its own and for one in an exported field of a struct that is printed or
+// marshalled whole, such as Config. Only Reveal, or an explicit string conversion, yields the value; call
+// it where the secret is handed to the code that needs it, and nowhere else.
+//
+// Two renderings do not go through these methods, so keep a Secret out of them: a map key in
+// encoding/json (which uses string-kinded keys as they are), and unexported struct fields printed by fmt.
+type Secret string
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns "[redacted]".
+func (Secret) String() string { return redacted }
+
+// GoString returns "[redacted]" quoted, for %#v.
+func (Secret) GoString() string { return fmt.Sprintf("%q", redacted) }
+
+// Format makes every fmt verb, with its flags and width, render "[redacted]" instead of the value.
+func (Secret) Format(f fmt.State, verb rune) {
+	fmt.Fprintf(f, fmt.FormatString(f, verb), redacted)
+}
+
+// LogValue implements slog.LogValuer: a Secret is logged as "[redacted]".
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalJSON implements json.Marshaler: a Secret is encoded as "[redacted]".
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// MarshalText implements encoding.TextMarshaler: a Secret is encoded as "[redacted]".
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }

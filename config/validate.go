@@ -1,0 +1,339 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// problem is one configuration problem: the variables it concerns and what is wrong with them. Its text is
+// "VAR: message" (or "VAR1, VAR2: message"); cause, when set, is kept for errors.Is.
+type problem struct {
+	vars  []string
+	msg   string
+	cause error
+}
+
+func problemf(vars []string, cause error, format string, args ...any) *problem {
+	return &problem{vars: vars, msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
+func (p *problem) Error() string { return strings.Join(p.vars, ", ") + ": " + p.msg }
+
+func (p *problem) Unwrap() error { return p.cause }
+
+// concerns reports whether the problem is about one of the variables in set.
+func (p *problem) concerns(set map[string]bool) bool {
+	return slices.ContainsFunc(p.vars, func(v string) bool { return set[v] })
+}
+
+// checker collects problems.
+type checker struct{ errs []error }
+
+func (ck *checker) add(key, format string, args ...any) {
+	ck.errs = append(ck.errs, problemf([]string{key}, nil, format, args...))
+}
+
+func (ck *checker) addCause(key string, cause error, format string, args ...any) {
+	ck.errs = append(ck.errs, problemf([]string{key}, cause, format, args...))
+}
+
+func (ck *checker) addVars(keys []string, format string, args ...any) {
+	ck.errs = append(ck.errs, problemf(keys, nil, format, args...))
+}
+
+// Validate checks the configuration and reports every problem at once, joined with errors.Join, one per
+// line, each naming the variables it concerns. It returns nil when the configuration is usable.
+//
+// It checks that required values are present; that the upstream and token URLs are absolute https URLs
+// (http only with BRIDGE_INSECURE_HTTP=true); that every NATS URL has the nats, tls, ws or wss scheme; that
+// the subject prefix is one or more valid subject tokens without wildcards; that paths start with "/";
+// that durations and sizes are positive and ranges ordered; that enumerations hold a known value; that the
+// named CA, certificate, key, credentials and seed files exist; and that NATS authentication is
+// consistent (user with password, certificate with key, at most one method). It reads the file system
+// (os.Stat) and nothing else. No message contains a secret's value.
+func (c *Config) Validate() error { return errors.Join(c.check()...) }
+
+// check returns Validate's problems, each a *problem.
+func (c *Config) check() []error {
+	var ck checker
+
+	// Required values. Required fields are strings or Secrets.
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range fields {
+		if !f.required || v.Field(f.index).String() != "" {
+			continue
+		}
+		if f.secret {
+			ck.add(f.key, "is required (or name a file holding it in %s_FILE)", f.key)
+		} else {
+			ck.add(f.key, "is required")
+		}
+	}
+
+	// Upstream.
+	ck.httpURL("BRIDGE_UPSTREAM_URL", c.UpstreamURL, c.InsecureHTTP, true)
+	ck.httpURL("BRIDGE_TOKEN_URL", c.TokenURL, c.InsecureHTTP, false)
+	ck.path("BRIDGE_STREAM_PATH", c.StreamPath)
+	ck.path("BRIDGE_REPORT_PATH", c.ReportPath)
+	ck.file("BRIDGE_UPSTREAM_CA_FILE", c.UpstreamCAFile)
+
+	// NATS and the HTTP endpoint.
+	ck.natsURLs("BRIDGE_NATS_URL", c.NATSURL)
+	ck.subjectPrefix("BRIDGE_SUBJECT_PREFIX", c.SubjectPrefix)
+	ck.listenAddr("BRIDGE_HTTP_ADDR", c.HTTPAddr)
+	ck.consumerName("BRIDGE_REPORT_DURABLE", c.ReportDurable)
+	if c.CESource != "" {
+		if _, err := url.Parse(c.CESource); err != nil {
+			ck.addCause("BRIDGE_CE_SOURCE", err, "is not a URI reference: %v", urlReason(err))
+		}
+	}
+
+	// Logging.
+	ck.oneOf("BRIDGE_LOG_FORMAT", c.LogFormat, "json", "text")
+	ck.oneOf("BRIDGE_LOG_LEVEL", c.LogLevel, "debug", "info", "warn", "error")
+
+	// Durations and sizes.
+	positive(&ck, "BRIDGE_STREAM_IDLE_TIMEOUT", c.StreamIdleTimeout)
+	positive(&ck, "BRIDGE_STREAM_MAX_EVENT_BYTES", c.StreamMaxEventBytes)
+	positive(&ck, "BRIDGE_RECONNECT_MIN", c.ReconnectMin)
+	positive(&ck, "BRIDGE_RECONNECT_MAX", c.ReconnectMax)
+	ck.ordered("BRIDGE_RECONNECT_MIN", c.ReconnectMin, "BRIDGE_RECONNECT_MAX", c.ReconnectMax)
+	positive(&ck, "BRIDGE_UNAVAILABLE_RETRY", c.UnavailableRetry)
+	positive(&ck, "BRIDGE_LOGIN_RETRY", c.LoginRetry)
+	if c.RefreshMargin < MinRefreshMargin {
+		ck.add("BRIDGE_REFRESH_MARGIN", "must be at least %v (got %v)", MinRefreshMargin, c.RefreshMargin)
+	}
+	positive(&ck, "BRIDGE_HTTP_TIMEOUT", c.HTTPTimeout)
+	positive(&ck, "BRIDGE_PUBLISH_WINDOW", c.PublishWindow)
+	positive(&ck, "BRIDGE_PUBLISH_TIMEOUT", c.PublishTimeout)
+	positive(&ck, "BRIDGE_DUPLICATE_WINDOW", c.DuplicateWindow)
+	positive(&ck, "BRIDGE_REPORT_CONCURRENCY", c.ReportConcurrency)
+	positive(&ck, "BRIDGE_REPORT_MAX_BYTES", c.ReportMaxBytes)
+	if c.ReportMaxAge < 0 {
+		ck.add("BRIDGE_REPORT_MAX_AGE", "must not be negative (got %v; 0 means retry forever)", c.ReportMaxAge)
+	}
+	positive(&ck, "BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin)
+	positive(&ck, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
+	ck.ordered("BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
+	positive(&ck, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
+
+	// NATS authentication and TLS.
+	ck.file("BRIDGE_NATS_CREDS_FILE", c.NATSCredsFile)
+	ck.file("BRIDGE_NATS_NKEY_SEED_FILE", c.NATSNKeySeedFile)
+	ck.file("BRIDGE_NATS_CA_FILE", c.NATSCAFile)
+	ck.file("BRIDGE_NATS_CERT_FILE", c.NATSCertFile)
+	ck.file("BRIDGE_NATS_KEY_FILE", c.NATSKeyFile)
+	ck.together("BRIDGE_NATS_CERT_FILE", c.NATSCertFile != "", "BRIDGE_NATS_KEY_FILE", c.NATSKeyFile != "")
+	ck.together("BRIDGE_NATS_USER", c.NATSUser != "", "BRIDGE_NATS_PASSWORD", c.NATSPassword != "")
+	var methods []string // the variables of the methods in use
+	n := 0
+	for _, m := range []struct {
+		set  bool
+		vars []string
+	}{
+		{c.NATSCredsFile != "", []string{"BRIDGE_NATS_CREDS_FILE"}},
+		{c.NATSNKeySeedFile != "", []string{"BRIDGE_NATS_NKEY_SEED_FILE"}},
+		{c.NATSUser != "" || c.NATSPassword != "", []string{"BRIDGE_NATS_USER", "BRIDGE_NATS_PASSWORD"}},
+		{c.NATSToken != "", []string{"BRIDGE_NATS_TOKEN"}},
+	} {
+		if m.set {
+			methods = append(methods, m.vars...)
+			n++
+		}
+	}
+	if n > 1 {
+		ck.addVars(methods, "more than one NATS authentication method is set; use at most one of "+
+			"a credentials file, an NKey seed file, user and password, or a token")
+	}
+
+	return ck.errs
+}
+
+// httpURL checks an upstream URL: absolute, http(s), http only when insecure is allowed, no user
+// information; a base URL (which paths are appended to) has no query or fragment either.
+func (ck *checker) httpURL(key, raw string, insecure, base bool) {
+	if raw == "" {
+		return // reported as required
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		ck.addCause(key, err, "is not a URL: %v", urlReason(err))
+		return
+	}
+	if u.Scheme == "" || u.Hostname() == "" {
+		ck.add(key, "must be an absolute URL with scheme and host, e.g. https://api.example.com/v1.0")
+		return
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+	case "http":
+		if !insecure {
+			ck.add(key, "an http:// URL is not allowed; use https://, or for local development (e.g. the "+
+				"simulator) set BRIDGE_INSECURE_HTTP=true")
+		}
+	default:
+		ck.add(key, "scheme %q is not supported; use https:// (or http:// with BRIDGE_INSECURE_HTTP=true)", u.Scheme)
+	}
+	if u.User != nil {
+		ck.add(key, "must not contain user information; the account goes in BRIDGE_USERNAME and BRIDGE_PASSWORD")
+	}
+	if base && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
+		ck.add(key, "must not have a query or fragment: the paths are appended to it")
+	}
+}
+
+// urlReason is the reason of a url.Parse error without the URL itself, which may hold credentials.
+func urlReason(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// path checks a request path relative to the upstream URL.
+func (ck *checker) path(key, p string) {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		ck.add(key, "%q must start with /", p)
+	case strings.ContainsFunc(p, badRune):
+		ck.add(key, "%q must not contain white space or control characters", p)
+	default:
+		if _, err := url.Parse("https://example.com" + p); err != nil {
+			ck.addCause(key, err, "%q is not a valid URL path: %v", p, urlReason(err))
+		}
+	}
+}
+
+func badRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
+// natsURLs checks a comma-separated list of NATS server URLs. URLs are shown without user information.
+func (ck *checker) natsURLs(key, list string) {
+	if strings.TrimSpace(list) == "" {
+		ck.add(key, "is required")
+		return
+	}
+	entries := strings.Split(list, ",")
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		which := fmt.Sprintf("entry %d of %d", i+1, len(entries))
+		if e == "" {
+			ck.add(key, "%s is empty", which)
+			continue
+		}
+		u, err := url.Parse(e)
+		if err != nil {
+			ck.addCause(key, err, "%s is not a URL: %v", which, urlReason(err))
+			continue
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "tls", "ws", "wss":
+			if u.Hostname() == "" {
+				ck.add(key, "%q has no host", redactURL(u))
+			}
+		case "":
+			ck.add(key, "%s has no scheme; write it as nats://host:port (or tls://, ws://, wss://)", which)
+		default:
+			ck.add(key, "%q: scheme %q is not supported; use nats, tls, ws or wss", redactURL(u), u.Scheme)
+		}
+	}
+}
+
+// subjectPrefix checks that p is one or more NATS subject tokens separated by dots: no empty token, no
+// wildcard, no white space or control character.
+func (ck *checker) subjectPrefix(key, p string) {
+	if p == "" {
+		ck.add(key, "must not be empty")
+		return
+	}
+	var empty, wildcard, space bool
+	for tok := range strings.SplitSeq(p, ".") {
+		empty = empty || tok == ""
+		wildcard = wildcard || strings.ContainsAny(tok, "*>")
+		space = space || strings.ContainsFunc(tok, badRune)
+	}
+	if empty {
+		ck.add(key, "%q has an empty token (a leading, trailing or doubled dot)", p)
+	}
+	if wildcard {
+		ck.add(key, "%q must not contain the wildcards * or >", p)
+	}
+	if space {
+		ck.add(key, "%q must not contain white space or control characters", p)
+	}
+}
+
+// consumerName checks a JetStream durable consumer name.
+func (ck *checker) consumerName(key, name string) {
+	switch {
+	case name == "":
+		ck.add(key, "must not be empty")
+	case strings.ContainsAny(name, ".*>/\\") || strings.ContainsFunc(name, badRune):
+		ck.add(key, "%q must not contain '.', '*', '>', '/', '\\', white space or control characters", name)
+	}
+}
+
+// listenAddr checks a host:port listen address with a numeric port.
+func (ck *checker) listenAddr(key, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		ck.add(key, "%q is not a host:port listen address with a numeric port, e.g. :8080 or 127.0.0.1:8080", addr)
+	}
+}
+
+// oneOf checks that v is one of allowed, ignoring case.
+func (ck *checker) oneOf(key, v string, allowed ...string) {
+	if !slices.Contains(allowed, strings.ToLower(v)) {
+		ck.add(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+}
+
+// positive checks that a duration or size is greater than zero.
+func positive[T ~int | ~int64](ck *checker, key string, v T) {
+	if v <= 0 {
+		ck.add(key, "must be positive (got %v)", v)
+	}
+}
+
+// ordered checks min ≤ max when both are positive (otherwise positive has reported them).
+func (ck *checker) ordered(minKey string, minV time.Duration, maxKey string, maxV time.Duration) {
+	if minV > 0 && maxV > 0 && minV > maxV {
+		ck.addVars([]string{minKey, maxKey}, "the minimum %v is greater than the maximum %v", minV, maxV)
+	}
+}
+
+// together checks that two variables are either both set or both unset.
+func (ck *checker) together(aKey string, a bool, bKey string, b bool) {
+	switch {
+	case a && !b:
+		ck.addVars([]string{aKey, bKey}, "must be set together; %s is missing", bKey)
+	case b && !a:
+		ck.addVars([]string{aKey, bKey}, "must be set together; %s is missing", aKey)
+	}
+}
+
+// file checks that a named file exists and is not a directory.
+func (ck *checker) file(key, path string) {
+	if path == "" {
+		return
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		err = pathError(path, err)
+		ck.addCause(key, err, "%v", err)
+	case st.IsDir():
+		ck.add(key, "%s is a directory, not a file", path)
+	}
+}

@@ -1,0 +1,320 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+)
+
+// testEnv is an embedded nats-server with the bridge's streams and a client connection.
+type testEnv struct {
+	t      *testing.T
+	dir    string
+	port   int
+	srv    *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	layout Layout
+}
+
+func newEnv(t *testing.T, dup time.Duration) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, dir: t.TempDir(), port: -1, layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	e.start()
+	e.port = e.srv.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(e.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.nc = nc
+	e.js, _ = jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close(); e.srv.Shutdown() })
+	return e
+}
+
+func (e *testEnv) start() {
+	e.t.Helper()
+	srv, err := embedded.Start(embedded.Options{StoreDir: e.dir, Port: e.port})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.srv = srv
+}
+
+func (e *testEnv) restart() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	e.start()
+}
+
+func (e *testEnv) publisher(window int) *Publisher {
+	e.t.Helper()
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: window,
+		Timeout: 2 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// messages returns every message stored in a stream, in order.
+func (e *testEnv) messages(stream string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			e.t.Fatalf("seq %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func ev(id, typ string) event.Event {
+	return event.Event{ID: id, ResumeID: id, Name: typ,
+		Data: []byte(fmt.Sprintf(`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":%q,"observation":{"type":"nested"}}`, id, typ))}
+}
+
+func TestPublishSubjectsAndHeaders(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	p := e.publisher(16)
+	ctx := context.Background()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	types := []string{"GATE_OUT", "GATE_IN", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED",
+		"UNKNOWN", "LOADED_ON_BARGE", "a.b", "*", ">", "GATE IN", "X\r\nY", ""}
+	for i, typ := range types {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%d", i), typ)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Missing type, non-string type, no SSE id (the data's id is used), and no id at all (digest).
+	extra := []event.Event{
+		{ResumeID: "ev-13", Data: []byte(`{"id":"data-id","timestamp":"2026-11-22T10:00:00Z"}`)},
+		{ID: "ev-15", ResumeID: "ev-15", Data: []byte(`{"type":42,"timestamp":"not a time"}`)},
+		{ResumeID: "ev-15", Data: []byte(`{"type":"GATE_IN"}`)},
+	}
+	for _, x := range extra {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p.Resume(ctx); err != nil || last != "ev-15" {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+
+	msgs := e.messages(e.layout.Events())
+	wantSubjects := []string{"GATE_OUT", "GATE_IN", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED",
+		"UNKNOWN", "LOADED_ON_BARGE", "a_b", "_", "_", "GATE_IN", "X__Y", "UNKNOWN", "UNKNOWN", "UNKNOWN", "GATE_IN"}
+	if len(msgs) != len(wantSubjects) {
+		t.Fatalf("stored %d messages, want %d", len(msgs), len(wantSubjects))
+	}
+	for i, m := range msgs {
+		if want := "tracking.events." + wantSubjects[i]; m.Subject != want {
+			t.Errorf("message %d on %q, want %q", i, m.Subject, want)
+		}
+		if m.Header.Get("Content-Type") != "application/json" || m.Header.Get("ce-specversion") != "1.0" ||
+			m.Header.Get("ce-source") == "" || m.Header.Get("ce-type") != m.Subject {
+			t.Errorf("message %d headers %v", i, m.Header)
+		}
+		if id := m.Header.Get(HeaderMsgID); id == "" || id != m.Header.Get(HeaderEventID) || id != m.Header.Get("ce-id") {
+			t.Errorf("message %d ids %v", i, m.Header)
+		}
+	}
+	if got := msgs[0].Header.Get("ce-time"); got != "2026-11-22T10:00:00Z" {
+		t.Errorf("ce-time = %q", got)
+	}
+	if got := msgs[12].Header.Get(HeaderEventType); got != "XY" {
+		t.Errorf("Tracking-Event-Type with CR/LF = %q, want control characters removed", got)
+	}
+	if got := msgs[14].Header.Get(HeaderMsgID); got != "data-id" {
+		t.Errorf("id without SSE id = %q, want the data's id", got)
+	}
+	if _, ok := msgs[15].Header[HeaderEventType]; ok || msgs[15].Header.Get("ce-time") != "" {
+		t.Errorf("non-string type / bad time headers: %v", msgs[15].Header)
+	}
+	if got := msgs[16].Header.Get(HeaderMsgID); len(got) != len("sha256:")+64 || got[:7] != "sha256:" {
+		t.Errorf("id without any id = %q, want a sha256 digest", got)
+	}
+	if string(msgs[7].Data) != string(ev("ev-7", "LOADED_ON_BARGE").Data) {
+		t.Errorf("body not verbatim: %s", msgs[7].Data)
+	}
+}
+
+func TestPublishDeadLetters(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	p := e.publisher(8)
+	ctx := context.Background()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []event.Event{
+		{ID: "bad-1", ResumeID: "bad-1", Data: []byte("not json")},
+		{ID: "bad-2", ResumeID: "bad-2", Data: []byte(`["an array"]`)},
+		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
+		ev("ok-4", "GATE_IN"),
+	} {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p.Resume(ctx); err != nil || last != "ok-4" {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+	dlq := e.messages(e.layout.DLQ())
+	if len(dlq) != 3 {
+		t.Fatalf("dead letters = %d, want 3", len(dlq))
+	}
+	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound"} {
+		m := dlq[i]
+		if m.Subject != "tracking.dlq.events" || !contains(m.Header.Get(HeaderError), want) {
+			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
+		}
+	}
+	if string(dlq[0].Data) != "not json" {
+		t.Errorf("non-JSON event not dead-lettered verbatim: %q", dlq[0].Data)
+	}
+	if !contains(string(dlq[2].Data), `"size":5242880`) {
+		t.Errorf("oversize description = %s", dlq[2].Data)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 1 {
+		t.Errorf("events stream has %d messages, want 1", n)
+	}
+}
+
+// TestPublishSurvivesNATSRestart: the server stops and starts again during a burst; every event is
+// stored exactly once.
+func TestPublishSurvivesNATSRestart(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	p := e.publisher(256)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6000
+	for i := range n {
+		if i == 2000 {
+			go e.restart()
+		}
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p.Resume(ctx); err != nil || last != fmt.Sprintf("ev-%05d", n-1) {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+	assertExactlyOnce(t, e.messages(e.layout.Events()), n)
+}
+
+// TestResumeAfterCrash: a publisher dies with publishes in flight; a new one resumes from the stream, and
+// the upstream's replay does not duplicate what was stored even though the duplicate window has passed.
+func TestResumeAfterCrash(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	p1 := e.publisher(64)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const crashAt = 1000
+	for i := range crashAt {
+		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The "crash": p1 is abandoned without Resume; wait until its in-flight publishes landed, and past
+	// the duplicate window, so only the cursor can prevent duplicates.
+	waitFor(t, func() bool { return len(e.messages(e.layout.Events())) == crashAt })
+	time.Sleep(300 * time.Millisecond) // let the 100 ms duplicate window pass: the point of the test
+
+	p2 := e.publisher(64)
+	resume, err := p2.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int
+	if _, err := fmt.Sscanf(resume, "ev-%05d", &from); err != nil || from >= crashAt || from < crashAt-64-1 {
+		t.Fatalf("resume after %q, want within the last window before ev-%05d", resume, crashAt)
+	}
+	// The upstream replays everything after the resume id, then new events.
+	for i := from + 1; i < crashAt+500; i++ {
+		if err := p2.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertExactlyOnce(t, e.messages(e.layout.Events()), crashAt+500)
+}
+
+func assertExactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, m := range msgs {
+		seen[m.Header.Get(HeaderMsgID)]++
+	}
+	for i := range n {
+		id := fmt.Sprintf("ev-%05d", i)
+		if seen[id] != 1 {
+			t.Errorf("%s stored %d times", id, seen[id])
+		}
+	}
+	if len(msgs) != n {
+		t.Errorf("stream holds %d messages, want %d", len(msgs), n)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || len(s) >= len(sub) && indexOf(s, sub) >= 0 }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
