@@ -285,14 +285,18 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	defer func() {
 		_ = body.Close()
 		// Let the decoder's reading goroutine end: it stops at the read error the close causes.
+		// Once that goroutine has ended, Decode returns (nil, nil): its channels are closed.
 		for {
-			if _, err := dec.Decode(); err != nil {
+			if e, err := dec.Decode(); err != nil || e == nil {
 				return
 			}
 		}
 	}()
 	for {
 		e, err := dec.Decode()
+		if err == nil && e == nil {
+			err = io.ErrUnexpectedEOF
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				c.err = err

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+)
+
+// runDemo is 'bridge demo': an embedded nats-server with JetStream, the upstream simulator and the bridge
+// in one process. The terminal shows the events arriving on NATS, by type. Ctrl-C stops it cleanly.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bridge demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rate := fs.Float64("rate", 5, "events per second the simulator generates")
+	duration := fs.Duration("duration", 0, "stop after this long; 0 runs until Ctrl-C")
+	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (0 picks a free one)")
+	storeDir := fs.String("store", "", "JetStream directory; empty means a temporary one, removed at exit")
+	quiet := fs.Bool("quiet", false, "print only the summary, not every event")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	log := newLogger(stderr, "text", slog.LevelInfo)
+
+	// NATS, with JetStream, on loopback.
+	dir := *storeDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "tracking-bridge-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	port := *natsPort
+	if port == 0 || !portFree(port) {
+		port = -1
+	}
+	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Port: port})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+
+	// The simulator on a free port.
+	s := sim.New(sim.Options{EventRate: *rate, Logger: log.With("component", "sim")})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	simCtx, stopSim := context.WithCancel(context.Background())
+	simDone := make(chan error, 1)
+	go func() { simDone <- serveSim(simCtx, s, ln) }()
+	defer func() { stopSim(); <-simDone }()
+	base := "http://" + ln.Addr().String()
+
+	// The bridge, configured as a user would with BRIDGE_* variables.
+	httpAddr := "127.0.0.1:8080"
+	if !addrFree(httpAddr) {
+		httpAddr = "127.0.0.1:0"
+	}
+	env := map[string]string{
+		"BRIDGE_UPSTREAM_URL":  base + sim.DefaultBasePath,
+		"BRIDGE_TOKEN_URL":     base + "/auth/token",
+		"BRIDGE_CLIENT_ID":     sim.DefaultClientID,
+		"BRIDGE_USERNAME":      "demo",
+		"BRIDGE_PASSWORD":      "demo",
+		"BRIDGE_INSECURE_HTTP": "true",
+		"BRIDGE_NATS_URL":      ns.ClientURL(),
+		"BRIDGE_HTTP_ADDR":     httpAddr,
+		"BRIDGE_LOG_FORMAT":    "text",
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return fmt.Errorf("demo configuration: %w", err)
+	}
+	b, err := newBridge(cfg, log.With("component", "bridge"))
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stdout, `tracking-bridge demo
+  NATS (JetStream)  %s
+  simulator         %s  (user demo / demo)
+  watch it yourself nats sub '%s.events.>' --server %s
+  Ctrl-C stops the demo.
+
+`, ns.ClientURL(), base+sim.DefaultBasePath, cfg.SubjectPrefix, ns.ClientURL())
+
+	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, *quiet)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+
+	err = b.Run(ctx)
+	w.summary()
+	return err
+}
+
+// watcher is the demo's downstream consumer: a plain NATS subscriber to P.events.> that prints what it
+// receives and counts events by type.
+type watcher struct {
+	nc     *nats.Conn
+	out    io.Writer
+	quiet  bool
+	mu     sync.Mutex
+	counts map[string]int
+	total  int
+}
+
+func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error) {
+	nc, err := nats.Connect(url, nats.Name("tracking-bridge-demo-watcher"))
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{nc: nc, out: out, quiet: quiet, counts: map[string]int{}}
+	_, err = nc.Subscribe(prefix+".events.>", func(m *nats.Msg) {
+		typ := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		w.mu.Lock()
+		w.counts[typ]++
+		w.total++
+		n := w.total
+		w.mu.Unlock()
+		if !quiet {
+			fmt.Fprintf(out, "%6d  %-18s  %-14s  %d bytes\n", n, typ, m.Header.Get("Tracking-Event-Id"), len(m.Data))
+		}
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *watcher) summary() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	types := make([]string, 0, len(w.counts))
+	for t := range w.counts {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	fmt.Fprintf(w.out, "\n%d events received on NATS:\n", w.total)
+	for _, t := range types {
+		fmt.Fprintf(w.out, "  %-18s %d\n", t, w.counts[t])
+	}
+}
+
+func (w *watcher) close() { w.nc.Close() }
+
+func portFree(port int) bool { return addrFree(fmt.Sprintf("127.0.0.1:%d", port)) }
+
+func addrFree(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	_ = ln.Close()
+	return true
+}

@@ -1,0 +1,63 @@
+// Package sim simulates the provider's whole upstream API (spec container-logistics-api.md, paths and
+// status codes of contract.md §1) for the demo, tests and benchmarks. It is never imported by production
+// code paths.
+//
+// A Server serves, under Options.BasePath (default "/v1.0"):
+//
+//	GET    /locations                 4.1 search locations (a seed set of 77 European locations)
+//	GET    /orders                    4.2 ids of the caller's open booking orders
+//	POST   /orders                    4.3 create a booking order (201 {"id":...})
+//	GET    /orders/{id}               4.4 read
+//	PUT    /orders/{id}               4.5 update (only while open)
+//	DELETE /orders/{id}               4.6 delete (only while open)
+//	GET    /tracking                  4.7 tracked unit of orderId+positionId or of the client reference pair
+//	POST   /tracking/events           4.8 report a tracking event (202; honours Idempotency-Key)
+//	GET    /tracking/events/stream    4.9 Server-Sent Events stream of the caller's tracking events
+//
+// and, outside the base path, the Keycloak-like token endpoint TokenPath ("/auth/token": password and
+// refresh_token grants, spec 5.1 and 5.2). Every API operation requires "Authorization: Bearer <access
+// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4, an unknown one
+// likewise with error_description "The access token is invalid", a missing one with a bare "Bearer"
+// challenge (RFC 6750 §3). Failures carry an ApiResponseMessage {"messages":[...]}; a validation failure
+// lists every problem, naming the property path ("unit.loadingState is missing"). Unknown JSON fields
+// are ignored.
+//
+// # Event log
+//
+// Each user has one ordered event log. Its entries are numbered 1, 2, 3, … and each entry's SSE id is
+// EventID(seq) ("ev-" and the sequence number zero-padded to 16 digits, so ids sort as strings in log
+// order), except for injected events, which carry the id the test chose. The log holds
+//
+//   - generated events. With Options.EventRate > 0 the generator appends event k (k = 0, 1, …) at
+//     start + k/EventRate, start being the user's first stream connection, and that is the event's
+//     timestamp; a stream connection writes it at that moment (accurate to about 0.2 ms). With
+//     EventRate < 0 (flood) events are appended as fast as a stream reader takes them, in bursts whose
+//     events share the burst's time as timestamp. Generated events are not stored: their bytes are
+//     computed from (seq, k, timestamp), so a long flood costs no memory. GeneratedEvent returns them;
+//   - reported events (4.8): the report's event object with "id" set to the entry's SSE id, event name
+//     its type;
+//   - injected events (Server.Inject): any bytes, for testing clients.
+//
+// A stream connection replays the retained log after its Last-Event-ID (from the beginning of the
+// retained log when absent, or unknown, which is logged) and then continues live. Options.Retention
+// bounds the retained entries.
+//
+// Generated data is a TrackingEvent (spec 2.13) of about Options.EventSize bytes:
+//
+//	{"id":"ev-…","timestamp":"<RFC 3339, UTC, nanoseconds>","type":"GATE_IN","observation":{…}}
+//
+// with a means of transport (truck at gates, barge or train otherwise), a loading unit with a valid ISO
+// 6346 number and a location of the seed set; it is padded with seals (and, beyond 100 seals, a "note"
+// string). Event k belongs to tracked position k mod 16 of TrackedOrders and has type
+// GATE_IN, GATE_OUT, ARRIVED, DEPARTED, HANDLING_STARTED, HANDLING_FINISHED in turn ((k/16) mod 6), except
+// every 50th event (k mod 50 = 49), which is UNKNOWN.
+//
+// A stream message is "id: …\nevent: …\ndata: …\n\n" (see appendEvent); a connection starts with
+// "retry: <ms>\n\n" when Options.Retry is set, and an idle connection gets ": keep-alive\n\n" every
+// Options.Heartbeat.
+//
+// # Faults
+//
+// Faults (latency, 503s, 429s, dropped connections, cut events, forced statuses, rejected reports) are
+// set in Options.Faults and changed at any time with SetFaults, concurrently with running requests.
+package sim

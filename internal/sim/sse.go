@@ -1,0 +1,102 @@
+package sim
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// idPrefix and idDigits shape the ids the simulator assigns: "ev-" and the log sequence number
+// zero-padded to 16 digits, so that ids of one user sort as strings in log order.
+const (
+	idPrefix = "ev-"
+	idDigits = 16
+)
+
+// EventID returns the SSE id of the entry with sequence number seq (1-based) in a user's event log:
+// "ev-" followed by seq zero-padded to 16 digits, e.g. EventID(42) == "ev-0000000000000042".
+func EventID(seq int) string {
+	return string(appendID(make([]byte, 0, len(idPrefix)+idDigits), int64(seq)))
+}
+
+// appendID appends EventID(seq) to dst without allocating.
+func appendID(dst []byte, seq int64) []byte {
+	dst = append(dst, idPrefix...)
+	var digits [20]byte
+	b := strconv.AppendInt(digits[:0], seq, 10)
+	for i := len(b); i < idDigits; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, b...)
+}
+
+// parseEventID returns the sequence number of an id made by EventID.
+func parseEventID(id string) (int64, bool) {
+	digits, ok := strings.CutPrefix(id, idPrefix)
+	if !ok || digits == "" || digits[0] == '+' || digits[0] == '-' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// heartbeat is the keep-alive comment written on an idle stream.
+const heartbeat = ": keep-alive\n\n"
+
+// appendEvent appends one Server-Sent Events message to dst and returns the extended slice.
+//
+// The id: line is written when id is not empty, the event: line when event is not empty; CR and LF
+// cannot be carried in a field value and are removed from both (a NUL in the id is written as it is;
+// clients then ignore the id, as the SSE specification requires). data is split at every CRLF, CR and LF
+// into one data: line each, so arbitrary bytes are carried, but a decoder returns every line break as
+// LF: CR and CRLF do not survive SSE. A message always has at least one data: line (empty data gives an
+// empty one), and ends with a blank line. Each value follows its field name, a colon and one space, so
+// that values starting with a space are kept.
+func appendEvent(dst []byte, id, event string, data []byte) []byte {
+	if id = stripLineBreaks(id); id != "" {
+		dst = append(dst, "id: "...)
+		dst = append(dst, id...)
+		dst = append(dst, '\n')
+	}
+	if event = stripLineBreaks(event); event != "" {
+		dst = append(dst, "event: "...)
+		dst = append(dst, event...)
+		dst = append(dst, '\n')
+	}
+	for {
+		dst = append(dst, "data: "...)
+		i := lineBreak(data)
+		if i < 0 {
+			dst = append(dst, data...)
+			break
+		}
+		dst = append(dst, data[:i]...)
+		dst = append(dst, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	return append(dst, '\n', '\n')
+}
+
+// lineBreak returns the index of the first CR or LF in b, or -1.
+func lineBreak(b []byte) int {
+	lf := bytes.IndexByte(b, '\n')
+	search := b
+	if lf >= 0 {
+		search = b[:lf]
+	}
+	if cr := bytes.IndexByte(search, '\r'); cr >= 0 {
+		return cr
+	}
+	return lf
+}
+
+// stripLineBreaks removes CR and LF from s.
+func stripLineBreaks(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}

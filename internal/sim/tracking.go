@@ -1,0 +1,375 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
+const maxTrackedEvents = 100
+
+// reportRef is the order a reported event belongs to, for operation 4.7.
+type reportRef struct {
+	order TrackingOrder   // orderId, positionId and the client references as reported
+	unit  json.RawMessage // event.observation.observedLoadingUnit.loadingUnit, when reported
+}
+
+// trackedUnit is the TrackedUnit response (spec 2.8).
+type trackedUnit struct {
+	ObservedUntil string            `json:"observedUntil"`
+	Order         TrackingOrder     `json:"order"`
+	LoadingUnit   any               `json:"loadingUnit,omitempty"`
+	Events        []json.RawMessage `json:"events"`
+}
+
+// handleTracking serves operation 4.7: the tracked unit of orderId+positionId or of the client reference
+// pair, with its most recent events (generated and reported), oldest first.
+func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
+	q := r.URL.Query()
+	oid, pid := q.Get("orderId"), q.Get("positionId")
+	cor, cpr := q.Get("clientOrderReference"), q.Get("clientPositionReference")
+	var c checker
+	if (oid == "") != (pid == "") {
+		c.addf("orderId and positionId must be given together")
+	}
+	if (cor == "") != (cpr == "") {
+		c.addf("clientOrderReference and clientPositionReference must be given together")
+	}
+	if oid == "" && pid == "" && cor == "" && cpr == "" {
+		c.addf("either orderId and positionId or clientOrderReference and clientPositionReference must be given")
+	}
+	if c.failed() {
+		writeMessages(w, http.StatusBadRequest, c.msgs...)
+		return
+	}
+	match := func(o *TrackingOrder) bool {
+		return (oid == "" || o.OrderID == oid && o.PositionID == pid) &&
+			(cor == "" || o.ClientOrderReference == cor && o.ClientPositionReference == cpr)
+	}
+	gen := s.generator(u)
+	ship := slices.IndexFunc(gen.ships, func(sh shipment) bool { return match(&sh.order) })
+
+	now := time.Now()
+	u.mu.Lock()
+	u.log.catchUp(now)
+	hits := u.log.recent(maxTrackedEvents, ship, func(ex *explicitEvent) bool {
+		return ex.ref != nil && match(&ex.ref.order)
+	})
+	u.mu.Unlock()
+
+	resp := trackedUnit{ObservedUntil: now.UTC().Format(time.RFC3339Nano), Events: make([]json.RawMessage, 0, len(hits))}
+	switch {
+	case ship >= 0:
+		resp.Order, resp.LoadingUnit = gen.ships[ship].order, gen.ships[ship].unit
+	case len(hits) > 0:
+		resp.Order = hits[0].ex.ref.order // the latest report's view of the order
+		for _, h := range hits {
+			if h.ex.ref.unit != nil {
+				resp.LoadingUnit = h.ex.ref.unit
+				break
+			}
+		}
+	default:
+		if oid != "" {
+			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for orderId %s and positionId %s", oid, pid))
+		} else {
+			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for clientOrderReference %s and clientPositionReference %s", cor, cpr))
+		}
+		return
+	}
+	for i := len(hits) - 1; i >= 0; i-- {
+		h := &hits[i]
+		if h.ex != nil {
+			resp.Events = append(resp.Events, h.ex.data)
+		} else {
+			resp.Events = append(resp.Events, gen.appendData(nil, h.seq, h.k, h.ts))
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// AcceptedReport is a report the simulator accepted (202) and added to the user's event log.
+type AcceptedReport struct {
+	// EventID is the SSE id the report's event got in the user's log.
+	EventID string
+	// IdempotencyKey is the request's Idempotency-Key header ("" when absent).
+	IdempotencyKey string
+	// Body is the request body as received.
+	Body []byte
+	// Time is when the report was accepted.
+	Time time.Time
+}
+
+// countReportCall counts every request to the report operation.
+func (s *Server) countReportCall(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.stats.add(&s.stats.reportCalls, 1)
+		h(w, r)
+	}
+}
+
+// handleReport serves operation 4.8. After the injected faults, the Content-Type check (415) and
+// RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
+// the report is validated (400 with every problem) and its event appended to the user's log.
+func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userState) {
+	f := s.Faults()
+	if s.reportFault(w, r, &f) {
+		return
+	}
+	if !isJSON(r) {
+		writeMessages(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeMessages(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if f.RejectReports != nil {
+		if code, msgs, ok := f.RejectReports(body); ok {
+			writeMessages(w, code, msgs...)
+			return
+		}
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" && s.duplicate(u, key) {
+		writeMessages(w, http.StatusAccepted)
+		return
+	}
+	ev, typ, ref, msgs := parseReport(body)
+	if len(msgs) > 0 {
+		writeMessages(w, http.StatusBadRequest, msgs...)
+		return
+	}
+
+	now := time.Now()
+	u.mu.Lock()
+	if _, dup := u.idem[key]; key != "" && dup {
+		u.mu.Unlock()
+		s.stats.add(&s.stats.reportDuplicates, 1)
+		writeMessages(w, http.StatusAccepted)
+		return
+	}
+	u.log.catchUp(now)
+	id := EventID(int(u.log.next))
+	ev["id"] = id
+	u.log.appendExplicit(&explicitEvent{id: id, name: typ, data: marshalCompact(ev), ref: ref})
+	if key != "" {
+		u.idem[key] = id
+	}
+	u.reports = append(u.reports, AcceptedReport{EventID: id, IdempotencyKey: key, Body: body, Time: now})
+	if len(u.reports) > s.opts.Retention {
+		old := u.reports[0]
+		if old.IdempotencyKey != "" && u.idem[old.IdempotencyKey] == old.EventID {
+			delete(u.idem, old.IdempotencyKey)
+		}
+		u.reports[0] = AcceptedReport{}
+		u.reports = u.reports[1:]
+	}
+	u.mu.Unlock()
+	s.stats.add(&s.stats.reportsAccepted, 1)
+	s.log.Debug("report accepted", "user", u.name, "event_id", id)
+	writeMessages(w, http.StatusAccepted)
+}
+
+// duplicate reports whether key was already accepted for u, counting it when so.
+func (s *Server) duplicate(u *userState, key string) bool {
+	u.mu.Lock()
+	_, dup := u.idem[key]
+	u.mu.Unlock()
+	if dup {
+		s.stats.add(&s.stats.reportDuplicates, 1)
+	}
+	return dup
+}
+
+// parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
+// type and the order reference; or every problem found.
+func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, msgs []string) {
+	m, err := decodeObject(body)
+	if err != nil {
+		return nil, "", nil, []string{err.Error()}
+	}
+	var c checker
+	ev, ok := c.object(m, "", "event", true)
+	if ok {
+		c.str(ev, "event", "id", false)
+		if ts, ok := c.str(ev, "event", "timestamp", true); ok {
+			if _, err := time.Parse(time.RFC3339, ts); err != nil {
+				c.addf("event.timestamp must be an RFC 3339 date-time")
+			}
+		}
+		typ, _ = c.str(ev, "event", "type", true)
+		if obs, ok := c.object(ev, "event", "observation", false); ok {
+			unit := checkObservation(&c, obs, "event.observation")
+			ref = &reportRef{}
+			if unit != nil {
+				ref.unit = marshalCompact(unit)
+			}
+		}
+	}
+	if o, ok := c.object(m, "", "order", false); ok {
+		if ref == nil {
+			ref = &reportRef{}
+		}
+		ref.order.OrderID, _ = c.str(o, "order", "orderId", true)
+		ref.order.PositionID, _ = c.str(o, "order", "positionId", true)
+		ref.order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
+		ref.order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
+	} else {
+		ref = nil // without an order the event belongs to no tracked unit of 4.7
+	}
+	if t, ok := c.object(m, "", "transport", false); ok {
+		c.str(t, "transport", "identifier", false)
+		c.str(t, "transport", "voyageNumber", false)
+	}
+	if rp, ok := c.object(m, "", "reporter", false); ok {
+		c.str(rp, "reporter", "id", false)
+		c.str(rp, "reporter", "name", false)
+		if a, ok := c.object(rp, "reporter", "address", false); ok {
+			checkAddress(&c, a, "reporter.address")
+		}
+	}
+	if c.failed() {
+		return nil, "", nil, c.msgs
+	}
+	return ev, typ, ref, nil
+}
+
+// checkObservation checks the JSON types of an Observation (spec 2.14–2.16) and returns its loading unit.
+func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
+	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
+		mp := join(p, "observedMeansOfTransport")
+		c.str(mot, mp, "modeOfTransport", false)
+		if t, ok := c.object(mot, mp, "truck", false); ok {
+			for _, k := range []string{"countryCode", "licensePlate", "forwarder"} {
+				c.str(t, mp+".truck", k, false)
+			}
+		}
+		if b, ok := c.object(mot, mp, "barge", false); ok {
+			for _, k := range []string{"name", "imo", "eni"} {
+				c.str(b, mp+".barge", k, false)
+			}
+		}
+		if t, ok := c.object(mot, mp, "train", false); ok {
+			c.str(t, mp+".train", "identifier", false)
+		}
+	}
+	var unit map[string]any
+	if lu, ok := c.object(obs, p, "observedLoadingUnit", false); ok {
+		lp := join(p, "observedLoadingUnit")
+		if unit, ok = c.object(lu, lp, "loadingUnit", false); ok {
+			c.str(unit, lp+".loadingUnit", "containerClass", true)
+			for _, k := range []string{"identification", "number", "sizeType"} {
+				c.str(unit, lp+".loadingUnit", k, false)
+			}
+		}
+		c.str(lu, lp, "loadingState", false)
+		c.str(lu, lp, "condition", false)
+		if wt, ok := c.object(lu, lp, "weight", false); ok {
+			for _, k := range []string{"gross", "net", "tare"} {
+				c.number(wt, lp+".weight", k)
+			}
+		}
+		if ov, ok := c.object(lu, lp, "oversize", false); ok {
+			for _, k := range []string{"excessLengthFront", "excessLengthBack", "excessWidthRight", "excessWidthLeft", "excessHeight"} {
+				c.number(ov, lp+".oversize", k)
+			}
+		}
+		if tp, ok := c.object(lu, lp, "observedTemperature", false); ok {
+			c.number(tp, lp+".observedTemperature", "temperature")
+			c.number(tp, lp+".observedTemperature", "humidity")
+		}
+		c.sealList(lu, lp, false)
+	}
+	if loc, ok := c.object(obs, p, "location", false); ok {
+		lp := join(p, "location")
+		for _, k := range []string{"id", "designation", "type", "locationCode", "internationalPortCode", "edifactLocationCode"} {
+			c.str(loc, lp, k, false)
+		}
+		if a, ok := c.object(loc, lp, "address", false); ok {
+			checkAddress(c, a, lp+".address")
+		}
+	}
+	return unit
+}
+
+// checkAddress checks the JSON types of an Address.
+func checkAddress(c *checker, a map[string]any, p string) {
+	for _, k := range []string{"street", "postalCode", "city"} {
+		c.str(a, p, k, false)
+	}
+	if co, ok := c.object(a, p, "country", false); ok {
+		c.str(co, p+".country", "name", false)
+		c.str(co, p+".country", "code", false)
+	}
+}
+
+// marshalCompact encodes v as compact JSON without HTML escaping.
+func marshalCompact(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err) // v was decoded from JSON
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// Reports returns the reports accepted for user, oldest first (at most Options.Retention).
+func (s *Server) Reports(user string) []AcceptedReport {
+	u := s.user(user)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]AcceptedReport, len(u.reports))
+	for i, r := range u.reports {
+		r.Body = bytes.Clone(r.Body)
+		out[i] = r
+	}
+	return out
+}
+
+// Inject appends an event to user's log: it is streamed (live and in replays) as a message with the
+// given id ("" = no id: line), event name ("" = no event: line) and data, which may be any bytes. The
+// id should be unique; a client resuming with Last-Event-ID equal to it continues after this event.
+// Injected events do not appear in operation 4.7.
+func (s *Server) Inject(user, id, eventName string, data []byte) {
+	u := s.user(user)
+	ex := &explicitEvent{id: id, name: eventName, data: bytes.Clone(data)}
+	u.mu.Lock()
+	u.log.catchUp(time.Now())
+	u.log.appendExplicit(ex)
+	u.mu.Unlock()
+}
+
+// GeneratedEvent returns the SSE id and data of the generated event at sequence number seq of user's log
+// (the number in its id, see EventID): the same bytes the stream carries and operation 4.7 returns. It
+// returns "", nil when that entry is not (yet, or any more) in the log or is a reported or injected
+// event. Without reports and injections, the k-th generated event (k from 0) has seq k+1.
+func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
+	u := s.user(user)
+	u.mu.Lock()
+	u.log.catchUp(time.Now())
+	e, ok := u.log.at(int64(seq))
+	u.mu.Unlock()
+	if !ok || e.ex != nil {
+		return "", nil
+	}
+	return EventID(seq), s.generator(u).appendData(nil, e.seq, e.k, e.ts)
+}
+
+// TrackedOrders returns user's tracked order positions: the orders that generated events belong to and
+// operation 4.7 knows without any report (8 orders of 2 positions). Generated event k belongs to
+// position k mod 16 of this list.
+func (s *Server) TrackedOrders(user string) []TrackingOrder {
+	gen := s.generator(s.user(user))
+	out := make([]TrackingOrder, len(gen.ships))
+	for i := range gen.ships {
+		out[i] = gen.ships[i].order
+	}
+	return out
+}

@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// report returns a valid TrackingEventReport body for order orderID.
+func report(orderID, typ string) map[string]any {
+	return map[string]any{
+		"order":     map[string]any{"orderId": orderID, "positionId": "10", "clientOrderReference": "C-" + orderID, "clientPositionReference": "C-" + orderID + "/1"},
+		"transport": map[string]any{"identifier": "T-1", "voyageNumber": "V-2"},
+		"event": map[string]any{
+			"timestamp": "2025-03-14T10:15:00.5+01:00",
+			"type":      typ,
+			"observation": map[string]any{
+				"observedMeansOfTransport": map[string]any{"modeOfTransport": "TRUCK", "truck": map[string]any{"countryCode": "DE", "licensePlate": "DU-AB 12", "forwarder": "F"}},
+				"observedLoadingUnit": map[string]any{
+					"loadingUnit": map[string]any{"containerClass": "CONTAINER", "identification": "BIC", "number": "CSQU3054383", "sizeType": "22G1"},
+					"weight":      map[string]any{"gross": 12000.5, "net": 10000, "tare": 2000.5},
+					"seals":       []any{map[string]any{"type": "OPERATOR", "number": "S1"}},
+				},
+				"location": map[string]any{"id": "L20001", "designation": "Duisburg <Gate>"},
+			},
+		},
+		"reporter": map[string]any{"id": "R1", "name": "Reporter & Co", "address": map[string]any{"city": "Duisburg"}},
+	}
+}
+
+func TestReportValidation(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	ev := func(f func(r, ev map[string]any)) map[string]any {
+		r := report("X1", "GATE_IN")
+		f(r, r["event"].(map[string]any))
+		return r
+	}
+	tests := []struct {
+		name     string
+		body     any
+		ctype    string
+		wantCode int
+		wantMsgs []string
+	}{
+		{name: "valid", body: report("X1", "GATE_IN"), wantCode: 202},
+		{name: "unknown type", body: report("X1", "CUSTOMS_CLEARED"), wantCode: 202},
+		{name: "only the event", body: map[string]any{"event": map[string]any{"timestamp": "2025-03-14T09:00:00Z", "type": "ARRIVED"}}, wantCode: 202},
+		{name: "missing event", body: map[string]any{"order": map[string]any{"orderId": "1", "positionId": "2"}}, wantCode: 400,
+			wantMsgs: []string{"event is missing"}},
+		{name: "missing timestamp", body: ev(func(_, ev map[string]any) { delete(ev, "timestamp") }), wantCode: 400,
+			wantMsgs: []string{"event.timestamp is missing"}},
+		{name: "bad timestamp", body: ev(func(_, ev map[string]any) { ev["timestamp"] = "yesterday" }), wantCode: 400,
+			wantMsgs: []string{"event.timestamp must be an RFC 3339 date-time"}},
+		{name: "missing type", body: ev(func(_, ev map[string]any) { delete(ev, "type") }), wantCode: 400,
+			wantMsgs: []string{"event.type is missing"}},
+		{name: "type not a string", body: ev(func(_, ev map[string]any) { ev["type"] = 3 }), wantCode: 400,
+			wantMsgs: []string{"event.type must be a string"}},
+		{name: "order without ids", body: ev(func(r, _ map[string]any) { r["order"] = map[string]any{} }), wantCode: 400,
+			wantMsgs: []string{"order.orderId is missing", "order.positionId is missing"}},
+		{name: "101 seals", body: ev(func(_, ev map[string]any) {
+			ev["observation"].(map[string]any)["observedLoadingUnit"].(map[string]any)["seals"] = manySeals(101)
+		}), wantCode: 400, wantMsgs: []string{"event.observation.observedLoadingUnit.seals must have at most 100 items"}},
+		{name: "wrong JSON types", body: ev(func(r, ev map[string]any) {
+			obs := ev["observation"].(map[string]any)
+			obs["observedLoadingUnit"].(map[string]any)["weight"] = map[string]any{"gross": "heavy"}
+			obs["location"] = "Duisburg"
+			r["reporter"] = 5
+		}), wantCode: 400, wantMsgs: []string{"event.observation.observedLoadingUnit.weight.gross must be a number",
+			"event.observation.location must be an object", "reporter must be an object"}},
+		{name: "not JSON", body: "{]", wantCode: 400, wantMsgs: []string{"body is not valid JSON"}},
+		{name: "not declared JSON", body: report("X1", "GATE_IN"), ctype: "text/plain", wantCode: 415,
+			wantMsgs: []string{"Content-Type must be application/json"}},
+		{name: "no Content-Type", body: report("X1", "GATE_IN"), ctype: "", wantCode: 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []string{"Content-Type", tt.ctype}
+			if tt.ctype == "" && tt.name != "no Content-Type" {
+				hdr = nil
+			}
+			r := e.do("POST", "/tracking/events", tok, tt.body, hdr...)
+			if r.Status != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			msgs := r.messages(t)
+			if tt.wantMsgs == nil && tt.wantCode != 202 {
+				return
+			}
+			if len(msgs) != len(tt.wantMsgs) {
+				t.Fatalf("messages %q, want %q", msgs, tt.wantMsgs)
+			}
+			for i, w := range tt.wantMsgs {
+				if !strings.HasPrefix(msgs[i], w) {
+					t.Errorf("message %q does not start with %q", msgs[i], w)
+				}
+			}
+		})
+	}
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 3 {
+		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
+	}
+}
+
+func TestReportFlowsToStreamAndQuery(t *testing.T) {
+	e := newEnv(t, Options{Heartbeat: -1})
+	tok := e.login("demo")
+	rd := newSSEReader(t, e.openStream(tok, ""))
+
+	body := report("X42", "GATE_OUT")
+	r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1")
+	if r.Status != 202 || string(bytes.TrimSpace(r.Body)) != `{"messages":[]}` {
+		t.Fatalf("report: %d %s", r.Status, r.Body)
+	}
+	ev := rd.next()
+	if ev.Id() != EventID(1) || ev.Event() != "GATE_OUT" {
+		t.Errorf("streamed id %q event %q", ev.Id(), ev.Event())
+	}
+	var data map[string]any
+	if err := json.Unmarshal([]byte(ev.Data()), &data); err != nil {
+		t.Fatalf("data %q: %v", ev.Data(), err)
+	}
+	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T10:15:00.5+01:00" {
+		t.Errorf("data %s", ev.Data())
+	}
+	if !strings.Contains(ev.Data(), "Duisburg <Gate>") {
+		t.Errorf("data is HTML-escaped or lost the location: %s", ev.Data())
+	}
+
+	// A retry with the same key is accepted again without a second event; the next report comes next.
+	if r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1"); r.Status != 202 {
+		t.Fatalf("repeat: %d", r.Status)
+	}
+	if r := e.do("POST", "/tracking/events", tok, report("X42", "GATE_IN"), "Idempotency-Key", "k-2"); r.Status != 202 {
+		t.Fatalf("second report: %d", r.Status)
+	}
+	if ev := rd.next(); ev.Id() != EventID(2) || ev.Event() != "GATE_IN" {
+		t.Errorf("after the repeat: id %q event %q, want the second report", ev.Id(), ev.Event())
+	}
+	reps := e.sim.Reports("demo")
+	if len(reps) != 2 || reps[0].IdempotencyKey != "k-1" || reps[0].EventID != EventID(1) || reps[1].EventID != EventID(2) {
+		t.Fatalf("reports %+v", reps)
+	}
+	if want, _ := json.Marshal(body); !bytes.Equal(reps[0].Body, want) || reps[0].Time.IsZero() {
+		t.Errorf("recorded body %s", reps[0].Body)
+	}
+	if st := e.sim.Stats(); st.ReportDuplicates != 1 || st.ReportsAccepted != 2 {
+		t.Errorf("duplicates %d accepted %d", st.ReportDuplicates, st.ReportsAccepted)
+	}
+	// The same key of another user is that user's own.
+	other := e.login("other")
+	if r := e.do("POST", "/tracking/events", other, body, "Idempotency-Key", "k-1"); r.Status != 202 || len(e.sim.Reports("other")) != 1 {
+		t.Errorf("other user's report with the same key: %d, %d reports", r.Status, len(e.sim.Reports("other")))
+	}
+
+	// Operation 4.7 returns both events of the reported order, oldest first, with the reported unit.
+	for _, q := range []string{"?orderId=X42&positionId=10", "?clientOrderReference=C-X42&clientPositionReference=C-X42/1"} {
+		r = e.do("GET", "/tracking"+q, tok, nil)
+		var tu struct {
+			ObservedUntil string
+			Order         TrackingOrder
+			LoadingUnit   LoadingUnitTracking
+			Events        []map[string]any
+		}
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query %s: %d %s", q, r.Status, r.Body)
+		}
+		if tu.Order.OrderID != "X42" || tu.Order.ClientPositionReference != "C-X42/1" || len(tu.Events) != 2 ||
+			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[1]["id"] != EventID(2) ||
+			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != "CSQU3054383" || tu.ObservedUntil == "" {
+			t.Errorf("tracked unit %s", r.Body)
+		}
+	}
+	// Each user sees only their own reports.
+	r = e.do("GET", "/tracking?orderId=X42&positionId=10", other, nil)
+	var tu struct{ Events []json.RawMessage }
+	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil || len(tu.Events) != 1 {
+		t.Errorf("other's query: %d %s", r.Status, r.Body)
+	}
+	third := e.do("GET", "/tracking?orderId=X42&positionId=20", tok, nil)
+	if third.Status != 404 {
+		t.Errorf("unknown position: %d", third.Status)
+	}
+}
+
+func TestTrackingQueryParameters(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	orders := e.sim.TrackedOrders("demo")
+	if len(orders) != numShipments {
+		t.Fatalf("%d tracked orders", len(orders))
+	}
+	o := orders[3]
+	tests := []struct {
+		name     string
+		query    url.Values
+		wantCode int
+		wantMsgs []string
+	}{
+		{"order pair", url.Values{"orderId": {o.OrderID}, "positionId": {o.PositionID}}, 200, nil},
+		{"client pair", url.Values{"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}}, 200, nil},
+		{"both pairs", url.Values{"orderId": {o.OrderID}, "positionId": {o.PositionID},
+			"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}}, 200, nil},
+		{"pairs of different units", url.Values{"orderId": {o.OrderID}, "positionId": {o.PositionID},
+			"clientOrderReference": {orders[4].ClientOrderReference}, "clientPositionReference": {orders[4].ClientPositionReference}}, 404, nil},
+		{"none", url.Values{}, 400, []string{"either orderId and positionId or clientOrderReference and clientPositionReference must be given"}},
+		{"lone orderId", url.Values{"orderId": {o.OrderID}}, 400, []string{"orderId and positionId must be given together"}},
+		{"lone positionId", url.Values{"positionId": {"10"}}, 400, []string{"orderId and positionId must be given together"}},
+		{"lone client reference", url.Values{"clientPositionReference": {"x"}}, 400, []string{"clientOrderReference and clientPositionReference must be given together"}},
+		{"two lone halves", url.Values{"orderId": {"1"}, "clientOrderReference": {"x"}}, 400, []string{
+			"orderId and positionId must be given together", "clientOrderReference and clientPositionReference must be given together"}},
+		{"unknown", url.Values{"orderId": {"nope"}, "positionId": {"10"}}, 404, []string{"No tracked unit for orderId nope and positionId 10"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", "/tracking?"+tt.query.Encode(), tok, nil)
+			if r.Status != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if r.Status == 200 {
+				var tu struct {
+					Order       TrackingOrder
+					LoadingUnit LoadingUnitTracking
+					Events      []json.RawMessage
+				}
+				if err := json.Unmarshal(r.Body, &tu); err != nil || tu.Order.OrderID != o.OrderID || tu.Order.Client == nil ||
+					tu.LoadingUnit.ContainerClass == "" || tu.Events == nil || len(tu.Events) != 0 {
+					t.Errorf("tracked unit %s", r.Body)
+				}
+				return
+			}
+			if msgs := r.messages(t); tt.wantMsgs != nil && strings.Join(msgs, "|") != strings.Join(tt.wantMsgs, "|") {
+				t.Errorf("messages %q, want %q", msgs, tt.wantMsgs)
+			}
+		})
+	}
+}
+
+func TestTrackingQueryGeneratedEvents(t *testing.T) {
+	const n = 2000
+	e := newEnv(t, Options{EventRate: -1, EventLimit: n})
+	tok := e.login("demo")
+	rd := newSSEReader(t, e.openStream(tok, ""))
+	for i := 1; i <= n; i++ {
+		if ev := rd.next(); ev.Id() != EventID(i) {
+			t.Fatalf("event %d has id %q", i, ev.Id())
+		}
+	}
+	o := e.sim.TrackedOrders("demo")[5]
+	r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+	var tu struct{ Events []json.RawMessage }
+	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+		t.Fatalf("query: %d %s", r.Status, r.Body)
+	}
+	if len(tu.Events) != maxTrackedEvents {
+		t.Fatalf("%d events, want %d", len(tu.Events), maxTrackedEvents)
+	}
+	// The 100 most recent events of position 5 are k = 5 + 16*i for the largest i below n, oldest first.
+	lastK := int64(n-1) - (int64(n-1)-5)%numShipments
+	for i, raw := range tu.Events {
+		k := lastK - int64(numShipments*(maxTrackedEvents-1-i))
+		_, want := e.sim.GeneratedEvent("demo", int(k+1))
+		if !bytes.Equal(raw, want) {
+			t.Fatalf("event %d: %s, want %s", i, raw, want)
+		}
+	}
+}
+
+func TestReportFaults(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	body := report("F1", "ARRIVED")
+
+	e.sim.SetFaults(Faults{Report429: true, RetryAfter: 2_000_000_000})
+	r := e.do("POST", "/tracking/events", tok, body)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
+		t.Errorf("Report429: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
+	}
+	r.messages(t)
+
+	e.sim.SetFaults(Faults{ReportErrorRate: 1})
+	for range 8 {
+		if r := e.do("POST", "/tracking/events", tok, body); r.Status < 500 || r.Status > 504 {
+			t.Errorf("ReportErrorRate 1: %d", r.Status)
+		}
+	}
+
+	var mu sync.Mutex
+	var seen [][]byte
+	e.sim.SetFaults(Faults{RejectReports: func(b []byte) (int, []string, bool) {
+		mu.Lock()
+		seen = append(seen, b)
+		mu.Unlock()
+		if bytes.Contains(b, []byte("POISON")) {
+			return http.StatusUnprocessableEntity, []string{"event cannot be processed"}, true
+		}
+		return 0, nil, false
+	}})
+	r = e.do("POST", "/tracking/events", tok, report("F1", "POISON"))
+	if r.Status != http.StatusUnprocessableEntity || r.messages(t)[0] != "event cannot be processed" {
+		t.Errorf("rejected: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("POST", "/tracking/events", tok, body); r.Status != 202 {
+		t.Errorf("not rejected: %d %s", r.Status, r.Body)
+	}
+	mu.Lock()
+	if len(seen) != 2 {
+		t.Errorf("hook saw %d bodies", len(seen))
+	}
+	mu.Unlock()
+
+	e.sim.SetFaults(Faults{})
+	if st := e.sim.Stats(); st.ReportCalls != 11 || st.ReportsAccepted != 1 || st.InjectedErrors != 9 {
+		t.Errorf("stats %+v", st)
+	}
+	if len(e.sim.Reports("demo")) != 1 {
+		t.Errorf("reports %d", len(e.sim.Reports("demo")))
+	}
+}
