@@ -100,3 +100,10 @@ func stripLineBreaks(s string) string {
 	}
 	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
 }
+
+// AppendEvent appends one SSE message as the simulator writes it to dst: an id: line unless id is empty,
+// an event: line unless event is empty, and data split into data: lines at every CR, LF or CRLF, then
+// the blank line. Tests use it to drive a reader with exactly the simulator's encoding.
+func AppendEvent(dst []byte, id, event string, data []byte) []byte {
+	return appendEvent(dst, id, event, data)
+}

@@ -1,0 +1,500 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+)
+
+// TestMain lets the test binary act as the bridge itself (for the kill -9 test): with
+// BRIDGE_TEST_AS_BRIDGE=1 it runs `bridge run` and exits.
+func TestMain(m *testing.M) {
+	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, []string{"run"}, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+const testPassword = "s3cret-Pa55word-do-not-log"
+
+// harness is one end-to-end set-up: the simulator over HTTP on loopback, an embedded nats-server with
+// JetStream, and the configuration of a bridge between them.
+type harness struct {
+	t      *testing.T
+	sim    *sim.Server
+	http   *httptest.Server
+	ns     *server.Server
+	nsDir  string
+	nsPort int
+	env    map[string]string
+	logs   *syncBuffer
+}
+
+func newHarness(t *testing.T, o sim.Options) *harness {
+	t.Helper()
+	if o.Users == nil {
+		o.Users = map[string]string{"demo": testPassword}
+	}
+	h := &harness{t: t, nsDir: t.TempDir(), nsPort: -1, logs: &syncBuffer{}}
+	h.sim = sim.New(o)
+	h.http = httptest.NewServer(h.sim.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = h.sim.Run(ctx) }()
+	h.startNATS()
+	h.nsPort = h.ns.Addr().(*net.TCPAddr).Port
+	h.env = map[string]string{
+		"BRIDGE_UPSTREAM_URL":        h.http.URL + sim.DefaultBasePath,
+		"BRIDGE_TOKEN_URL":           h.http.URL + sim.TokenPath,
+		"BRIDGE_CLIENT_ID":           sim.DefaultClientID,
+		"BRIDGE_USERNAME":            "demo",
+		"BRIDGE_PASSWORD":            testPassword,
+		"BRIDGE_INSECURE_HTTP":       "true",
+		"BRIDGE_NATS_URL":            h.ns.ClientURL(),
+		"BRIDGE_HTTP_ADDR":           "127.0.0.1:0",
+		"BRIDGE_RECONNECT_MIN":       "10ms",
+		"BRIDGE_RECONNECT_MAX":       "200ms",
+		"BRIDGE_STREAM_IDLE_TIMEOUT": "5s",
+		"BRIDGE_LOG_LEVEL":           "debug",
+	}
+	t.Cleanup(func() {
+		cancel()
+		h.sim.Close()
+		h.http.Close()
+		h.ns.Shutdown()
+		if t.Failed() {
+			t.Logf("bridge logs:\n%s", h.logs.String())
+		}
+	})
+	return h
+}
+
+func (h *harness) startNATS() {
+	h.t.Helper()
+	ns, err := embedded.Start(embedded.Options{StoreDir: h.nsDir, Port: h.nsPort})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.ns = ns
+}
+
+func (h *harness) restartNATS() {
+	h.ns.Shutdown()
+	h.ns.WaitForShutdown()
+	h.startNATS()
+}
+
+func (h *harness) config() *config.Config {
+	h.t.Helper()
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := h.env[k]; return v, ok })
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cfg
+}
+
+// startBridge runs a bridge in-process; stop cancels it and waits for Run to return.
+func (h *harness) startBridge() (stop func() error) {
+	h.t.Helper()
+	b, err := newBridge(h.config(), newLogger(h.logs, "json", -4))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				runErr = fmt.Errorf("bridge did not stop within 30s")
+			}
+		})
+		return runErr
+	}
+	h.t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// js returns a JetStream context on a fresh connection.
+func (h *harness) js() jetstream.JetStream {
+	h.t.Helper()
+	nc, err := nats.Connect(h.ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return js
+}
+
+// storedCount returns the number of messages in a stream (0 while it does not exist).
+func (h *harness) storedCount(stream string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(h.ns.ClientURL())
+	if err != nil {
+		return 0
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	return int(s.CachedInfo().State.Msgs)
+}
+
+// stored returns every message of a stream, in order.
+func (h *harness) stored(stream string) []jetstream.Msg {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	js := h.js()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	want := int(s.CachedInfo().State.Msgs)
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for len(out) < want {
+		batch, err := c.Fetch(min(1000, want-len(out)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+		if err := batch.Error(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// waitStored waits until a stream holds n messages.
+func (h *harness) waitStored(stream string, n int, within time.Duration) {
+	h.t.Helper()
+	waitUntil(h.t, within, fmt.Sprintf("%s holds %d messages", stream, n), func() bool {
+		return h.storedCount(stream) >= n
+	})
+}
+
+// assertGenerated checks that the events stream holds each of the first n generated events exactly once,
+// with its data byte for byte.
+func (h *harness) assertGenerated(n int) {
+	h.t.Helper()
+	msgs := h.stored("TRACKING_EVENTS")
+	byID := map[string][]byte{}
+	for _, m := range msgs {
+		id := m.Headers().Get("Nats-Msg-Id")
+		if _, dup := byID[id]; dup {
+			h.t.Errorf("event %s stored twice", id)
+		}
+		byID[id] = m.Data()
+	}
+	for seq := 1; seq <= n; seq++ {
+		id, data := h.sim.GeneratedEvent("demo", seq)
+		got, ok := byID[id]
+		if !ok {
+			h.t.Errorf("event %s (seq %d) missing", id, seq)
+			continue
+		}
+		if !bytes.Equal(got, data) {
+			h.t.Errorf("event %s stored as %q, want %q", id, got, data)
+		}
+	}
+	if len(msgs) != n {
+		h.t.Errorf("events stream holds %d messages, want %d", len(msgs), n)
+	}
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting until %s", within, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestEndToEndTypesAndOddPayloads: every event type lands on its subject with the contract's headers,
+// new and odd types pass through safely, and bad payloads are dead-lettered, never lost.
+func TestEndToEndTypesAndOddPayloads(t *testing.T) {
+	h := newHarness(t, sim.Options{})
+	types := []string{"GATE_OUT", "GATE_IN", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED",
+		"UNKNOWN", "LOADED_ON_BARGE", "a.b", "*", ">", "GATE IN", "X\r\nY", ""}
+	want := map[string]string{"a.b": "a_b", "*": "_", ">": "_", "GATE IN": "GATE_IN", "X\r\nY": "X__Y", "": "UNKNOWN"}
+	for i, typ := range types {
+		data, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("t-%02d", i), "timestamp": "2026-11-22T10:00:00Z",
+			"type": typ, "observation": map[string]any{"note": "unknown fields pass through"}})
+		h.sim.Inject("demo", fmt.Sprintf("t-%02d", i), typ, data)
+	}
+	h.sim.Inject("demo", "t-missing", "", []byte(`{"timestamp":"2026-11-22T10:00:00Z"}`))
+	h.sim.Inject("demo", "t-number", "", []byte(`{"type":7}`))
+	h.sim.Inject("demo", "t-notjson", "", []byte("GATE_IN at 10:00, not JSON"))
+	h.sim.Inject("demo", "t-last", "GATE_IN", []byte(`{"type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`))
+	h.startBridge()
+	h.waitStored("TRACKING_EVENTS", len(types)+3, 20*time.Second)
+	h.waitStored("TRACKING_DLQ", 1, 5*time.Second)
+
+	msgs := h.stored("TRACKING_EVENTS")
+	for i, typ := range types {
+		m := msgs[i]
+		token, ok := want[typ]
+		if !ok {
+			token = typ
+		}
+		if m.Subject() != "tracking.events."+token {
+			t.Errorf("type %q on %q, want tracking.events.%s", typ, m.Subject(), token)
+		}
+		hd := m.Headers()
+		id := fmt.Sprintf("t-%02d", i)
+		if hd.Get("Nats-Msg-Id") != id || hd.Get("Tracking-Event-Id") != id || hd.Get("ce-id") != id ||
+			hd.Get("Content-Type") != "application/json" || hd.Get("ce-specversion") != "1.0" ||
+			hd.Get("ce-time") != "2026-11-22T10:00:00Z" || !strings.HasPrefix(hd.Get("ce-source"), "http://127.0.0.1") {
+			t.Errorf("type %q headers %v", typ, hd)
+		}
+		if typ != "" && hd.Get("Tracking-Event-Type") != strings.NewReplacer("\r", "", "\n", "").Replace(typ) {
+			t.Errorf("Tracking-Event-Type = %q for %q", hd.Get("Tracking-Event-Type"), typ)
+		}
+		if !strings.Contains(string(m.Data()), "unknown fields pass through") {
+			t.Errorf("body changed: %s", m.Data())
+		}
+	}
+	for i, subj := range []string{"tracking.events.UNKNOWN", "tracking.events.UNKNOWN", "tracking.events.GATE_IN"} {
+		if got := msgs[len(types)+i].Subject(); got != subj {
+			t.Errorf("message %d on %s, want %s", len(types)+i, got, subj)
+		}
+	}
+	dlq := h.stored("TRACKING_DLQ")
+	if len(dlq) != 1 || dlq[0].Subject() != "tracking.dlq.events" || string(dlq[0].Data()) != "GATE_IN at 10:00, not JSON" ||
+		!strings.Contains(dlq[0].Headers().Get("Bridge-Error"), "not a JSON object") {
+		t.Fatalf("dead letters: %d %v", len(dlq), dlq)
+	}
+}
+
+// TestEndToEndCutsMidEvent: the upstream cuts the connection in the middle of an event, over and over.
+// No partial event is published, each reconnect resumes from the last stored event, and every event is
+// stored exactly once.
+func TestEndToEndCutsMidEvent(t *testing.T) {
+	const n = 3000
+	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, Faults: sim.Faults{DropEvery: 97, DropMidEvent: true}})
+	h.startBridge()
+	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+	h.assertGenerated(n)
+	st := h.sim.Stats()
+	if st.StreamConnects < n/97 {
+		t.Errorf("only %d connections for %d events cut every 97", st.StreamConnects, n)
+	}
+	// Each reconnect asked to resume after an event that was stored; they only move forward.
+	prev := ""
+	for _, id := range st.LastEventIDs[1:] {
+		if id <= prev {
+			t.Errorf("Last-Event-ID %q after %q", id, prev)
+		}
+		prev = id
+	}
+}
+
+// TestEndToEndTokenExpiry: access tokens expire every second and the refresh token after three while
+// the stream runs and reconnects; the bridge refreshes, logs in again, and loses nothing.
+func TestEndToEndTokenExpiry(t *testing.T) {
+	const n = 2400
+	h := newHarness(t, sim.Options{EventRate: 400, EventLimit: n, AccessTTL: time.Second, RefreshTTL: 3 * time.Second,
+		Faults: sim.Faults{DropEvery: 150}})
+	h.startBridge()
+	waitUntil(t, 20*time.Second, "half the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/2 })
+	// Both tokens die: the next connection meets a 401, the refresh is refused, the bridge logs in again.
+	h.sim.ExpireTokens()
+	h.sim.ExpireRefreshTokens()
+	h.waitStored("TRACKING_EVENTS", n, 30*time.Second)
+	h.assertGenerated(n)
+	st := h.sim.Stats()
+	if st.TokenRequests["password"] < 2 || st.TokenRequests["refresh_token"] < 1 || st.Unauthorized < 1 {
+		t.Errorf("token requests %v, 401s %d: want refreshes, re-logins and a 401", st.TokenRequests, st.Unauthorized)
+	}
+	if strings.Contains(h.logs.String(), testPassword) {
+		t.Error("password in the logs")
+	}
+}
+
+// TestEndToEndNATSRestart: nats-server stops and starts again during a burst; every event exactly once.
+func TestEndToEndNATSRestart(t *testing.T) {
+	const n = 20000
+	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
+	h.startBridge()
+	waitUntil(t, 30*time.Second, "a quarter of the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/4 })
+	h.restartNATS()
+	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+	h.assertGenerated(n)
+}
+
+// TestEndToEndBridgeRestart: the bridge is stopped mid-stream and started again; every event exactly once.
+func TestEndToEndBridgeRestart(t *testing.T) {
+	const n = 1500
+	h := newHarness(t, sim.Options{EventRate: 300, EventLimit: n})
+	stop := h.startBridge()
+	waitUntil(t, 20*time.Second, "some events", func() bool { return h.storedCount("TRACKING_EVENTS") >= 300 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.startBridge()
+	h.waitStored("TRACKING_EVENTS", n, 30*time.Second)
+	h.assertGenerated(n)
+}
+
+// TestEndToEndKill9: the bridge process is killed with SIGKILL mid-stream, twice, and started again;
+// every event is stored exactly once, although the duplicate window is too short to help.
+func TestEndToEndKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const n = 20000
+	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
+	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
+	h.env["BRIDGE_LOG_LEVEL"] = "info"
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() *exec.Cmd {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), "BRIDGE_TEST_AS_BRIDGE=1")
+		for k, v := range h.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stdout, cmd.Stderr = h.logs, h.logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	for _, at := range []int{n / 4, n / 2} {
+		cmd := start()
+		waitUntil(t, 60*time.Second, fmt.Sprintf("%d events", at), func() bool { return h.storedCount("TRACKING_EVENTS") >= at })
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	cmd := start()
+	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("bridge exit after SIGTERM: %v", err)
+	}
+	h.assertGenerated(n)
+}
+
+// TestEndToEndUpstreamRefusals: a wrong password, an unreachable token URL and a 403 on the stream each
+// give a clear error, are retried at the stated pace, and never print a secret.
+func TestEndToEndUpstreamRefusals(t *testing.T) {
+	t.Run("wrong password", func(t *testing.T) {
+		h := newHarness(t, sim.Options{EventRate: 5})
+		h.env["BRIDGE_PASSWORD"] = "wrong-" + testPassword
+		h.env["BRIDGE_LOGIN_RETRY"] = "1s"
+		h.startBridge()
+		time.Sleep(3500 * time.Millisecond) // the pace is what is measured: 3.5 s of retries
+		logs := h.logs.String()
+		if !strings.Contains(logs, "login rejected") || !strings.Contains(logs, "BRIDGE_PASSWORD") {
+			t.Errorf("no clear error in the logs")
+		}
+		if got := h.sim.Stats().TokenRequests["password"]; got < 2 || got > 5 {
+			t.Errorf("%d logins in 3.5 s with BRIDGE_LOGIN_RETRY=1s, want 2 to 5", got)
+		}
+		if strings.Contains(logs, testPassword) {
+			t.Error("password in the logs")
+		}
+	})
+	t.Run("token URL unreachable", func(t *testing.T) {
+		h := newHarness(t, sim.Options{})
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		dead := ln.Addr().String()
+		ln.Close()
+		h.env["BRIDGE_TOKEN_URL"] = "http://" + dead + "/auth/token"
+		h.startBridge()
+		waitUntil(t, 10*time.Second, "an error naming the token endpoint", func() bool {
+			return strings.Contains(h.logs.String(), "token endpoint unavailable")
+		})
+	})
+	t.Run("stream forbidden", func(t *testing.T) {
+		h := newHarness(t, sim.Options{EventRate: 5, Faults: sim.Faults{StreamStatus: 403}})
+		h.env["BRIDGE_UNAVAILABLE_RETRY"] = "500ms"
+		h.startBridge()
+		time.Sleep(2200 * time.Millisecond) // the pace is what is measured
+		logs := h.logs.String()
+		if !strings.Contains(logs, "not available to this account") {
+			t.Errorf("no clear error in the logs")
+		}
+		if got := h.sim.Stats().StreamRequests; got < 2 || got > 7 {
+			t.Errorf("%d stream requests in 2.2 s at a 500ms pace", got)
+		}
+		if c := countLines(logs, `"level":"WARN"`, "not available to this account"); c > 1 {
+			t.Errorf("the same failure logged %d times: want one line per state change", c)
+		}
+		h.sim.SetFaults(sim.Faults{})
+		h.waitStored("TRACKING_EVENTS", 3, 10*time.Second)
+	})
+}
+
+// countLines counts the log lines that contain every one of parts.
+func countLines(logs string, parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
