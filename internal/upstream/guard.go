@@ -150,7 +150,10 @@ func (g *guard) filter(b []byte) int {
 		cut := i + end
 		g.skip = true
 		if !g.bol {
-			g.pend = append(g.pend[:0], '\n')
+			// End the cut line with NUL: an SSE decoder ignores an id containing NUL, and a retry value
+			// with it does not parse, so a truncated id or retry never takes effect. A cut data or
+			// event line does not matter: the marker replaces the message.
+			g.pend = append(g.pend[:0], 0, '\n')
 			g.bol = true
 		}
 		g.hold(b[cut:])

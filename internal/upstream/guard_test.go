@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/launchdarkly/eventsource"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
 type got struct {
@@ -117,7 +119,7 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("changed input that fits the bound:\n in %q\nout %q", in, out)
 		}
 		for _, line := range bytes.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
-			if len(line) > maxBytes && !bytes.Contains(line, []byte(oversizeMarker)) {
+			if len(line) > maxBytes+1 && !bytes.Contains(line, []byte(oversizeMarker)) { // +1: the NUL ending a cut line
 				t.Fatalf("line of %d bytes passed a bound of %d", len(line), maxBytes)
 			}
 		}
@@ -133,4 +135,47 @@ func longestMessage(in []byte) int {
 		longest = max(longest, len(msg)+1)
 	}
 	return longest
+}
+
+// FuzzSSERoundTrip: arbitrary event payloads written by the simulator's SSE writer come out of the
+// bridge's reader (guard + decoder) intact, with CR and CRLF read as LF as SSE requires, or, when larger
+// than the bound, as an oversize marker with the right id; the event after them is never disturbed.
+func FuzzSSERoundTrip(f *testing.F) {
+	f.Add("ev-1", []byte(`{"type":"GATE_IN"}`), 64)
+	f.Add("ev-2", []byte("line1\r\nline2\rline3\n"), 8)
+	f.Add("", []byte(""), 16)
+	f.Add("ev-3", []byte(":not a comment\n\ndata: x"), 1000)
+	f.Fuzz(func(t *testing.T, id string, data []byte, maxBytes int) {
+		if maxBytes <= 0 || maxBytes > 1<<16 {
+			maxBytes = 64
+		}
+		stream := sim.AppendEvent(nil, id, "GATE_IN", data)
+		size := len(stream)
+		stream = sim.AppendEvent(stream, "next", "GATE_OUT", []byte("{}"))
+		evs := decodeAll(t, string(stream), maxBytes+64, false)
+		if len(evs) != 2 {
+			t.Fatalf("decoded %d events from %q", len(evs), stream)
+		}
+		wantID := strings.NewReplacer("\r", "", "\n", "").Replace(id)
+		if strings.ContainsRune(wantID, 0) {
+			wantID = ""
+		}
+		switch {
+		case evs[0].oversize > 0:
+			if size <= maxBytes+64 {
+				t.Fatalf("event of %d bytes marked oversize under a bound of %d", size, maxBytes+64)
+			}
+		default:
+			want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(data))
+			if evs[0].data != want {
+				t.Fatalf("data %q, want %q", evs[0].data, want)
+			}
+		}
+		if evs[0].id != wantID && !(evs[0].oversize > 0 && len("id: "+wantID) >= maxBytes+64) {
+			t.Fatalf("id %q, want %q", evs[0].id, wantID)
+		}
+		if evs[1] != (got{id: "next", name: "GATE_OUT", data: "{}"}) {
+			t.Fatalf("following event disturbed: %+v", evs[1])
+		}
+	})
 }
