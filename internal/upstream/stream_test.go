@@ -1,0 +1,180 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+)
+
+// memSink stores events in memory; Resume reports the last one.
+type memSink struct {
+	mu     sync.Mutex
+	events []event.Event
+}
+
+func (s *memSink) Resume(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.events) == 0 {
+		return "", nil
+	}
+	return s.events[len(s.events)-1].ResumeID, nil
+}
+
+func (s *memSink) Handle(_ context.Context, ev event.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *memSink) snapshot() []event.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]event.Event(nil), s.events...)
+}
+
+// scripted serves the stream from a list of handlers, one per connection attempt, and records when each
+// attempt came and with which Last-Event-ID.
+type scripted struct {
+	mu       sync.Mutex
+	attempts []time.Time
+	lastIDs  []string
+	script   []http.HandlerFunc
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/token" {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"access_token":"at","expires_in":300,"token_type":"Bearer"}`)
+		return
+	}
+	s.mu.Lock()
+	i := len(s.attempts)
+	s.attempts = append(s.attempts, time.Now())
+	s.lastIDs = append(s.lastIDs, r.Header.Get("Last-Event-ID"))
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer at" || r.Header.Get("Accept") != "text/event-stream" {
+		http.Error(w, "bad request headers", http.StatusBadRequest)
+		return
+	}
+	if i < len(s.script) {
+		s.script[i](w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
+func (s *scripted) seen() ([]time.Time, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.attempts...), append([]string(nil), s.lastIDs...)
+}
+
+func sse(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		fmt.Fprint(w, body)
+	}
+}
+
+func runScripted(t *testing.T, script ...http.HandlerFunc) (*scripted, *memSink, func()) {
+	t.Helper()
+	sc := &scripted{script: script}
+	srv := httptest.NewServer(sc)
+	client, _ := NewHTTPClient(ClientOptions{})
+	st := NewStream(StreamConfig{
+		URL:    srv.URL + "/stream",
+		Tokens: NewTokenSource(TokenConfig{TokenURL: srv.URL + "/token", ClientID: "c", Username: "u", Password: func() string { return "p" }}),
+		Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
+	})
+	sink := &memSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx, sink) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		srv.Close()
+	}
+	return sc, sink, stop
+}
+
+func waitAttempts(t *testing.T, sc *scripted, n int) []time.Time {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		at, _ := sc.seen()
+		if len(at) >= n {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection attempts, want %d", len(at), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A 200 that is not text/event-stream is an error and its body is never parsed.
+func TestStreamRejectsOtherContentType(t *testing.T) {
+	sc, sink, stop := runScripted(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "id: 1\ndata: {\"type\":\"GATE_IN\"}\n\n")
+	})
+	waitAttempts(t, sc, 2)
+	stop()
+	if evs := sink.snapshot(); len(evs) != 0 {
+		t.Fatalf("parsed %d events from a text/html answer", len(evs))
+	}
+}
+
+// Retry-After on a 429 and the server's retry: hint both hold the next attempt back.
+func TestStreamHonoursRetryAfterAndRetryHint(t *testing.T) {
+	sc, sink, stop := runScripted(t,
+		func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+		sse("retry: 700\n\nid: a\ndata: {\"x\":1}\n\n: comment only\n\nevent: ping\n\n"),
+	)
+	at := waitAttempts(t, sc, 3)
+	stop()
+	if d := at[1].Sub(at[0]); d < time.Second {
+		t.Errorf("reconnected %v after a 429 with Retry-After: 1", d)
+	}
+	if d := at[2].Sub(at[1]); d < 700*time.Millisecond {
+		t.Errorf("reconnected %v after retry: 700", d)
+	}
+	evs := sink.snapshot()
+	if len(evs) != 1 || evs[0].ID != "a" || string(evs[0].Data) != `{"x":1}` {
+		t.Fatalf("events %+v: want only the one with data", evs)
+	}
+	if _, ids := sc.seen(); ids[2] != "a" {
+		t.Errorf("Last-Event-ID after the first event = %q, want a", ids[2])
+	}
+}
+
+// A 401 invalidates the token and retries at once; 5xx retries with backoff.
+func TestStreamRetriesAfter401And5xx(t *testing.T) {
+	sc, _, stop := runScripted(t,
+		func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) },
+		func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"messages":["maintenance"]}`)
+		},
+	)
+	waitAttempts(t, sc, 3)
+	stop()
+}
