@@ -26,6 +26,7 @@ type bridge struct {
 	tokens *upstream.TokenSource
 	stream *upstream.Stream
 	pub    *publish.Publisher
+	ops    *ops // metrics, health checks and the HTTP endpoint (httpserver.go)
 }
 
 // newBridge builds the components. It connects to NATS (in the background if no server is reachable
@@ -33,6 +34,7 @@ type bridge struct {
 func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 	b := &bridge{cfg: cfg, log: log,
 		layout: publish.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
+	b.ops = newOps(b)
 
 	apiClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile, Timeout: cfg.HTTPTimeout})
 	if err != nil {
@@ -42,6 +44,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.ops.instrument(apiClient, streamClient)
 	b.tokens = upstream.NewTokenSource(upstream.TokenConfig{
 		TokenURL:      cfg.TokenURL,
 		ClientID:      cfg.ClientID,
@@ -51,6 +54,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		RefreshMargin: cfg.RefreshMargin,
 		LoginRetry:    cfg.LoginRetry,
 		Logger:        log.With("component", "token"),
+		Observe:       b.ops.tokenObserved,
 	})
 	b.stream = upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
@@ -62,6 +66,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		ReconnectMax:     cfg.ReconnectMax,
 		UnavailableRetry: cfg.UnavailableRetry,
 		Logger:           log.With("component", "stream"),
+		Observer:         b.ops.streamObserver(),
 	})
 
 	b.nc, err = connectNATS(cfg, log.With("component", "nats"))
@@ -79,6 +84,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		Timeout:      cfg.PublishTimeout,
 		Source:       source,
 		Logger:       log.With("component", "publish"),
+		Observer:     b.ops.metrics,
 	})
 	if err != nil {
 		b.nc.Close()
@@ -101,6 +107,11 @@ func ceSource(raw string) string {
 // for in-flight publishes, then drains the NATS connection. It returns nil after a clean stop.
 func (b *bridge) Run(ctx context.Context) error {
 	defer b.nc.Close()
+	stopHTTP, err := b.ops.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	if err := b.ensureStreams(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -108,7 +119,7 @@ func (b *bridge) Run(ctx context.Context) error {
 		return err
 	}
 
-	err := b.stream.Run(ctx, b.pub)
+	err = b.stream.Run(ctx, b.pub)
 
 	// Ingress has stopped: finish what is in flight, within the shutdown timeout.
 	dctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
@@ -139,6 +150,9 @@ func (b *bridge) ensureStreams(ctx context.Context) error {
 		}
 		if !b.cfg.CreateStreams && errors.Is(err, jetstream.ErrStreamNotFound) {
 			return err
+		}
+		if b.nc.IsClosed() {
+			return natsClosedError(b.cfg, b.nc)
 		}
 		if attempt == 0 {
 			b.log.Warn("JetStream not ready; retrying", "err", err)

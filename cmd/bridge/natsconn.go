@@ -78,3 +78,26 @@ func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// natsClosedError explains a NATS connection that closed for good. The client gives up only when the
+// server refused the credentials twice in a row, so the error names the variables to check.
+func natsClosedError(cfg *config.Config, nc *nats.Conn) error {
+	err := nc.LastError()
+	if err == nil {
+		err = nats.ErrConnectionClosed
+	}
+	var hint string
+	switch {
+	case cfg.NATSCredsFile != "":
+		hint = "BRIDGE_NATS_CREDS_FILE"
+	case cfg.NATSNKeySeedFile != "":
+		hint = "BRIDGE_NATS_NKEY_SEED_FILE"
+	case cfg.NATSUser != "":
+		hint = "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD"
+	case cfg.NATSToken != "":
+		hint = "BRIDGE_NATS_TOKEN"
+	default:
+		hint = "the NATS authentication variables (none is set)"
+	}
+	return fmt.Errorf("NATS connection closed: %w (check %s, and the user's permissions on the server)", err, hint)
+}

@@ -1,3 +1,23 @@
 // Package consume owns the durable JetStream consumer of tracking reports: validation, acknowledgement
 // after the upstream accepted a report, delayed redelivery on transient failures and dead letters.
+//
+// Producers publish TrackingEventReport JSON (spec 2.17) to P.reports, captured by the work-queue stream
+// PFX_REPORTS. A Consumer fetches them with a durable pull consumer, at most Config.Concurrency at a time,
+// and settles each one exactly one way:
+//
+//	valid, upstream 2xx                     → acknowledged (AckSync): removed from the work queue
+//	valid, 401/408/425/429/5xx, network     → Nak with a delay (exponential, ≥ Retry-After); redelivered
+//	valid, other 4xx                        → dead letter on P.dlq.reports with the upstream's status and messages
+//	invalid (Validate), or too large        → dead letter with every problem found; the upstream is not called
+//	still failing transiently after MaxAge  → dead letter with the last reason (only when MaxAge > 0)
+//
+// and a dead letter is stored (JetStream publish acknowledged) before the report is acknowledged. No path
+// drops a report: the worst a crash can do is send a report upstream twice (with the same
+// Idempotency-Key) or store its dead letter twice (with the same Nats-Msg-Id, dropped by the DLQ stream's
+// duplicate window).
+//
+// The consumer's MaxDeliver is unlimited, so JetStream never gives up on a report by itself (no
+// max-deliveries advisory to watch); the optional MaxAge, measured from the report's JetStream
+// timestamp, is the only limit. The classification of upstream answers is upstream.Classify; this
+// package only decides what to do with its outcome.
 package consume

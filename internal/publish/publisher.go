@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,12 +35,28 @@ const (
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called from the goroutine that
-// calls Handle and Resume; implementations must be cheap.
+// calls Handle and Resume, except Published (see there); implementations must be cheap.
 type Observer interface {
-	Published(typeToken string, ackLatency time.Duration)
+	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
+	// its subject's type token. It is called from the NATS connection's goroutine as the acknowledgement
+	// arrives, or from the Handle goroutine for an event sent again after a failure: it must be safe for
+	// concurrent use.
+	Published(typeToken string)
+	// AckLatency is told how long an event's acknowledgement took, when the event is settled (an upper
+	// bound: within the time between two acknowledgements).
+	AckLatency(d time.Duration)
+	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
 	PublishRetried(err error)
 }
+
+// Reasons for dead-lettering an event, as passed to Observer.DeadLettered. The set is closed (a metrics
+// label).
+const (
+	ReasonNotJSON    = "not_json"    // the data is not a JSON object
+	ReasonOversize   = "oversize"    // larger than the stream's size bound (BRIDGE_STREAM_MAX_EVENT_BYTES)
+	ReasonMaxPayload = "max_payload" // larger than the NATS server's max_payload
+)
 
 // Config configures a Publisher.
 type Config struct {
@@ -78,7 +96,9 @@ type Publisher struct {
 	skipTTL int
 	failing bool
 
-	lastResume atomic.Pointer[string]
+	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
+	lastResume string
+	lastAck    atomic.Int64 // unix ns of the latest acknowledgement received, for the ack latency
 }
 
 type pending struct {
@@ -105,30 +125,43 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.Window+1),
-		jetstream.WithPublishAsyncTimeout(cfg.Timeout))
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return &Publisher{
+	p := &Publisher{
 		cfg:    cfg,
 		nc:     nc,
-		js:     js,
 		log:    cfg.Logger,
 		events: cfg.Prefix + ".events.",
 		dlq:    cfg.Prefix + ".dlq.events",
 		ring:   make([]pending, cfg.Window),
-	}, nil
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.Window+1),
+		jetstream.WithPublishAsyncTimeout(cfg.Timeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
+			p.lastAck.Store(time.Now().UnixNano())
+			if token, ok := strings.CutPrefix(m.Subject, p.events); ok {
+				p.cfg.Observer.Published(token)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	p.js = js
+	return p, nil
 }
 
 // LastResumeID returns the stream id up to which every event is stored, as of the last Resume or settled
 // acknowledgement. Safe for concurrent use.
 func (p *Publisher) LastResumeID() string {
-	if s := p.lastResume.Load(); s != nil {
-		return *s
-	}
-	return ""
+	p.resumeMu.Lock()
+	defer p.resumeMu.Unlock()
+	return p.lastResume
+}
+
+// setLastResume records the id LastResumeID returns.
+func (p *Publisher) setLastResume(id string) {
+	p.resumeMu.Lock()
+	p.lastResume = id
+	p.resumeMu.Unlock()
 }
 
 // Resume implements upstream.Sink: it waits until every event handed to Handle is stored (sending
@@ -186,11 +219,11 @@ func (p *Publisher) build(ev *event.Event) (*nats.Msg, string) {
 			ID    string `json:"id,omitempty"`
 			Size  int    `json:"size"`
 		}{"event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", ev.ID, ev.Oversize})
-		return p.deadLetter(ev, desc, ev.ID, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)), ""
+		return p.deadLetter(ev, desc, ev.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)), ""
 	}
 	f, err := ScanEvent(ev.Data)
 	if err != nil {
-		return p.deadLetter(ev, ev.Data, ev.ID, "event data is not a JSON object: "+err.Error()), ""
+		return p.deadLetter(ev, ev.Data, ev.ID, ReasonNotJSON, "event data is not a JSON object: "+err.Error()), ""
 	}
 	id := ev.ID
 	if id == "" {
@@ -238,13 +271,14 @@ func (p *Publisher) build(ev *event.Event) (*nats.Msg, string) {
 			Type  string `json:"type,omitempty"`
 			Size  int    `json:"size"`
 		}{"event larger than the NATS server's max_payload; its data was dropped", id, token, len(ev.Data)})
-		return p.deadLetter(ev, desc, id, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max)), ""
+		return p.deadLetter(ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max)), ""
 	}
 	return msg, token
 }
 
-// deadLetter makes the P.dlq.events message for an event that cannot be published as such.
-func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, reason string) *nats.Msg {
+// deadLetter makes the P.dlq.events message for an event that cannot be published as such; code is one
+// of the Reason* constants, reason the human-readable Bridge-Error.
+func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, code, reason string) *nats.Msg {
 	if id == "" {
 		id = digest(body)
 	}
@@ -263,7 +297,7 @@ func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, reason string) 
 		h[HeaderStreamID] = []string{ev.ResumeID}
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
-	p.cfg.Observer.DeadLettered(reason)
+	p.cfg.Observer.DeadLettered(code)
 	return &nats.Msg{Subject: p.dlq, Header: h, Data: body}
 }
 
@@ -344,10 +378,16 @@ func (e *pending) wait(ctx context.Context) error {
 func (p *Publisher) pop() {
 	e := &p.ring[p.head]
 	if e.msg != nil && e.token != "" {
-		p.cfg.Observer.Published(e.token, time.Since(e.sent))
+		// The entry may be popped well after its acknowledgement arrived (the window is checked when the
+		// next event comes): the latest acknowledgement's arrival bounds the latency more tightly.
+		lat := time.Since(e.sent)
+		if d := time.Unix(0, p.lastAck.Load()).Sub(e.sent); d >= 0 && d < lat {
+			lat = d
+		}
+		p.cfg.Observer.AckLatency(lat)
 	}
 	p.resume = e.resume
-	p.lastResume.Store(&e.resume)
+	p.setLastResume(e.resume)
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
@@ -364,6 +404,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 	}
 	for p.n > 0 {
 		e := &p.ring[p.head]
+		resent := e.err != nil
 		for attempt := 0; e.err != nil; attempt++ {
 			if !p.failing {
 				p.failing = true
@@ -380,6 +421,9 @@ func (p *Publisher) recover(ctx context.Context) error {
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
+		}
+		if resent && e.token != "" {
+			p.cfg.Observer.Published(e.token)
 		}
 		p.pop()
 	}
@@ -441,7 +485,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			"stream", p.cfg.EventsStream, "resume_after", after)
 	}
 	p.resume = after
-	p.lastResume.Store(&after)
+	p.setLastResume(after)
 	if len(skip) > 0 {
 		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
 	}
@@ -451,6 +495,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 
 type nopObserver struct{}
 
-func (nopObserver) Published(string, time.Duration) {}
-func (nopObserver) DeadLettered(string)             {}
-func (nopObserver) PublishRetried(error)            {}
+func (nopObserver) Published(string)         {}
+func (nopObserver) AckLatency(time.Duration) {}
+func (nopObserver) DeadLettered(string)      {}
+func (nopObserver) PublishRetried(error)     {}

@@ -49,13 +49,14 @@ type StreamConfig struct {
 	Observer StreamObserver
 }
 
-// StreamObserver receives the stream's state changes. All methods may be called from the Run goroutine
-// only; implementations must be cheap.
+// StreamObserver receives the stream's state changes. Connected, Disconnected and Received are called
+// from the Run goroutine; Heartbeat from the goroutine reading the response body, so it must be safe to
+// call concurrently with the others. Implementations must be cheap.
 type StreamObserver interface {
 	Connected()
 	Disconnected(reason string)
 	Received(ev *event.Event) // every message with data, after it was read
-	Heartbeat()               // bytes arrived (comment or message)
+	Heartbeat()               // bytes arrived (comment or message): once per read from the connection
 }
 
 // StreamState is the stream's connection state, for readiness.
@@ -280,7 +281,11 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	}
 	s.log.Info("stream connected", "resume_after", resume)
 
-	body := newGuard(resp.Body, s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
+	src := resp.Body
+	if s.cfg.Observer != nil {
+		src = heartbeatBody{src, s.cfg.Observer}
+	}
+	body := newGuard(src, s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
 	dec := eventsource.NewDecoderWithOptions(body, eventsource.DecoderOptionLastEventID(resume))
 	defer func() {
 		_ = body.Close()
@@ -307,9 +312,6 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			return c
 		}
 		c.messages++
-		if s.cfg.Observer != nil {
-			s.cfg.Observer.Heartbeat()
-		}
 		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
 			c.retry = time.Duration(r.Retry()) * time.Millisecond
 		}
@@ -338,6 +340,21 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			return c
 		}
 	}
+}
+
+// heartbeatBody tells the observer of every read that brought bytes, keep-alive comments included (the
+// SSE decoder hides those).
+type heartbeatBody struct {
+	io.ReadCloser
+	obs StreamObserver
+}
+
+func (b heartbeatBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.obs.Heartbeat()
+	}
+	return n, err
 }
 
 // checkStreamResponse turns anything but a 200 text/event-stream response into an error.

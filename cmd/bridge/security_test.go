@@ -1,0 +1,559 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// The helpers of the security tests carry a "sec" prefix.
+
+// Secrets the tests use; each must never appear in any output of the bridge.
+const (
+	secUpstreamPassword = "upstream-Pa55-7f3b9c1e"
+	secWrongPassword    = "wrong-Pa55-a8d2e4f6"
+	secNATSPassword     = "nats-Pa55-5c7e9a1b"
+	secNATSToken        = "nats-Tok3n-2b4d6f8h"
+)
+
+// TestSecretsNeverLeak runs the flows that handle secrets — login, token refresh after a 401, login
+// again after the refresh token expired, a rejected password, NATS user/password and token
+// authentication — and searches every log line (debug level), /metrics, /readyz, /healthz, Run's errors
+// and the output of bridge -h and of a failing bridge run for the passwords and for every access and
+// refresh token the upstream issued.
+func TestSecretsNeverLeak(t *testing.T) {
+	users := map[string]string{"alice": secUpstreamPassword}
+	var outputs []string
+
+	// A: good credentials, NATS user/password; the tokens are refreshed and renewed by login.
+	natsA := opsStartNATS(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
+	})
+	up := opsStartUpstream(t, false, sim.Options{Users: users, EventRate: 50})
+	a := opsStartBridge(t, opsEnv(up, natsA.url(), map[string]string{
+		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
+		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	}))
+	a.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+
+	// The access token expires: the next stream connection is answered 401; the bridge refreshes.
+	up.sim().ExpireTokens()
+	up.sim().SetFaults(sim.Faults{DropEvery: 1})
+	opsEventually(t, 10*time.Second, "a token refresh", func() (bool, string) {
+		n := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "refresh", "result": "ok"})
+		return n >= 1, fmt.Sprint(n)
+	})
+	// Both tokens expire: the refresh is refused and the bridge logs in again.
+	up.sim().SetFaults(sim.Faults{})
+	up.sim().ExpireRefreshTokens()
+	up.sim().ExpireTokens()
+	up.sim().SetFaults(sim.Faults{DropEvery: 1})
+	opsEventually(t, 10*time.Second, "a second login", func() (bool, string) {
+		n := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "login", "result": "ok"})
+		r := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "refresh", "result": "rejected"})
+		return n >= 2 && r >= 1, fmt.Sprintf("logins %v, refreshes rejected %v", n, r)
+	})
+	up.sim().SetFaults(sim.Faults{})
+	a.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
+	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
+		_, body := a.get(t, p)
+		outputs = append(outputs, p+":\n"+body)
+	}
+	outputs = append(outputs, fmt.Sprint(a.stop(t)), a.logs.String())
+
+	// B: a wrong password, NATS token authentication.
+	natsB := opsStartNATS(t, func(o *server.Options) { o.Authorization = secNATSToken })
+	b := opsStartBridge(t, opsEnv(up, natsB.url(), map[string]string{
+		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secWrongPassword, "BRIDGE_NATS_TOKEN": secNATSToken,
+	}))
+	body := b.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_token: not ready: no valid access token: login rejected")
+	outputs = append(outputs, body)
+	_, m := b.get(t, "/metrics")
+	outputs = append(outputs, m, fmt.Sprint(b.stop(t)), b.logs.String())
+
+	// C: 'bridge run' as the process runs it, configured from the environment: its start-up line logs
+	// the configuration.
+	for k, v := range opsEnv(up, natsA.url(), map[string]string{
+		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
+		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	}) {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr opsLogs
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run"}, io.Discard, &stderr) }()
+	opsEventually(t, 15*time.Second, "bridge run connected", func() (bool, string) {
+		return strings.Contains(stderr.String(), "stream connected"), stderr.String()
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("bridge run exited %d", code)
+	}
+	outputs = append(outputs, stderr.String())
+
+	// D: the command line with the secrets in the environment: bridge -h, and a run whose configuration
+	// is invalid (so that it prints its error).
+	t.Setenv("BRIDGE_PASSWORD", secUpstreamPassword)
+	t.Setenv("BRIDGE_NATS_PASSWORD", secNATSPassword)
+	t.Setenv("BRIDGE_NATS_TOKEN", secNATSToken)
+	t.Setenv("BRIDGE_NATS_USER", "bridge")
+	t.Setenv("BRIDGE_UPSTREAM_URL", "ftp://user:"+secWrongPassword+"@example.com/v1.0")
+	for _, args := range [][]string{{"-h"}, {"run"}, {"version"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, &stdout, &stderr)
+		outputs = append(outputs, fmt.Sprintf("bridge %v (exit %d):\n%s%s", args, code, &stdout, &stderr))
+	}
+
+	secrets := append([]string{secUpstreamPassword, secWrongPassword, secNATSPassword, secNATSToken},
+		up.issuedTokens()...)
+	if len(secrets) < 4+4 {
+		t.Fatalf("the upstream issued %d tokens, want at least 2 logins and a refresh", len(secrets)-4)
+	}
+	all := strings.Join(outputs, "\n")
+	for _, s := range secrets {
+		if strings.Contains(all, s) {
+			i := strings.Index(all, s)
+			t.Errorf("secret %.12s… appears in the output: …%s…", s, all[max(0, i-200):min(len(all), i+len(s)+50)])
+		}
+	}
+	if strings.Contains(all, "Bearer ") {
+		t.Error(`"Bearer " appears in the output`)
+	}
+	// The flows did run and log.
+	for _, want := range []string{"stream connected", "login rejected", "[redacted]", "BRIDGE_UPSTREAM_URL"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// secWritePEM writes certificates as a PEM file and returns its path.
+func secWritePEM(t *testing.T, name string, certs ...*x509.Certificate) string {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, c := range certs {
+		_ = pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUpstreamTLSPrivateCA: against an upstream whose certificate a private CA signed, the bridge works
+// with BRIDGE_UPSTREAM_CA_FILE naming that CA (token endpoint and stream alike) and fails, clearly and
+// without stopping, without it.
+func TestUpstreamTLSPrivateCA(t *testing.T) {
+	up := opsStartUpstream(t, true, sim.Options{EventRate: 50})
+	caFile := secWritePEM(t, "upstream-ca.pem", up.srv.Certificate())
+	tlsEnv := func(natsURL, ca string) map[string]string {
+		return opsEnv(up, natsURL, map[string]string{"BRIDGE_INSECURE_HTTP": "false", "BRIDGE_UPSTREAM_CA_FILE": ca})
+	}
+
+	t.Run("with the CA file", func(t *testing.T) {
+		ns := opsStartNATS(t, nil)
+		ob := opsStartBridge(t, tlsEnv(ns.url(), caFile))
+		ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+		opsEventually(t, 10*time.Second, "events stored", func() (bool, string) {
+			n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS")
+			return n > 0, fmt.Sprint(n)
+		})
+	})
+	t.Run("without it", func(t *testing.T) {
+		ns := opsStartNATS(t, nil)
+		ob := opsStartBridge(t, tlsEnv(ns.url(), ""))
+		body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable,
+			"upstream_token: not ready: no valid access token: token endpoint unavailable",
+			"certificate signed by unknown authority")
+		t.Logf("/readyz:\n%s", body)
+		ob.requireAlive(t)
+		if n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS"); n != 0 {
+			t.Errorf("%d events stored without a trusted upstream", n)
+		}
+	})
+}
+
+// TestUpstreamClientPolicy checks the HTTP clients towards the upstream: TLS 1.2 at least, verification
+// always on (and no configuration to turn it off), and no redirect to another host, so that the bearer
+// token never leaves the upstream.
+func TestUpstreamClientPolicy(t *testing.T) {
+	c, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Transport.(*http.Transport)
+	if tr.TLSClientConfig.InsecureSkipVerify || tr.TLSClientConfig.MinVersion < tls.VersionTLS12 {
+		t.Errorf("TLS config: InsecureSkipVerify %v, MinVersion %x", tr.TLSClientConfig.InsecureSkipVerify, tr.TLSClientConfig.MinVersion)
+	}
+	var usage bytes.Buffer
+	config.Usage(&usage)
+	for _, bad := range []string{"SKIP_VERIFY", "INSECURE_SKIP", "INSECURE_TLS"} {
+		if strings.Contains(usage.String(), bad) {
+			t.Errorf("the configuration offers %s", bad)
+		}
+	}
+
+	t.Run("TLS 1.1 refused", func(t *testing.T) {
+		old := httptest.NewUnstartedServer(http.NotFoundHandler())
+		old.TLS = &tls.Config{MaxVersion: tls.VersionTLS11}
+		old.StartTLS()
+		defer old.Close()
+		ca := secWritePEM(t, "ca.pem", old.Certificate())
+		c, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: ca, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Get(old.URL)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatal("a TLS 1.1 server was accepted")
+		}
+		t.Logf("TLS 1.1: %v", err)
+	})
+
+	t.Run("redirects", func(t *testing.T) {
+		var elsewhere atomic.Int32
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			elsewhere.Add(1)
+		}))
+		defer other.Close()
+		var sameHostAuth atomic.Value
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/away":
+				http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
+			case "/moved":
+				http.Redirect(w, r, "/here", http.StatusTemporaryRedirect)
+			case "/here":
+				sameHostAuth.Store(r.Header.Get("Authorization"))
+			}
+		}))
+		defer up.Close()
+
+		get := func(path string) error {
+			req, _ := http.NewRequest(http.MethodGet, up.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer test-token")
+			resp, err := c.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		if err := get("/away"); err == nil || !strings.Contains(err.Error(), "refusing redirect to another host") {
+			t.Errorf("redirect to another host: err = %v, want a refusal", err)
+		}
+		if n := elsewhere.Load(); n != 0 {
+			t.Errorf("the other host was contacted %d times", n)
+		}
+		if err := get("/moved"); err != nil {
+			t.Errorf("redirect on the same host: %v", err)
+		}
+		if got, _ := sameHostAuth.Load().(string); got != "Bearer test-token" {
+			t.Errorf("same-host redirect carried Authorization %q", got)
+		}
+	})
+}
+
+// TestNATSAuthentication: the bridge connects with each NATS authentication method the server requires,
+// and wrong credentials stop it with an error naming the variables to check.
+func TestNATSAuthentication(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	seedFile := filepath.Join(t.TempDir(), "bridge.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	otherSeedFile := filepath.Join(t.TempDir(), "other.nk")
+	if err := os.WriteFile(otherSeedFile, otherSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	userPass := func(o *server.Options) {
+		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
+	}
+	nkey := func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} }
+
+	for _, tc := range []struct {
+		name      string
+		configure func(*server.Options)
+		env       map[string]string
+		wantErr   []string // empty: the bridge becomes ready
+	}{
+		{"user and password", userPass,
+			map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword}, nil},
+		{"nkey", nkey, map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": seedFile}, nil},
+		{"token", func(o *server.Options) { o.Authorization = secNATSToken },
+			map[string]string{"BRIDGE_NATS_TOKEN": secNATSToken}, nil},
+		{"wrong password", userPass,
+			map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": "not-" + secNATSPassword},
+			[]string{"authorization violation", "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD"}},
+		{"unknown nkey", nkey, map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": otherSeedFile},
+			[]string{"authorization violation", "BRIDGE_NATS_NKEY_SEED_FILE"}},
+		{"no credentials", userPass, nil,
+			[]string{"authorization violation", "none is set"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := opsStartNATS(t, tc.configure)
+			up := opsStartUpstream(t, false, sim.Options{})
+			ob := opsStartBridge(t, opsEnv(up, ns.url(), tc.env))
+			if len(tc.wantErr) == 0 {
+				ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
+				return
+			}
+			var runErr error
+			select {
+			case runErr = <-ob.done:
+				ob.done <- runErr
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the bridge kept running with wrong credentials\n%s", ob.logs)
+			}
+			if runErr == nil {
+				t.Fatal("Run returned nil")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(strings.ToLower(runErr.Error()), strings.ToLower(w)) {
+					t.Errorf("Run error %q lacks %q", runErr, w)
+				}
+			}
+			if !errors.Is(runErr, nats.ErrAuthorization) {
+				t.Errorf("Run error %v does not wrap nats.ErrAuthorization", runErr)
+			}
+		})
+	}
+}
+
+// secCert is a certificate and key written to files.
+type secCert struct {
+	cert              *x509.Certificate
+	key               *ecdsa.PrivateKey
+	certFile, keyFile string
+}
+
+// secIssue makes a certificate signed by ca (self-signed when ca is nil).
+func secIssue(t *testing.T, ca *secCert, name string, isCA bool, usage x509.ExtKeyUsage) *secCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		BasicConstraintsValid: true,
+		IsCA:                  isCA,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:              []string{"localhost"},
+	}
+	if isCA {
+		tmpl.KeyUsage = x509.KeyUsageCertSign
+	} else {
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+	}
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	c := &secCert{cert: cert, key: key}
+	c.certFile = secWritePEM(t, name+".pem", cert)
+	kb, _ := x509.MarshalECPrivateKey(key)
+	c.keyFile = filepath.Join(t.TempDir(), name+"-key.pem")
+	if err := os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestNATSTLSClientCertificate: NATS over TLS with a private CA and a client certificate the server
+// requires.
+func TestNATSTLSClientCertificate(t *testing.T) {
+	ca := secIssue(t, nil, "ca", true, 0)
+	srvCert := secIssue(t, ca, "nats-server", false, x509.ExtKeyUsageServerAuth)
+	client := secIssue(t, ca, "tracking-bridge", false, x509.ExtKeyUsageClientAuth)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	ns := opsStartNATS(t, func(o *server.Options) {
+		o.TLS, o.TLSVerify = true, true
+		o.TLSConfig = &tls.Config{
+			Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.cert.Raw}, PrivateKey: srvCert.key}},
+			ClientCAs:    pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			MinVersion:   tls.VersionTLS12,
+		}
+	})
+	up := opsStartUpstream(t, false, sim.Options{})
+	url := strings.Replace(ns.url(), "nats://", "tls://", 1)
+
+	t.Run("with the client certificate", func(t *testing.T) {
+		ob := opsStartBridge(t, opsEnv(up, url, map[string]string{
+			"BRIDGE_NATS_CA_FILE": ca.certFile, "BRIDGE_NATS_CERT_FILE": client.certFile, "BRIDGE_NATS_KEY_FILE": client.keyFile,
+		}))
+		ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
+	})
+	t.Run("without it", func(t *testing.T) {
+		ob := opsStartBridge(t, opsEnv(up, url, map[string]string{"BRIDGE_NATS_CA_FILE": ca.certFile}))
+		body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "nats: not ready:")
+		t.Logf("/readyz:\n%s", body)
+		ob.requireAlive(t)
+	})
+}
+
+// secPermissionsBlock returns config/nats-server.conf with its commented bridge-authorization block
+// uncommented.
+func secPermissionsBlock(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "nats-server.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in, found := false, false
+	for line := range strings.Lines(string(raw)) {
+		line = strings.TrimRight(line, "\n")
+		switch strings.TrimSpace(line) {
+		case "# BEGIN bridge-authorization":
+			in, found = true, true
+			continue
+		case "# END bridge-authorization":
+			in = false
+			continue
+		}
+		if in {
+			rest, ok := strings.CutPrefix(line, "# ")
+			if !ok && line != "#" {
+				t.Fatalf("line in the authorization block is not commented with \"# \": %q", line)
+			}
+			line = rest
+		}
+		out = append(out, line)
+	}
+	if !found || in {
+		t.Fatal("config/nats-server.conf lacks a complete BEGIN/END bridge-authorization block")
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// TestLeastPrivilegePermissions runs the bridge as the user of the example authorization block of
+// config/nats-server.conf, with exactly those permissions: it creates the streams, publishes events and
+// dead letters, resumes after a restart, and never hits a permission violation; and it cannot do what
+// it does not need (publish a report).
+func TestLeastPrivilegePermissions(t *testing.T) {
+	t.Setenv("NATS_BRIDGE_PASSWORD", secNATSPassword)
+	t.Setenv("NATS_PRODUCER_PASSWORD", "producer-"+secNATSPassword)
+	conf := filepath.Join(t.TempDir(), "nats-server.conf")
+	if err := os.WriteFile(conf, []byte(secPermissionsBlock(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("the example configuration does not parse: %v", err)
+	}
+	if len(parsed.Users) != 2 {
+		t.Fatalf("the example configuration has %d users, want 2", len(parsed.Users))
+	}
+	ns := opsStartNATS(t, func(o *server.Options) {
+		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
+	})
+	admin := nats.UserInfo("admin", "admin")
+
+	up := opsStartUpstream(t, false, sim.Options{EventRate: 50})
+	env := opsEnv(up, ns.url(), map[string]string{
+		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	})
+	ob := opsStartBridge(t, env)
+	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	up.sim().Inject("demo", "not-json-1", "", []byte("not json"))
+	opsEventually(t, 10*time.Second, "events and a dead letter stored", func() (bool, string) {
+		e := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
+		d := opsStreamMsgs(t, ns.url(), "TRACKING_DLQ", admin)
+		return e > 10 && d == 1, fmt.Sprintf("events %d, dead letters %d", e, d)
+	})
+	if err := ob.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restart reads the resume cursor from the stream's tail.
+	ob2 := opsStartBridge(t, env)
+	ob2.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	before := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
+	opsEventually(t, 10*time.Second, "events after the restart", func() (bool, string) {
+		n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
+		return n > before, fmt.Sprint(n)
+	})
+	if err := ob2.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, logs := range []string{ob.logs.String(), ob2.logs.String()} {
+		if strings.Contains(strings.ToLower(logs), "permission") {
+			t.Errorf("permission trouble in the bridge's log:\n%s", logs)
+		}
+	}
+	if !strings.Contains(ob2.logs.String(), `"msg":"resuming"`) {
+		t.Errorf("the restarted bridge did not resume from the stream:\n%s", ob2.logs)
+	}
+
+	// The producer may publish reports; the bridge's user may not.
+	for _, tc := range []struct {
+		user, password string
+		wantOK         bool
+	}{
+		{"report-producer", "producer-" + secNATSPassword, true},
+		{"tracking-bridge", secNATSPassword, false},
+	} {
+		nc, err := nats.Connect(ns.url(), nats.UserInfo(tc.user, tc.password),
+			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = js.Publish(ctx, "tracking.reports", []byte(`{}`))
+		cancel()
+		nc.Close()
+		if (err == nil) != tc.wantOK {
+			t.Errorf("%s publishing a report: err = %v, want success %v", tc.user, err, tc.wantOK)
+		}
+	}
+}

@@ -1,0 +1,356 @@
+package consume
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// env is an embedded nats-server with the bridge's streams, the simulator behind an httptest server (its
+// report calls recorded), and a report client logged in as the simulator's default user.
+type env struct {
+	tb     testing.TB
+	dir    string // JetStream's store
+	port   int
+	ns     *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	layout publish.Layout
+	sim    *sim.Server
+	http   *httptest.Server
+	rec    *recorder
+	client *upstream.ReportClient
+	hc     *http.Client
+	tokens *upstream.TokenSource
+	logs   *logRecorder
+}
+
+// newEnv starts everything. With record, every report call is recorded (the benchmark leaves it off).
+func newEnv(tb testing.TB, record bool) *env {
+	tb.Helper()
+	e := &env{tb: tb, layout: publish.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
+		dir: tb.TempDir(), port: -1}
+	e.startNATS()
+	e.port = e.ns.Addr().(*net.TCPAddr).Port
+	tb.Cleanup(func() { e.ns.Shutdown(); e.ns.WaitForShutdown() })
+	e.nc = e.connect()
+	e.js, _ = jetstream.New(e.nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := publish.EnsureStreams(ctx, e.js, e.layout, true, slog.New(slog.DiscardHandler)); err != nil {
+		tb.Fatal(err)
+	}
+
+	e.sim = sim.New(sim.Options{})
+	var h http.Handler = e.sim.Handler()
+	if record {
+		h = e.rec.wrap(h)
+	}
+	e.http = httptest.NewServer(h)
+	tb.Cleanup(e.http.Close)
+	hc, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: 10 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(hc.CloseIdleConnections)
+	e.hc = hc
+	e.tokens = upstream.NewTokenSource(upstream.TokenConfig{
+		TokenURL: e.http.URL + sim.TokenPath, ClientID: sim.DefaultClientID, Username: "demo",
+		Password: func() string { return "demo" }, Client: hc,
+	})
+	e.client = upstream.NewReportClient(upstream.ReportConfig{URL: e.reportURL(), Tokens: e.tokens, Client: hc})
+	return e
+}
+
+func (e *env) reportURL() string { return e.http.URL + sim.DefaultBasePath + "/tracking/events" }
+
+func (e *env) startNATS() {
+	e.tb.Helper()
+	ns, err := embedded.Start(embedded.Options{StoreDir: e.dir, Port: e.port})
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	e.ns = ns
+}
+
+// restartNATS stops the server and starts it again on the same port and store.
+func (e *env) restartNATS() {
+	e.tb.Helper()
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	e.startNATS()
+}
+
+// connect opens a NATS connection, reconnecting forever, closed at the end of the test.
+func (e *env) connect() *nats.Conn {
+	nc, err := nats.Connect(e.ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	e.tb.Cleanup(nc.Close)
+	return nc
+}
+
+// config is the consumer configuration of the tests: short backoffs.
+func (e *env) config() Config {
+	return Config{
+		Stream:      e.layout.Reports(),
+		Durable:     "bridge-reports",
+		Subject:     e.layout.ReportsSubject(),
+		DLQSubject:  e.layout.ReportsDLQSubject(),
+		Concurrency: 16,
+		BackoffMin:  20 * time.Millisecond,
+		BackoffMax:  200 * time.Millisecond,
+		AckWait:     30 * time.Second,
+		Logger:      slog.New(e.logs),
+	}
+}
+
+// running is a Consumer whose Run runs in the background.
+type running struct {
+	*Consumer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a consumer on js with cfg; it is stopped at the end of the test if still running.
+func (e *env) start(js jetstream.JetStream, cfg Config) *running {
+	e.tb.Helper()
+	c := New(js, e.client, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	e.tb.Cleanup(func() { cancel(); <-r.done; r.done <- nil })
+	waitFor(e.tb, 10*time.Second, "consumer ready", func() bool { ok, _ := c.Ready(); return ok })
+	return r
+}
+
+// stop stops the consumer and returns Run's result.
+func (r *running) stop(tb testing.TB) error {
+	tb.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		tb.Fatal("Run did not return within 30s of its context ending")
+		return nil
+	}
+}
+
+// publish stores a report in the reports stream, with the given headers (key, value, ...).
+func (e *env) publish(body string, hdr ...string) {
+	e.tb.Helper()
+	m := nats.NewMsg(e.layout.ReportsSubject())
+	m.Data = []byte(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		m.Header.Set(hdr[i], hdr[i+1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.js.PublishMsg(ctx, m); err != nil {
+		e.tb.Fatal(err)
+	}
+}
+
+// publishN stores n distinct valid reports (key "r-<i>") with asynchronous publishes.
+func (e *env) publishN(n int) {
+	e.tb.Helper()
+	for i := range n {
+		m := nats.NewMsg(e.layout.ReportsSubject())
+		m.Data = report(i)
+		m.Header.Set(publish.HeaderMsgID, fmt.Sprintf("r-%d", i))
+		if _, err := e.js.PublishMsgAsync(m); err != nil {
+			e.tb.Fatal(err)
+		}
+		if i%1000 == 999 || i == n-1 { // stay well below the client's limit of pending publishes
+			select {
+			case <-e.js.PublishAsyncComplete():
+			case <-time.After(60 * time.Second):
+				e.tb.Fatal("publishes not acknowledged within 60s")
+			}
+		}
+	}
+}
+
+// report returns a valid report, distinct for each i.
+func report(i int) []byte {
+	return fmt.Appendf(nil, `{"order":{"orderId":"o-%d","positionId":"1"},"transport":{"identifier":"truck-7"},`+
+		`"event":{"timestamp":"2024-05-01T12:%02d:%02dZ","type":"GATE_IN","observation":{"observedMeansOfTransport":`+
+		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-TB %d"}},"observedLoadingUnit":`+
+		`{"loadingUnit":{"containerClass":"CONTAINER","number":"MSCU1234565"},"loadingState":"FULL",`+
+		`"seals":[{"type":"CUSTOMS","number":"S-%d"}]}}},"reporter":{"id":"op-1","name":"Test Operator"}}`,
+		i, i/60%60, i%60, i, i)
+}
+
+// streamMsgs returns the number of messages stored in a stream.
+func (e *env) streamMsgs(name string) uint64 {
+	e.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, name)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// deadLetters returns every message of the dead-letter stream, in order.
+func (e *env) deadLetters() []*jetstream.RawStreamMsg {
+	e.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, e.layout.DLQ())
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// accepted returns the reports the simulator accepted for the default user.
+func (e *env) accepted() []sim.AcceptedReport { return e.sim.Reports("demo") }
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// recorder records the report calls reaching the upstream.
+type recorder struct {
+	mu    sync.Mutex
+	calls []reportCall
+}
+
+type reportCall struct {
+	at                     time.Time
+	auth, key, contentType string
+	body                   []byte
+	status                 int
+}
+
+func (r *recorder) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/tracking/events") {
+			h.ServeHTTP(w, req)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		c := reportCall{at: time.Now(), auth: req.Header.Get("Authorization"), key: req.Header.Get("Idempotency-Key"),
+			contentType: req.Header.Get("Content-Type"), body: body}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, req)
+		c.status = sw.status
+		r.mu.Lock()
+		r.calls = append(r.calls, c)
+		r.mu.Unlock()
+	})
+}
+
+func (r *recorder) all() []reportCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]reportCall(nil), r.calls...)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// logRecorder is a slog.Handler keeping every record's message and attributes as text.
+type logRecorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	l.mu.Lock()
+	l.lines = append(l.lines, b.String())
+	l.mu.Unlock()
+	return nil
+}
+
+// count returns how many records at level or above have the message msg.
+func (l *logRecorder) count(level slog.Level, msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		lv, m, _ := strings.Cut(line, " ")
+		var got slog.Level
+		_ = got.UnmarshalText([]byte(lv))
+		if got >= level && (m == msg || strings.HasPrefix(m, msg+" ")) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logRecorder) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}

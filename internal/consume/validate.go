@@ -1,0 +1,442 @@
+package consume
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// maxProblems bounds the problems Validate lists; further ones are counted in a last entry.
+const maxProblems = 50
+
+// Validate checks that body is a TrackingEventReport (spec 2.17) the upstream can be asked to take, and
+// returns every problem found, in the spirit of the spec's ApiResponseMessage ("event.timestamp is
+// missing"), or nil when there is none. It checks:
+//
+//   - size: at most maxBytes bytes (no bound when maxBytes <= 0); valid UTF-8; one JSON object and
+//     nothing after it;
+//   - required fields: event, event.timestamp (an RFC 3339 date-time string), event.type (a string, any
+//     value: spec §9), and order.orderId and order.positionId when order is given;
+//   - the JSON type of every field the spec describes, at any depth (order, transport, reporter and its
+//     address, event.observation with the means of transport, the loading unit observation and the
+//     location), integers where the spec says int32;
+//   - the array limits of spec §8 (seals: at most 100 items).
+//
+// Optional fields may be null. Unknown fields are allowed, and so are values of enumerations the spec does
+// not list (the provider may add them). Other rules the upstream may apply are left to it; it answers
+// them with 400 and its own messages.
+//
+// At most 50 problems are listed, then a count of the rest. Quoted input values are cut to 40 characters
+// and escaped, so a problem is safe to put in a header or a log line.
+func Validate(body []byte, maxBytes int) []string {
+	if maxBytes > 0 && len(body) > maxBytes {
+		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return []string{"the report is empty; a TrackingEventReport JSON object is expected"}
+	}
+	if !utf8.Valid(body) {
+		return []string{"the report is not valid UTF-8"}
+	}
+	if !json.Valid(body) {
+		return []string{"the report is not valid JSON: " + syntaxError(body)}
+	}
+	w := walker{b: body}
+	w.ws()
+	if c := body[w.i]; c != '{' {
+		return []string{"the report must be a JSON object (TrackingEventReport), not " + typeOf(c)}
+	}
+	w.object(reportSchema)
+	return w.p.list()
+}
+
+// syntaxError describes why body is not valid JSON, with the byte offset where it goes wrong. It is the
+// slow path, for bad input only.
+func syntaxError(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v any
+	err := dec.Decode(&v)
+	if err == nil {
+		return fmt.Sprintf("unexpected data after the value ending at byte %d", dec.InputOffset())
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "it ends in the middle of a value"
+	}
+	return err.Error()
+}
+
+// kind is the JSON type a field must have.
+type kind uint8
+
+const (
+	kString   kind = iota + 1
+	kDateTime      // a string holding an RFC 3339 date-time
+	kNumber
+	kInt32
+	kObject
+	kArray
+)
+
+var kindNames = map[kind]string{
+	kString:   "a string",
+	kDateTime: "a date-time string (RFC 3339)",
+	kNumber:   "a number",
+	kInt32:    "an integer",
+	kObject:   "an object",
+	kArray:    "an array",
+}
+
+// field describes one field of an object of the spec.
+type field struct {
+	name     string
+	kind     kind
+	required bool
+	fields   []field // kObject
+	elem     *field  // kArray: its items (name unused)
+	maxItems int     // kArray; 0 = no limit
+}
+
+func str(name string) field              { return field{name: name, kind: kString} }
+func num(name string) field              { return field{name: name, kind: kNumber} }
+func i32(name string) field              { return field{name: name, kind: kInt32} }
+func obj(name string, fs ...field) field { return field{name: name, kind: kObject, fields: fs} }
+func (f field) req() field               { f.required = true; return f }
+func arr(name string, max int, e field) field {
+	return field{name: name, kind: kArray, elem: &e, maxItems: max}
+}
+
+// The TrackingEventReport of spec 2.17 and the objects it holds (2.2, 2.6, 2.10–2.17).
+var (
+	addressSchema = obj("address", str("street"), str("postalCode"), str("city"),
+		obj("country", str("name"), str("code")))
+	locationSchema = obj("location", str("id"), str("designation"), str("type"), str("locationCode"),
+		str("internationalPortCode"), str("edifactLocationCode"), addressSchema,
+		obj("geoLocation", obj("coordinates", num("latitude"), num("longitude"))))
+	sealSchema         = obj("", str("type"), str("number"))
+	loadingUnitSchema  = obj("loadingUnit", str("containerClass"), str("identification"), str("number"), str("sizeType"))
+	observedUnitSchema = obj("observedLoadingUnit", loadingUnitSchema, str("loadingState"), str("condition"),
+		obj("weight", num("gross"), num("net"), num("tare")),
+		obj("oversize", i32("excessLengthFront"), i32("excessLengthBack"), i32("excessWidthRight"),
+			i32("excessWidthLeft"), i32("excessHeight")),
+		obj("observedTemperature", num("temperature"), num("humidity")),
+		arr("seals", 100, sealSchema))
+	transportObsSchema = obj("observedMeansOfTransport", str("modeOfTransport"),
+		obj("truck", str("countryCode"), str("licensePlate"), str("forwarder")),
+		obj("barge", str("name"), str("imo"), str("eni")),
+		obj("train", str("identifier")))
+	eventSchema = obj("event", str("id"), field{name: "timestamp", kind: kDateTime}.req(), str("type").req(),
+		obj("observation", transportObsSchema, observedUnitSchema, locationSchema)).req()
+	reportSchema = []field{
+		obj("order", str("orderId").req(), str("positionId").req(), str("clientOrderReference"),
+			str("clientPositionReference")),
+		obj("transport", str("identifier"), str("voyageNumber")),
+		eventSchema,
+		obj("reporter", str("id"), str("name"), addressSchema),
+	}
+)
+
+// problems collects what Validate finds.
+type problems struct {
+	msgs  []string
+	extra int
+}
+
+func (p *problems) addf(format string, args ...any) {
+	if len(p.msgs) < maxProblems {
+		p.msgs = append(p.msgs, fmt.Sprintf(format, args...))
+	} else {
+		p.extra++
+	}
+}
+
+func (p *problems) list() []string {
+	if p.extra > 0 {
+		return append(p.msgs, fmt.Sprintf("and %d more problems", p.extra))
+	}
+	return p.msgs
+}
+
+// walker checks a body that json.Valid accepted against the schema in one pass, without decoding it:
+// it allocates only for the problems it finds (and for keys or date-times with escapes). Problems come in
+// the order of the body, a missing field at the end of its object.
+type walker struct {
+	b    []byte
+	i    int
+	path []byte // of the value being checked: "event.observation.seals[3]"
+	p    problems
+}
+
+func (w *walker) ws() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+// str reads the string at w.i and returns its content as in the body, and whether it has escapes.
+func (w *walker) str() (raw []byte, escaped bool) {
+	w.i++
+	start := w.i
+	for {
+		switch w.b[w.i] {
+		case '"':
+			raw = w.b[start:w.i]
+			w.i++
+			return raw, escaped
+		case '\\':
+			escaped = true
+			w.i += 2
+		default:
+			w.i++
+		}
+	}
+}
+
+// text returns the value of a string read by str.
+func text(raw []byte, escaped bool) string {
+	if !escaped {
+		return string(raw)
+	}
+	var s string
+	// raw is valid JSON string content (json.Valid), so this cannot fail.
+	_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
+	return s
+}
+
+// skip passes over the value at w.i.
+func (w *walker) skip() {
+	switch w.b[w.i] {
+	case '"':
+		w.str()
+	case '{', '[':
+		depth := 0
+		for {
+			switch w.b[w.i] {
+			case '"':
+				w.str()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					w.i++
+					return
+				}
+			}
+			w.i++
+		}
+	default: // number, true, false, null
+		w.scalar()
+	}
+}
+
+// scalar reads a number or literal.
+func (w *walker) scalar() []byte {
+	start := w.i
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return w.b[start:w.i]
+		}
+		w.i++
+	}
+	return w.b[start:w.i]
+}
+
+// object checks the object at w.i against fs.
+func (w *walker) object(fs []field) {
+	var seen uint64 // bit i: fs[i] present
+	w.i++
+	for {
+		w.ws()
+		if w.b[w.i] == '}' { // empty object
+			w.i++
+			break
+		}
+		raw, escaped := w.str()
+		w.ws()
+		w.i++ // ':'
+		w.ws()
+		idx := -1
+		for n := range fs {
+			if escaped && fs[n].name == text(raw, true) || !escaped && fs[n].name == string(raw) {
+				idx = n
+				break
+			}
+		}
+		if idx < 0 {
+			w.skip()
+		} else {
+			seen |= 1 << idx
+			mark := w.push(fs[idx].name)
+			w.value(fs[idx], fs[idx].required)
+			w.path = w.path[:mark]
+		}
+		w.ws()
+		if w.b[w.i] == ',' {
+			w.i++
+			continue
+		}
+		w.i++ // '}'
+		break
+	}
+	for n, f := range fs {
+		if f.required && seen&(1<<n) == 0 {
+			mark := w.push(f.name)
+			w.p.addf("%s is missing", w.path)
+			w.path = w.path[:mark]
+		}
+	}
+}
+
+// push appends a field name to the path and returns the length to cut it back to.
+func (w *walker) push(name string) int {
+	mark := len(w.path)
+	if mark > 0 {
+		w.path = append(w.path, '.')
+	}
+	w.path = append(w.path, name...)
+	return mark
+}
+
+// value checks the value at w.i against f; null is a problem only when required.
+func (w *walker) value(f field, required bool) {
+	c := w.b[w.i]
+	if c == 'n' {
+		w.i += len("null")
+		if required {
+			w.p.addf("%s must be %s, not null", w.path, kindNames[f.kind])
+		}
+		return
+	}
+	ok := false
+	switch f.kind {
+	case kString, kDateTime:
+		ok = c == '"'
+	case kNumber, kInt32:
+		ok = c == '-' || c >= '0' && c <= '9'
+	case kObject:
+		ok = c == '{'
+	case kArray:
+		ok = c == '['
+	}
+	if !ok {
+		w.p.addf("%s must be %s, not %s", w.path, kindNames[f.kind], typeOf(c))
+		w.skip()
+		return
+	}
+	switch f.kind {
+	case kString, kNumber:
+		w.skip()
+	case kDateTime:
+		if s := text(w.str()); !isDateTime(s) {
+			w.p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", w.path, quote(s))
+		}
+	case kInt32:
+		w.int32(w.scalar())
+	case kObject:
+		w.object(f.fields)
+	case kArray:
+		w.array(f)
+	}
+}
+
+// int32 checks that a JSON number is an integer in the int32 range. 1e3 and 12.0 are integers too.
+func (w *walker) int32(num []byte) {
+	s := string(num)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i < math.MinInt32 || i > math.MaxInt32 {
+			w.p.addf("%s is out of the int32 range: %s", w.path, quote(s))
+		}
+		return
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange) || f != math.Trunc(f):
+		w.p.addf("%s must be an integer, not %s", w.path, quote(s))
+	case err != nil || f < math.MinInt32 || f > math.MaxInt32:
+		w.p.addf("%s is out of the int32 range: %s", w.path, quote(s))
+	}
+}
+
+// array checks the array at w.i: its items against f.elem, and its length.
+func (w *walker) array(f field) {
+	mark := len(w.path)
+	n := 0
+	w.i++
+	for {
+		w.ws()
+		if w.b[w.i] == ']' { // empty array
+			w.i++
+			break
+		}
+		w.path = append(strconv.AppendInt(append(w.path, '['), int64(n), 10), ']')
+		w.value(*f.elem, true)
+		w.path = w.path[:mark]
+		n++
+		w.ws()
+		if w.b[w.i] == ',' {
+			w.i++
+			continue
+		}
+		w.i++ // ']'
+		break
+	}
+	if f.maxItems > 0 && n > f.maxItems {
+		w.p.addf("%s has %d items; at most %d are allowed", w.path, n, f.maxItems)
+	}
+}
+
+// typeOf names the JSON type of the value starting with c.
+func typeOf(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// isDateTime reports whether s is an RFC 3339 date-time (section 5.6: "T" and "Z" in either case,
+// fractional seconds optional, a numeric offset or Z).
+func isDateTime(s string) bool {
+	if len(s) < len("2006-01-02T15:04:05Z") || len(s) > 64 {
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+	return err == nil
+}
+
+// quote quotes an input value for a problem: cut to 40 characters, escaped.
+func quote(s string) string {
+	const maxRunes = 40
+	if utf8.RuneCountInString(s) > maxRunes {
+		r := []rune(s)
+		return fmt.Sprintf("%q…", string(r[:maxRunes]))
+	}
+	return fmt.Sprintf("%q", s)
+}

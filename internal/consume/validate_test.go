@@ -1,0 +1,267 @@
+package consume
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// validReport is a complete TrackingEventReport using every object of spec 2.17.
+const validReport = `{
+  "order": {"orderId": "o-1", "positionId": "1", "clientOrderReference": "c-1", "clientPositionReference": null},
+  "transport": {"identifier": "t-9", "voyageNumber": "V42"},
+  "event": {
+    "id": "e-1",
+    "timestamp": "2024-05-01T12:30:00.123Z",
+    "type": "GATE_IN",
+    "observation": {
+      "observedMeansOfTransport": {"modeOfTransport": "TRUCK",
+        "truck": {"countryCode": "DE", "licensePlate": "HH-AB 123", "forwarder": "F"}, "barge": null, "train": null},
+      "observedLoadingUnit": {
+        "loadingUnit": {"containerClass": "CONTAINER", "identification": "BIC", "number": "MSCU1234565", "sizeType": null},
+        "loadingState": "FULL", "condition": "OK",
+        "weight": {"gross": 12000.5, "net": 10000, "tare": 2000.5},
+        "oversize": {"excessLengthFront": 0, "excessLengthBack": 10, "excessWidthRight": 0, "excessWidthLeft": 0, "excessHeight": 1e2},
+        "observedTemperature": {"temperature": -18.5, "humidity": 40},
+        "seals": [{"type": "CUSTOMS", "number": "S1"}, {"type": "SOMETHING_NEW", "number": "S2"}]
+      },
+      "location": {"id": "DEHAM-T1", "designation": "Hamburg T1", "type": "SEAPORT_TERMINAL", "locationCode": "DEHAM",
+        "internationalPortCode": null, "edifactLocationCode": "T1",
+        "address": {"street": "Kai 1", "postalCode": "20457", "city": "Hamburg", "country": {"name": "Germany", "code": "DE"}},
+        "geoLocation": {"coordinates": {"latitude": 53.5, "longitude": 9.9}}}
+    }
+  },
+  "reporter": {"id": "op-1", "name": "Operator", "address": {"city": "Hamburg"}},
+  "somethingTheProviderAddsLater": {"x": [1, 2]}
+}`
+
+func seals(n int, item string) string {
+	return `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_OUT","observation":{"observedLoadingUnit":{"seals":[` +
+		strings.TrimSuffix(strings.Repeat(item+",", n), ",") + `]}}}}`
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		maxBytes int
+		want     []string // nil: valid
+	}{
+		{name: "complete report", body: validReport},
+		{name: "minimal report", body: `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}}`},
+		{name: "unknown event type", body: `{"event":{"timestamp":"2024-05-01T12:30:00+02:00","type":"TELEPORTED"}}`},
+		{name: "lower-case t and z", body: `{"event":{"timestamp":"2024-05-01t12:30:00z","type":"GATE_IN"}}`},
+		{name: "optional objects null", body: `{"order":null,"transport":null,"reporter":null,"event":{"timestamp":"2024-05-01T12:30:00Z","type":"X","observation":null,"id":null}}`},
+		{name: "100 seals", body: seals(100, `{"number":"s"}`)},
+		{name: "surrounding white space", body: " \n" + `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}}` + "\n\t"},
+
+		{name: "empty", body: "", want: []string{"the report is empty; a TrackingEventReport JSON object is expected"}},
+		{name: "oversized", body: validReport, maxBytes: 100,
+			want: []string{fmt.Sprintf("the report is %d bytes, more than the limit of 100 bytes", len(validReport))}},
+		{name: "not JSON", body: `event=GATE_IN`,
+			want: []string{"the report is not valid JSON: invalid character 'e' looking for beginning of value at byte 1"}},
+		{name: "truncated JSON", body: `{"event":{"timestamp":`,
+			want: []string{"the report is not valid JSON: it ends in the middle of a value"}},
+		{name: "two objects", body: `{"event":{}} {"event":{}}`,
+			want: []string{"the report is not valid JSON: unexpected data after the value ending at byte 12"}},
+		{name: "not UTF-8", body: "{\"event\":\"\xff\"}", want: []string{"the report is not valid UTF-8"}},
+		{name: "array", body: `[{"event":{}}]`,
+			want: []string{"the report must be a JSON object (TrackingEventReport), not an array"}},
+		{name: "string", body: `"hello"`,
+			want: []string{"the report must be a JSON object (TrackingEventReport), not a string"}},
+		{name: "missing event", body: `{"order":{"orderId":"o","positionId":"p"}}`, want: []string{"event is missing"}},
+		{name: "null event", body: `{"event":null}`, want: []string{"event must be an object, not null"}},
+		{name: "event not an object", body: `{"event":"GATE_IN"}`, want: []string{"event must be an object, not a string"}},
+		{name: "empty event", body: `{"event":{}}`, want: []string{"event.timestamp is missing", "event.type is missing"}},
+		{name: "timestamp not a date-time", body: `{"event":{"timestamp":"yesterday","type":"GATE_IN"}}`,
+			want: []string{`event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "yesterday"`}},
+		{name: "timestamp without zone", body: `{"event":{"timestamp":"2024-05-01T12:30:00","type":"GATE_IN"}}`,
+			want: []string{`event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "2024-05-01T12:30:00"`}},
+		{name: "timestamp out of range", body: `{"event":{"timestamp":"2024-13-01T12:30:00Z","type":"GATE_IN"}}`,
+			want: []string{`event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "2024-13-01T12:30:00Z"`}},
+		{name: "timestamp a number", body: `{"event":{"timestamp":1714566600,"type":"GATE_IN"}}`,
+			want: []string{"event.timestamp must be a date-time string (RFC 3339), not a number"}},
+		{name: "long bad value cut and escaped", body: `{"event":{"timestamp":"` + strings.Repeat("x", 50) + `\r\n","type":"A"}}`,
+			want: []string{`event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "` + strings.Repeat("x", 40) + `"…`}},
+		{name: "type not a string", body: `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":3}}`,
+			want: []string{"event.type must be a string, not a number"}},
+		{name: "type null", body: `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":null}}`,
+			want: []string{"event.type must be a string, not null"}},
+		{name: "order without ids", body: `{"order":{"clientOrderReference":"c"},"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`,
+			want: []string{"order.orderId is missing", "order.positionId is missing"}},
+		{name: "wrong types everywhere", body: `{"order":[],"transport":{"identifier":7},"reporter":{"address":{"country":"DE"}},
+			"event":{"id":true,"timestamp":"2024-05-01T12:30:00Z","type":"A","observation":{
+			"observedMeansOfTransport":{"truck":"HH-AB 123","train":{"identifier":1}},
+			"observedLoadingUnit":{"loadingUnit":{"containerClass":false},"weight":{"gross":"12t"},
+			  "oversize":{"excessHeight":1.5,"excessLengthFront":3000000000},"seals":{"number":"s"}},
+			"location":{"geoLocation":{"coordinates":{"latitude":"53.5"}}}}}}`,
+			want: []string{
+				"order must be an object, not an array",
+				"transport.identifier must be a string, not a number",
+				"reporter.address.country must be an object, not a string",
+				"event.id must be a string, not a boolean",
+				"event.observation.observedMeansOfTransport.truck must be an object, not a string",
+				"event.observation.observedMeansOfTransport.train.identifier must be a string, not a number",
+				"event.observation.observedLoadingUnit.loadingUnit.containerClass must be a string, not a boolean",
+				"event.observation.observedLoadingUnit.weight.gross must be a number, not a string",
+				`event.observation.observedLoadingUnit.oversize.excessHeight must be an integer, not "1.5"`,
+				`event.observation.observedLoadingUnit.oversize.excessLengthFront is out of the int32 range: "3000000000"`,
+				"event.observation.observedLoadingUnit.seals must be an array, not an object",
+				"event.observation.location.geoLocation.coordinates.latitude must be a number, not a string",
+			}},
+		{name: "missing fields at the end of their object, escaped key", body: `{"order":{"positionId":"1","orderI\u0064":2},"event":{"type":"A"}}`,
+			want: []string{"order.orderId must be a string, not a number", "event.timestamp is missing"}},
+		{name: "escaped date-time", body: `{"event":{"timestamp":"2024-05-01\u005412:30:00Z","type":"A"}}`},
+		{name: "int32 forms", body: `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A","observation":{"observedLoadingUnit":` +
+			`{"oversize":{"excessHeight":-2147483648,"excessWidthLeft":2147483647,"excessWidthRight":1.0e1,"excessLengthBack":1e400,"excessLengthFront":-0}}}}}`,
+			want: []string{`event.observation.observedLoadingUnit.oversize.excessLengthBack is out of the int32 range: "1e400"`}},
+		{name: "101 seals", body: seals(101, `{"number":"s"}`),
+			want: []string{"event.observation.observedLoadingUnit.seals has 101 items; at most 100 are allowed"}},
+		{name: "bad seal items", body: seals(3, `{"number":1}`),
+			want: []string{
+				"event.observation.observedLoadingUnit.seals[0].number must be a string, not a number",
+				"event.observation.observedLoadingUnit.seals[1].number must be a string, not a number",
+				"event.observation.observedLoadingUnit.seals[2].number must be a string, not a number",
+			}},
+		{name: "null seal", body: seals(1, `null`),
+			want: []string{"event.observation.observedLoadingUnit.seals[0] must be an object, not null"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Validate([]byte(tt.body), tt.maxBytes)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") || (got == nil) != (tt.want == nil) {
+				t.Errorf("Validate:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateListsAtMost50Problems(t *testing.T) {
+	got := Validate([]byte(seals(100, `{"number":1,"type":2}`)), 0)
+	if len(got) != 51 || got[50] != "and 150 more problems" {
+		t.Errorf("got %d problems, last %q; want 50 and a count of 150 more", len(got), got[len(got)-1])
+	}
+}
+
+// FuzzValidate checks that Validate never panics, that every problem is fit for a header (one line of
+// valid UTF-8), and that it finds the same problems as validateRef, the straightforward implementation that
+// decodes into maps (in another order: the body's rather than the schema's).
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte(validReport))
+	f.Add([]byte(`{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}}`))
+	f.Add([]byte(`{"event":{"timestamp":"2024-05-01T12:30:00Z\n","type":[1,{"a":null}]}}`))
+	f.Add([]byte(`{"order":{"orderId":1},"event":{"timestamp":"noon","type":["GATE_IN"]}} `))
+	f.Add([]byte(`{"event":{"observation":{"observedLoadingUnit":{"oversize":{"excessHeight":1.5e3,"excessWidthLeft":"x"}}}}}`))
+	f.Add([]byte(seals(101, `{"number":"s"}`)))
+	f.Add([]byte(seals(3, `{"number":1,"type":null}`)))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got := Validate(body, 1<<16)
+		for _, p := range got {
+			if p == "" || strings.ContainsAny(p, "\r\n") || !utf8.ValidString(p) {
+				t.Fatalf("problem not fit for a header: %q", p)
+			}
+		}
+		want := validateRef(body, 1<<16)
+		if len(want) > maxProblems || len(got) > maxProblems || hasDuplicateKeys(body) {
+			// The first 50 differ with the order. Of duplicate keys, validateRef sees only the last
+			// value (as encoding/json keeps it), Validate checks every one.
+			return
+		}
+		got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, want) {
+			t.Fatalf("body %q\n     Validate: %q\n  validateRef: %q", body, got, want)
+		}
+	})
+}
+
+// hasDuplicateKeys reports whether an object in body, valid JSON or not, has a key twice.
+func hasDuplicateKeys(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next string token is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		top := len(stack) - 1
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if top >= 0 && stack[top].object {
+					stack[top].key = true
+				}
+				stack = append(stack, frame{keys: map[string]bool{}, object: t == '{', key: t == '{'})
+			default:
+				stack = stack[:top]
+			}
+			continue
+		case string:
+			if top >= 0 && stack[top].object && stack[top].key {
+				if stack[top].keys[t] {
+					return true
+				}
+				stack[top].keys[t] = true
+				stack[top].key = false
+				continue
+			}
+		}
+		if top >= 0 && stack[top].object {
+			stack[top].key = true
+		}
+	}
+}
+
+func ExampleValidate() {
+	for _, p := range Validate([]byte(`{"order":{"orderId":"o-1"},"event":{"timestamp":"1 May 2024","type":"GATE_IN"}}`), 0) {
+		fmt.Println(p)
+	}
+	// Output:
+	// order.positionId is missing
+	// event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "1 May 2024"
+}
+
+func BenchmarkValidateRef(b *testing.B) {
+	body := []byte(validReport)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := validateRef(body, 0); p != nil {
+			b.Fatal(p)
+		}
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	body := []byte(validReport)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := Validate(body, 0); p != nil {
+			b.Fatal(p)
+		}
+	}
+}
+
+func TestHasDuplicateKeys(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`: false,
+		`{"a":1,"b":2,"a":3}`:                       true,
+		`{"a":{"x":1,"x":2}}`:                       true,
+		`[{"a":"a","b":"a"},{"a":1}]`:               false,
+		`{"a":[1,"a"],"b":{},"a":null}`:             true,
+	} {
+		if got := hasDuplicateKeys([]byte(body)); got != want {
+			t.Errorf("hasDuplicateKeys(%s) = %v", body, got)
+		}
+	}
+}

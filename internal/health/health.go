@@ -1,0 +1,168 @@
+// Package health serves the bridge's liveness (/healthz) and readiness (/readyz) endpoints.
+//
+// Readiness is built from each component's own view of its state, in the manner of the Prometheus
+// Pushgateway's handlers: a Check per component, each asked on every request (Cached bounds the cost of
+// the ones that make a request of their own). The answer is 200 when every check passes and 503
+// otherwise, with one line per check in a fixed order:
+//
+//	nats: ok
+//	streams: ok
+//	upstream_token: not ready: no valid access token (token endpoint unavailable: login: HTTP 503)
+//
+// Liveness is one Check: the process loop is running and has not hit a state only a restart fixes.
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Check is one named condition. Func returns nil when the condition holds and otherwise an error whose
+// text says why not; it must return within the context's deadline and be safe for concurrent use.
+type Check struct {
+	Name string
+	Func func(ctx context.Context) error
+}
+
+// Result is the outcome of one Check.
+type Result struct {
+	Name string
+	Err  error // nil: ok
+}
+
+// Checks is an ordered set of checks.
+type Checks struct {
+	mu     sync.RWMutex
+	checks []Check
+	// Timeout bounds one evaluation of all checks; 0 means 5 s.
+	Timeout time.Duration
+}
+
+// Add appends a check. Checks may be added at any time; a name added twice replaces the earlier check.
+func (c *Checks) Add(name string, f func(ctx context.Context) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.checks {
+		if c.checks[i].Name == name {
+			c.checks[i].Func = f
+			return
+		}
+	}
+	c.checks = append(c.checks, Check{Name: name, Func: f})
+}
+
+// Evaluate runs every check, concurrently, and returns their results in the order they were added.
+func (c *Checks) Evaluate(ctx context.Context) []Result {
+	c.mu.RLock()
+	checks := append([]Check(nil), c.checks...)
+	c.mu.RUnlock()
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := make([]Result, len(checks))
+	var wg sync.WaitGroup
+	for i, ch := range checks {
+		out[i].Name = ch.Name
+		wg.Go(func() { out[i].Err = run(ctx, ch.Func) })
+	}
+	wg.Wait()
+	return out
+}
+
+// run calls f, turning a panic into an error: a broken check must not take the process down.
+func run(ctx context.Context, f func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("check failed: %v", r)
+		}
+	}()
+	return f(ctx)
+}
+
+// Ready reports whether every result is ok.
+func Ready(rs []Result) bool {
+	for _, r := range rs {
+		if r.Err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Handler answers 200 when every check passes and 503 otherwise; the plain-text body has one line per
+// check: "name: ok" or "name: not ready: reason". It answers GET and HEAD.
+func (c *Checks) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		rs := c.Evaluate(r.Context())
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if Ready(rs) {
+			w.WriteHeader(http.StatusOK)
+		} else {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_, _ = w.Write([]byte(Format(rs)))
+	})
+}
+
+// Format renders results one per line, as the handler's body.
+func Format(rs []Result) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.Name)
+		if r.Err == nil {
+			b.WriteString(": ok\n")
+			continue
+		}
+		b.WriteString(": not ready: ")
+		b.WriteString(oneLine(r.Err.Error()))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// oneLine keeps a reason on one line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// Cached returns f with its result remembered for ttl, so that frequent probes do not each make a
+// request of their own. Concurrent callers share one evaluation.
+func Cached(ttl time.Duration, f func(context.Context) error) func(context.Context) error {
+	var (
+		mu   sync.Mutex
+		at   time.Time
+		last error
+	)
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !at.IsZero() && time.Since(at) < ttl {
+			return last
+		}
+		last = f(ctx)
+		if errors.Is(last, context.Canceled) && ctx.Err() != nil {
+			return last // the prober went away: do not remember that
+		}
+		at = time.Now()
+		return last
+	}
+}

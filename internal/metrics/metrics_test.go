@@ -1,0 +1,238 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// value returns the value of a counter, gauge or (sample count of a) histogram.
+func value(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	pb := &dto.Metric{}
+	if err := (<-ch).Write(pb); err != nil {
+		t.Fatal(err)
+	}
+	if h := pb.GetHistogram(); h != nil {
+		return float64(h.GetSampleCount())
+	}
+	return pb.GetCounter().GetValue() + pb.GetGauge().GetValue()
+}
+
+// series returns "name{k=v,...} value" for every series of reg, labels sorted.
+func series(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range mt.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue() + float64(mt.GetHistogram().GetSampleCount())
+			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	return New(reg, BuildInfo{Version: "v1", Commit: "abc", GoVersion: "go1.26"}), reg
+}
+
+func TestTypeCardinalityIsCapped(t *testing.T) {
+	m, reg := newTest(t)
+	for i := range MaxTypes + 50 {
+		m.Published(fmt.Sprintf("TYPE_%d", i))
+		m.Published(fmt.Sprintf("TYPE_%d", i))
+	}
+	if got := value(t, m.publishedBy.WithLabelValues(OtherType)); got != 100 {
+		t.Errorf("other = %v, want 100 (50 types beyond the cap, twice each)", got)
+	}
+	if got := value(t, m.publishedBy.WithLabelValues("TYPE_0")); got != 2 {
+		t.Errorf("TYPE_0 = %v, want 2", got)
+	}
+	n := 0
+	for k := range series(t, reg) {
+		if strings.HasPrefix(k, "bridge_events_published_total{") {
+			n++
+		}
+	}
+	if n != MaxTypes+1 {
+		t.Errorf("%d series, want %d", n, MaxTypes+1)
+	}
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	m, _ := newTest(t)
+	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
+	m.Published("GATE_IN") // the first time creates the series
+	for name, f := range map[string]func(){
+		"Received":   func() { m.Received(ev) },
+		"Heartbeat":  m.Heartbeat,
+		"Published":  func() { m.Published("GATE_IN") },
+		"AckLatency": func() { m.AckLatency(time.Millisecond) },
+		"Outcome":    func() { m.Outcome("accepted", "2xx") },
+		"Consumed":   m.Consumed,
+	} {
+		if n := testing.AllocsPerRun(100, f); n != 0 {
+			t.Errorf("%s allocates %v times per call", name, n)
+		}
+	}
+}
+
+func TestObserverLabels(t *testing.T) {
+	m, reg := newTest(t)
+	m.Connected()
+	m.Disconnected("idle")
+	m.Disconnected("something new")
+	m.DeadLettered("not_json")
+	m.DeadLettered("unheard of")
+	m.TokenObserved("login", nil)
+	m.TokenObserved("login", fmt.Errorf("x: %w", upstream.ErrLoginRejected))
+	m.TokenObserved("refresh", fmt.Errorf("x: %w", upstream.ErrTokenEndpoint))
+	m.TokenObserved("refresh", errors.New("refresh rejected: HTTP 400 invalid_grant"))
+	m.Outcome("retry", "5xx")
+	m.Outcome("new_kind", "none")
+	m.PublishRetried(errors.New("timeout"))
+
+	got := series(t, reg)
+	for k, v := range map[string]float64{
+		"bridge_stream_connects_total{}":                                    1,
+		"bridge_stream_disconnects_total{reason=eof}":                       0,
+		"bridge_stream_disconnects_total{reason=error}":                     1,
+		"bridge_stream_disconnects_total{reason=idle}":                      1,
+		"bridge_token_requests_total{kind=login,result=ok}":                 1,
+		"bridge_token_requests_total{kind=login,result=rejected}":           1,
+		"bridge_token_requests_total{kind=login,result=unavailable}":        0,
+		"bridge_token_requests_total{kind=refresh,result=rejected}":         1,
+		"bridge_token_requests_total{kind=refresh,result=unavailable}":      1,
+		"bridge_events_dead_lettered_total{reason=not_json}":                1,
+		"bridge_events_dead_lettered_total{reason=other}":                   1,
+		"bridge_reports_outcomes_total{outcome=retry,status_class=5xx}":     1,
+		"bridge_reports_outcomes_total{outcome=new_kind,status_class=none}": 1,
+		"bridge_publish_retries_total{}":                                    1,
+	} {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}
+
+func TestScrapeTimeSources(t *testing.T) {
+	m, reg := newTest(t)
+	m.Received(&event.Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
+	m.SetSources(Sources{
+		StreamState:    func() upstream.StreamState { return upstream.StateReconnecting },
+		ResumeID:       func() string { return "ev-41" },
+		ReportsPending: func() uint64 { return 7 },
+		NATSConnected:  func() bool { return true },
+		NATSReconnects: func() uint64 { return 3 },
+		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
+	})
+	mfs, err := reg.Gather() // the pedantic registry checks the metrics' consistency
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range mt.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = fmt.Sprint(v)
+		}
+	}
+	for k, v := range map[string]string{
+		"bridge_stream_state{state=reconnecting}":                    "1",
+		"bridge_stream_state{state=connected}":                       "0",
+		"bridge_reports_pending{}":                                   "7",
+		"bridge_nats_connected{}":                                    "1",
+		"bridge_nats_reconnects_total{}":                             "3",
+		"bridge_ready{check=nats}":                                   "1",
+		"bridge_ready{check=upstream_stream}":                        "0",
+		"bridge_build_info{commit=abc,go_version=go1.26,version=v1}": "1",
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %s", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "bridge_last_event_info{") {
+			if !strings.Contains(k, "stored_id=ev-41") || len(k) > 200+len("bridge_last_event_info{received_id=,stored_id=ev-41}") {
+				t.Errorf("info metric %q: want stored_id ev-41 and a bounded received_id", k)
+			}
+		}
+	}
+}
+
+func TestInstrumentTransport(t *testing.T) {
+	m, _ := newTest(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	c := &http.Client{Transport: m.InstrumentTransport(nil, func(r *http.Request) string {
+		if r.URL.Path == "/busy" {
+			return "report"
+		}
+		return "token"
+	})}
+	for _, p := range []string{"/", "/busy", "/busy"} {
+		resp, err := c.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if _, err := c.Get("http://127.0.0.1:1/"); err == nil {
+		t.Fatal("want a connection error")
+	}
+	for _, tc := range []struct {
+		op, code string
+		want     int
+	}{{"token", "200", 1}, {"report", "503", 2}, {"token", "error", 1}} {
+		h := m.requests.WithLabelValues(tc.op, tc.code).(prometheus.Histogram)
+		if got := int(value(t, h)); got != tc.want {
+			t.Errorf("%s/%s: %d observations, want %d", tc.op, tc.code, got, tc.want)
+		}
+	}
+	if statusCode(299) != "2xx" || statusCode(404) != "404" || statusCode(1000) != "other" {
+		t.Error("statusCode")
+	}
+}
+
+func BenchmarkPerEvent(b *testing.B) {
+	m := New(prometheus.NewRegistry(), BuildInfo{})
+	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
+	types := []string{"GATE_IN", "GATE_OUT", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED"}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Heartbeat()
+		m.Received(ev)
+		m.Published(types[i%len(types)])
+		m.AckLatency(time.Millisecond)
+	}
+}
