@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -49,10 +50,13 @@ type ops struct {
 	// Set by the stream observer: when the last established stream connection ended (unix ns; 0 while
 	// none ended yet), for the reconnect grace of the stream check.
 	streamDown atomic.Int64
-	// The last token request's error text; nil after a success.
+	// The last token request's outcome: its error text (nil after a success), and whether one succeeded.
 	tokenErr atomic.Pointer[string]
+	tokenOK  atomic.Bool
 	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
 	grace time.Duration
+
+	reports atomic.Pointer[consume.Consumer] // the report consumer, once watchReports was called
 
 	running  atomic.Bool // Run's loop is running
 	stopping atomic.Bool // ctx is done: shutting down
@@ -116,6 +120,7 @@ func (o *ops) operation(req *http.Request) string {
 // tokenObserved is the token source's Observe hook: metrics, and the last error for the token check.
 func (o *ops) tokenObserved(kind string, err error) {
 	o.metrics.TokenObserved(kind, err)
+	o.tokenOK.Store(err == nil)
 	if err == nil {
 		o.tokenErr.Store(nil)
 		return
@@ -143,8 +148,20 @@ func (s streamObserver) Disconnected(reason string) {
 	s.Metrics.Disconnected(reason)
 }
 
-// addCheck adds a readiness check, for components wired in elsewhere (the report consumer).
-func (o *ops) addCheck(name string, f func(context.Context) error) { o.ready.Add(name, f) }
+// reportsObserver is the report consumer's observer (consume.Config.Observer).
+func (o *ops) reportsObserver() consume.Observer { return o.metrics }
+
+// watchReports adds the report consumer to readiness (its own Ready) and to the metrics (its Pending).
+// Call it after consume.New, before Run.
+func (o *ops) watchReports(c *consume.Consumer) {
+	o.reports.Store(c)
+	o.ready.Add(checkReports, func(context.Context) error {
+		if ok, why := c.Ready(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+}
 
 // checkNATS: the connection is up.
 func (o *ops) checkNATS(context.Context) error {
@@ -182,9 +199,11 @@ func (o *ops) checkStreams(ctx context.Context) error {
 	return joinLine(errs)
 }
 
-// checkToken: the token source holds an unexpired access token.
+// checkToken: the token source holds an unexpired access token, or its last request succeeded. (The
+// source refreshes on demand: while the stream stays connected, nothing asks for a token and it may
+// expire unused; the next request gets a new one.)
 func (o *ops) checkToken(context.Context) error {
-	if o.b.tokens != nil && o.b.tokens.Valid() {
+	if o.b.tokens != nil && o.b.tokens.Valid() || o.tokenOK.Load() {
 		return nil
 	}
 	if msg := o.tokenErr.Load(); msg != nil {
@@ -259,13 +278,17 @@ func (o *ops) handler() http.Handler {
 // passes from now until ctx is done.
 func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	b := o.b
-	o.metrics.SetSources(metrics.Sources{
+	src := metrics.Sources{
 		StreamState:    b.stream.State,
 		ResumeID:       b.pub.LastResumeID,
 		NATSConnected:  b.nc.IsConnected,
 		NATSReconnects: func() uint64 { return b.nc.Stats().Reconnects },
 		Readiness:      o.readiness,
-	})
+	}
+	if c := o.reports.Load(); c != nil {
+		src.ReportsPending = c.Pending
+	}
+	o.metrics.SetSources(src)
 	ln, err := net.Listen("tcp", b.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGE_HTTP_ADDR: %w", err)

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +24,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The helpers of the operations tests carry an "ops" prefix: other test files of this package have
@@ -153,6 +158,8 @@ type opsBridge struct {
 	cancel context.CancelFunc
 	done   chan error
 	addr   string
+	// beforeStop stops what runs on the bridge's connection (a report consumer) before the bridge.
+	beforeStop []func()
 }
 
 // opsEnv returns the variables of a bridge against upstream u and NATS at natsURL, with short reconnect
@@ -187,6 +194,12 @@ func opsEnv(u *opsUpstream, natsURL string, extra map[string]string) map[string]
 // stopped at the end of the test.
 func opsStartBridge(t *testing.T, env map[string]string) *opsBridge {
 	t.Helper()
+	return opsStartBridgeWith(t, env, nil)
+}
+
+// opsStartBridgeWith is opsStartBridge with a hook called between newBridge and Run.
+func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridge)) *opsBridge {
+	t.Helper()
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
@@ -199,8 +212,11 @@ func opsStartBridge(t *testing.T, env map[string]string) *opsBridge {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob := &opsBridge{b: b, logs: logs, cancel: cancel, done: make(chan error, 1)}
-	go func() { ob.done <- b.Run(ctx) }()
 	t.Cleanup(func() { ob.stop(t) })
+	if hook != nil {
+		hook(ob)
+	}
+	go func() { ob.done <- b.Run(ctx) }()
 	opsEventually(t, 10*time.Second, "HTTP endpoint listening", func() (bool, string) {
 		ob.addr = b.ops.httpAddr()
 		select {
@@ -217,6 +233,10 @@ func opsStartBridge(t *testing.T, env map[string]string) *opsBridge {
 // stop stops the bridge and returns Run's error.
 func (ob *opsBridge) stop(t *testing.T) error {
 	t.Helper()
+	for _, f := range ob.beforeStop {
+		f()
+	}
+	ob.beforeStop = nil
 	ob.cancel()
 	select {
 	case err := <-ob.done:
@@ -529,4 +549,239 @@ func TestHealthzMethods(t *testing.T) {
 	if rs := ob.b.ops.live.Evaluate(context.Background()); health.Ready(rs) {
 		t.Errorf("liveness passes after the bridge stopped: %s", health.Format(rs))
 	}
+}
+
+// opsJSONList returns the JSON array that follows prefix on a line of the file (the compose file's
+// inline lists and the Dockerfile's exec-form instructions are JSON arrays).
+func opsJSONList(t *testing.T, file, prefix string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			var list []string
+			if err := json.Unmarshal([]byte(rest), &list); err != nil {
+				t.Fatalf("%s: %s: %v", file, line, err)
+			}
+			return list
+		}
+	}
+	t.Fatalf("%s has no line starting with %q", file, prefix)
+	return nil
+}
+
+// TestDeploymentCommandsRun runs the commands the image and the compose file run, as this binary's
+// run function: the image's entrypoint ('bridge run', configured from the environment) and the demo's
+// simulator ('bridge sim -addr ...', on a free port instead of 8081).
+func TestDeploymentCommandsRun(t *testing.T) {
+	entry := opsJSONList(t, "Dockerfile", "ENTRYPOINT ")
+	simEntry := opsJSONList(t, "docker-compose.yml", "entrypoint: ")
+	if entry[0] != simEntry[0] {
+		t.Fatalf("the compose file runs %s, the image holds %s", simEntry[0], entry[0])
+	}
+	for i, a := range simEntry {
+		if a == "0.0.0.0:8081" {
+			simEntry[i] = "127.0.0.1:0"
+		}
+	}
+	ns := opsStartNATS(t, nil)
+	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
+	for k, v := range opsEnv(up, ns.url(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}) {
+		t.Setenv(k, v)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{entry[1:], "stream connected"},
+		{simEntry[1:], "simulator listening"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr opsLogs
+		done := make(chan int, 1)
+		go func() { done <- run(ctx, tc.args, io.Discard, &stderr) }()
+		opsEventually(t, 15*time.Second, fmt.Sprintf("bridge %q: %s", tc.args, tc.want), func() (bool, string) {
+			select {
+			case code := <-done:
+				t.Fatalf("bridge %q exited %d:\n%s", tc.args, code, stderr.String())
+			default:
+			}
+			return strings.Contains(stderr.String(), tc.want), stderr.String()
+		})
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("bridge %q exited %d after SIGTERM's equivalent:\n%s", tc.args, code, stderr.String())
+		}
+	}
+}
+
+// TestLogsOneLinePerStateChange: thousands of events make no log line at info level; every line is
+// JSON (the default format).
+func TestLogsOneLinePerStateChange(t *testing.T) {
+	ns := opsStartNATS(t, nil)
+	const n = 3000
+	up := opsStartUpstream(t, false, sim.Options{EventRate: -1, EventLimit: n})
+	ob := opsStartBridge(t, opsEnv(up, ns.url(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
+	opsEventually(t, 30*time.Second, "every event stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS")
+		return got == n, fmt.Sprint(got)
+	})
+	if err := ob.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(ob.logs.String()), "\n")
+	if len(lines) > 20 {
+		t.Errorf("%d log lines for %d events; want a line per state change:\n%s", len(lines), n, ob.logs)
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("not a JSON log line: %q", l)
+			continue
+		}
+		if rec["level"] == "DEBUG" {
+			t.Errorf("debug line at level info: %q", l)
+		}
+	}
+}
+
+// opsWireConsumer wires a report consumer into b the way bridge.go does it once the consumer is part
+// of the daemon: on the bridge's NATS connection, with the bridge's token source, an instrumented HTTP
+// client, the metrics observer and the readiness check. It runs until the bridge is stopped, and stops
+// before it.
+func opsWireConsumer(t *testing.T, ob *opsBridge) {
+	t.Helper()
+	b := ob.b
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: b.cfg.HTTPTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ops.instrument(client)
+	c := consume.New(js, upstream.NewReportClient(upstream.ReportConfig{
+		URL: b.cfg.ReportURL(), Tokens: b.tokens, Client: client, Logger: b.log.With("component", "report"),
+	}), consume.Config{
+		Stream:     b.layout.Reports(),
+		Durable:    b.cfg.ReportDurable,
+		Subject:    b.layout.ReportsSubject(),
+		DLQSubject: b.layout.ReportsDLQSubject(),
+		BackoffMin: 100 * time.Millisecond,
+		BackoffMax: time.Second,
+		Logger:     b.log.With("component", "reports"),
+		Observer:   b.ops.reportsObserver(),
+	})
+	b.ops.watchReports(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	ob.beforeStop = append(ob.beforeStop, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer Run: %v", err)
+		}
+	})
+}
+
+// opsReport returns a valid report (spec 2.17) about a position the simulator tracks for user demo.
+func opsReport(up *opsUpstream, i int) []byte {
+	o := up.sim().TrackedOrders("demo")[0]
+	return fmt.Appendf(nil, `{"order":{"orderId":%q,"positionId":%q},"transport":{"identifier":"truck-7"},`+
+		`"event":{"timestamp":"2026-05-01T12:00:%02dZ","type":"GATE_IN","observation":{"observedMeansOfTransport":`+
+		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-TB %d"}},"observedLoadingUnit":`+
+		`{"loadingUnit":{"containerClass":"CONTAINER","number":"MSCU1234565"},"loadingState":"FULL"}}},`+
+		`"reporter":{"id":"op-1","name":"Test Operator"}}`, o.OrderID, o.PositionID, i%60, i)
+}
+
+// opsPublishReports publishes reports to P.reports with JetStream.
+func opsPublishReports(t *testing.T, natsURL string, reports [][]byte, opts ...nats.Option) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for i, r := range reports {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := js.Publish(ctx, "tracking.reports", r, jetstream.WithMsgID(fmt.Sprintf("report-%d", i)))
+		cancel()
+		if err != nil {
+			t.Fatalf("publishing report %d: %v", i, err)
+		}
+	}
+}
+
+// TestMetricsCountReports: the report counters match what the test sent, by outcome and status class;
+// the consumer is part of /readyz and its backlog of bridge_reports_pending.
+func TestMetricsCountReports(t *testing.T) {
+	ns := opsStartNATS(t, nil)
+	up := opsStartUpstream(t, false, sim.Options{})
+	up.sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
+		if bytes.Contains(body, []byte("HH-TB 99")) {
+			return http.StatusConflict, []string{"order no longer open"}, true
+		}
+		return 0, nil, false
+	}})
+	ob := opsStartBridgeWith(t, opsEnv(up, ns.url(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
+	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
+
+	reports := [][]byte{opsReport(up, 1), opsReport(up, 2), opsReport(up, 3), opsReport(up, 99), []byte(`{"event":{}}`)}
+	opsPublishReports(t, ns.url(), reports)
+	want := map[[2]string]float64{
+		{"accepted", "2xx"}: 3,
+		{"rejected", "4xx"}: 1,
+		{"invalid", "none"}: 1,
+	}
+	opsEventually(t, 15*time.Second, "report outcomes counted", func() (bool, string) {
+		ok := true
+		var state []string
+		for k, n := range want {
+			got := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": k[0], "status_class": k[1]})
+			ok = ok && got == n
+			state = append(state, fmt.Sprintf("%s/%s=%v", k[0], k[1], got))
+		}
+		return ok, strings.Join(state, " ")
+	})
+	if got := ob.counter(t, "bridge_reports_consumed_total", nil); got != 5 {
+		t.Errorf("bridge_reports_consumed_total = %v, want 5", got)
+	}
+	if got := len(up.sim().Reports("demo")); got != 3 {
+		t.Errorf("the upstream accepted %d reports, want 3", got)
+	}
+	if got := ob.counter(t, "bridge_upstream_request_duration_seconds", map[string]string{"operation": "report", "code": "202"}); got != 3 {
+		t.Errorf("report requests answered 202 = %v, want 3", got)
+	}
+	if got := opsStreamMsgs(t, ns.url(), "TRACKING_DLQ"); got != 2 {
+		t.Errorf("TRACKING_DLQ holds %d, want 2", got)
+	}
+	opsEventually(t, 15*time.Second, "the backlog drained", func() (bool, string) {
+		_, text := ob.get(t, "/metrics")
+		return strings.Contains(text, "\nbridge_reports_pending 0\n"), "bridge_reports_pending not 0"
+	})
+}
+
+// TestReadyzWhileTokenExpiresUnused: an access token that expires while the stream stays connected (no
+// request needs a new one) does not make the bridge unready; a failing token endpoint does.
+func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
+	ns := opsStartNATS(t, nil)
+	up := opsStartUpstream(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
+	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	opsEventually(t, 10*time.Second, "the access token expired", func() (bool, string) {
+		return !ob.b.tokens.Valid(), "still valid"
+	})
+	if code, body := ob.get(t, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d after the unused token expired:\n%s", code, body)
+	}
+
+	// Now the stream needs a token and the token endpoint fails.
+	up.sim().SetFaults(sim.Faults{TokenErrorRate: 1, DropEvery: 1})
+	ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_token: not ready: no valid access token: token endpoint unavailable")
+	up.sim().SetFaults(sim.Faults{})
+	ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
 }

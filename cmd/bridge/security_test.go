@@ -477,8 +477,9 @@ func secPermissionsBlock(t *testing.T) string {
 
 // TestLeastPrivilegePermissions runs the bridge as the user of the example authorization block of
 // config/nats-server.conf, with exactly those permissions: it creates the streams, publishes events and
-// dead letters, resumes after a restart, and never hits a permission violation; and it cannot do what
-// it does not need (publish a report).
+// dead letters, consumes reports from its durable (acknowledging and dead-lettering them), resumes after
+// a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
+// report). The example's producer user publishes the reports.
 func TestLeastPrivilegePermissions(t *testing.T) {
 	t.Setenv("NATS_BRIDGE_PASSWORD", secNATSPassword)
 	t.Setenv("NATS_PRODUCER_PASSWORD", "producer-"+secNATSPassword)
@@ -502,21 +503,29 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	env := opsEnv(up, ns.url(), map[string]string{
 		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	})
-	ob := opsStartBridge(t, env)
-	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	wire := func(ob *opsBridge) { opsWireConsumer(t, ob) }
+	ob := opsStartBridgeWith(t, env, wire)
+	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	up.sim().Inject("demo", "not-json-1", "", []byte("not json"))
+	opsPublishReports(t, ns.url(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
+		nats.UserInfo("report-producer", "producer-"+secNATSPassword))
+	opsEventually(t, 10*time.Second, "reports delivered and dead-lettered", func() (bool, string) {
+		a := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "accepted", "status_class": "2xx"})
+		i := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "invalid", "status_class": "none"})
+		return a == 2 && i == 1, fmt.Sprintf("accepted %v, invalid %v", a, i)
+	})
 	opsEventually(t, 10*time.Second, "events and a dead letter stored", func() (bool, string) {
 		e := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
 		d := opsStreamMsgs(t, ns.url(), "TRACKING_DLQ", admin)
-		return e > 10 && d == 1, fmt.Sprintf("events %d, dead letters %d", e, d)
+		return e > 10 && d == 2, fmt.Sprintf("events %d, dead letters %d (want an event and a report)", e, d)
 	})
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)
 	}
 
 	// A restart reads the resume cursor from the stream's tail.
-	ob2 := opsStartBridge(t, env)
-	ob2.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	ob2 := opsStartBridgeWith(t, env, wire)
+	ob2.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	before := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
 	opsEventually(t, 10*time.Second, "events after the restart", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)

@@ -44,8 +44,10 @@ const (
 )
 
 const (
-	// fetchWait is how long one pull request waits for reports on an idle stream.
+	// fetchWait is how long one pull request (of a probe) waits for a report on an idle stream.
 	fetchWait = 5 * time.Second
+	// nextWait bounds one wait for the pull iterator's next report.
+	nextWait = 200 * time.Millisecond
 	// infoInterval is the pace of the consumer info requests behind Pending and Ready.
 	infoInterval = 5 * time.Second
 	// opTimeoutMax bounds one JetStream operation of a report (dead-letter publish, acknowledgement).
@@ -460,12 +462,20 @@ func (c *Consumer) loop(ctx context.Context, cons jetstream.Consumer) error {
 			it = nil
 			continue
 		}
-		msg, err := it.msgs.Next(jetstream.NextContext(it.ctx))
+		// A bounded wait: the iterator issues its next pull request only from within Next, and under load
+		// it can miss the moment (its previous request still being sent); a new Next call catches up.
+		msg, err := it.msgs.Next(jetstream.NextMaxWait(nextWait))
+		if err == nil && it.ctx.Err() != nil { // the circuit opened while waiting: hand it back
+			_ = msg.NakWithDelay(c.circ.holdLeft())
+			err = errIteratorStopped
+		}
 		if err != nil {
 			<-slots
 			switch {
 			case ctx.Err() != nil:
 				return nil
+			case errors.Is(err, nats.ErrTimeout):
+				// Nothing within nextWait: look at the circuit and ctx, and wait again.
 			case it.ctx.Err() != nil: // the circuit opened, or the consumer was created again
 				it.stop(c.circ.holdLeft())
 				it = nil
@@ -494,6 +504,9 @@ func (c *Consumer) loop(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
+// errIteratorStopped stands for a report handed back because the iterator was being stopped.
+var errIteratorStopped = errors.New("pull iterator stopped")
+
 // connClosed reports whether err says that the NATS connection is closed for good.
 func connClosed(err error) bool {
 	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed)
@@ -505,8 +518,8 @@ type task struct {
 	probe bool
 }
 
-// iterator is a pull iterator and the context its Next calls use, cancelled when the circuit opens or
-// the consumer was created again.
+// iterator is a pull iterator and a context cancelled when it is to be stopped: the circuit opened or the
+// consumer was created again.
 type iterator struct {
 	msgs    jetstream.MessagesContext
 	ctx     context.Context

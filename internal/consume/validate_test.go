@@ -265,3 +265,13 @@ func TestHasDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateDepthLikeEncodingJSON(t *testing.T) {
+	for _, n := range []int{9999, 10000} { // with the report object: 10000 and 10001 levels
+		body := []byte(`{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `,"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`)
+		got, want := Validate(body, 0), validateRef(body, 0)
+		if !slices.Equal(got, want) {
+			t.Errorf("%d levels: Validate %q, validateRef %q", n+1, got, want)
+		}
+	}
+}

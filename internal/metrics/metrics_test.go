@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -236,3 +239,59 @@ func BenchmarkPerEvent(b *testing.B) {
 		m.AckLatency(time.Millisecond)
 	}
 }
+
+// TestDocumented: docs/operations.md's metrics reference names every metric, and no other.
+func TestDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, ok := strings.Cut(string(raw), "## Metrics reference")
+	if !ok {
+		t.Fatal("docs/operations.md has no metrics reference")
+	}
+	ref, _, _ = strings.Cut(ref, "\n## ")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(bridge_[a-z_]+)`").FindAllStringSubmatch(ref, -1) {
+		documented[m[1]] = true
+	}
+
+	reg := prometheus.NewRegistry()
+	m := New(reg, BuildInfo{})
+	m.SetSources(Sources{
+		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
+		ResumeID:       func() string { return "" },
+		ReportsPending: func() uint64 { return 0 },
+		NATSConnected:  func() bool { return true },
+		NATSReconnects: func() uint64 { return 0 },
+		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
+	})
+	m.Published("X")
+	m.AckLatency(0)
+	rt := m.InstrumentTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}), func(*http.Request) string { return "token" })
+	if _, err := rt.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, mf := range mfs {
+		exported[mf.GetName()] = true
+		if !documented[mf.GetName()] {
+			t.Errorf("%s is not in the metrics reference of docs/operations.md", mf.GetName())
+		}
+	}
+	for name := range documented {
+		if !exported[name] {
+			t.Errorf("docs/operations.md documents %s, which is not exported", name)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

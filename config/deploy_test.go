@@ -1,0 +1,696 @@
+package config_test
+
+// Tests of the deployment files: docker-compose.yml, Dockerfile, config/bridge.env.example,
+// config/nats-server.conf and config/grafana-dashboard.json. They check that what those files set or
+// query exists in the bridge: configuration variables, commands, ports, paths and metric names.
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+var deployUpdateEnv = flag.Bool("update-env-example", false, "rewrite config/bridge.env.example from the Config struct")
+
+// deployVar is one configuration variable, read from Config's struct tags.
+type deployVar struct {
+	name, def, desc  string
+	required, secret bool
+}
+
+// deployVars returns every variable of Config, in declaration order.
+func deployVars(t *testing.T) []deployVar {
+	t.Helper()
+	var out []deployVar
+	typ := reflect.TypeFor[config.Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := f.Tag.Get("envconfig")
+		if name == "" {
+			t.Fatalf("field %s has no envconfig tag", f.Name)
+		}
+		out = append(out, deployVar{
+			name:     config.Prefix + "_" + name,
+			def:      f.Tag.Get("default"),
+			desc:     f.Tag.Get("desc"),
+			required: f.Tag.Get("required") == "true",
+			secret:   f.Type == reflect.TypeFor[config.Secret](),
+		})
+	}
+	return out
+}
+
+// deployKnown returns the set of variables the bridge reads: every field's, and X_FILE for secrets.
+func deployKnown(t *testing.T) map[string]bool {
+	known := map[string]bool{}
+	for _, v := range deployVars(t) {
+		known[v.name] = true
+		if v.secret {
+			known[v.name+"_FILE"] = true
+		}
+	}
+	return known
+}
+
+func deployRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// deployLoad runs config.Load over env.
+func deployLoad(env map[string]string) (*config.Config, error) {
+	return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+// Example values of the required variables in the env example.
+var deployExampleValues = map[string]string{
+	"BRIDGE_UPSTREAM_URL":       "https://api.example.com/v1.0",
+	"BRIDGE_TOKEN_URL":          "https://auth.example.com/realms/partners/protocol/openid-connect/token",
+	"BRIDGE_CLIENT_ID":          "the-api-client-id",
+	"BRIDGE_USERNAME":           "partner-account",
+	"BRIDGE_PASSWORD_FILE":      "/run/secrets/bridge-password",
+	"BRIDGE_NATS_URL":           "nats://nats:4222",
+	"BRIDGE_NATS_USER":          "tracking-bridge",
+	"BRIDGE_NATS_PASSWORD_FILE": "/run/secrets/nats-password",
+}
+
+// deployEnvExample renders config/bridge.env.example from the variables.
+func deployEnvExample(vars []deployVar) string {
+	var b strings.Builder
+	b.WriteString(`# tracking-bridge configuration: every variable the bridge reads, with its default.
+#
+# Generated from the Config struct by: go test ./config -run TestEnvExample -update-env-example
+# ('bridge -h' prints the same list). Use it with 'docker run --env-file', compose's env_file, or a
+# Kubernetes ConfigMap. Uncomment what you change; a variable set to the empty string counts as unset.
+# A secret can instead be read from a file: set X_FILE to its path (never both X and X_FILE).
+# Durations take a unit: 500ms, 30s, 5m, 1h.
+`)
+	line := func(name, value string, active bool) {
+		if !active {
+			b.WriteString("#")
+		}
+		fmt.Fprintf(&b, "%s=%s\n", name, value)
+	}
+	for _, v := range vars {
+		b.WriteString("\n# ")
+		b.WriteString(v.name)
+		switch {
+		case v.required && v.secret:
+			b.WriteString(" (required, secret)")
+		case v.required:
+			b.WriteString(" (required)")
+		case v.secret:
+			b.WriteString(" (secret)")
+		}
+		b.WriteString(": " + v.desc + "\n")
+		if ex, ok := deployExampleValues[v.name]; ok {
+			line(v.name, ex, true)
+		} else if v.required && !v.secret {
+			line(v.name, "", true)
+		} else {
+			line(v.name, v.def, false)
+		}
+		if v.secret {
+			fmt.Fprintf(&b, "# %s_FILE: file holding %s (its content less trailing CR/LF)\n", v.name, v.name)
+			ex, ok := deployExampleValues[v.name+"_FILE"]
+			line(v.name+"_FILE", ex, ok)
+		}
+	}
+	return b.String()
+}
+
+// deployEnvFile parses KEY=value lines (docker --env-file syntax); commented assignments are returned
+// separately.
+func deployEnvFile(t *testing.T, text string) (active, commented map[string]string) {
+	t.Helper()
+	active, commented = map[string]string{}, map[string]string{}
+	assign := regexp.MustCompile(`^(#?)([A-Z][A-Z0-9_]*)=(.*)$`)
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\r\n")
+		m := assign.FindStringSubmatch(line)
+		if m == nil {
+			if line != "" && !strings.HasPrefix(line, "#") {
+				t.Errorf("env example: not an assignment or comment: %q", line)
+			}
+			continue
+		}
+		target := active
+		if m[1] == "#" {
+			target = commented
+		}
+		if _, dup := active[m[2]]; dup {
+			t.Errorf("env example: %s assigned twice", m[2])
+		}
+		if _, dup := commented[m[2]]; dup {
+			t.Errorf("env example: %s listed twice", m[2])
+		}
+		target[m[2]] = m[3]
+	}
+	return active, commented
+}
+
+// TestEnvExample: config/bridge.env.example lists every variable the configuration knows (and no other),
+// is what the generator renders, and its active lines load.
+func TestEnvExample(t *testing.T) {
+	vars := deployVars(t)
+	want := deployEnvExample(vars)
+	if *deployUpdateEnv {
+		if err := os.WriteFile(filepath.Join("..", "config", "bridge.env.example"), []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := deployRead(t, "config/bridge.env.example")
+	active, commented := deployEnvFile(t, got)
+	known := deployKnown(t)
+	for name := range known {
+		_, a := active[name]
+		_, c := commented[name]
+		if !a && !c {
+			t.Errorf("env example lacks %s", name)
+		}
+	}
+	for name := range active {
+		if !known[name] {
+			t.Errorf("env example sets %s, which the bridge does not read", name)
+		}
+	}
+	for name := range commented {
+		if !known[name] {
+			t.Errorf("env example lists %s, which the bridge does not read", name)
+		}
+	}
+	if got != want {
+		t.Errorf("config/bridge.env.example is out of date; run: go test ./config -run TestEnvExample -update-env-example")
+	}
+
+	// The active lines are a usable configuration once the secret files exist.
+	dir := t.TempDir()
+	for k, v := range active {
+		if strings.HasSuffix(k, "_FILE") {
+			p := filepath.Join(dir, filepath.Base(v))
+			if err := os.WriteFile(p, []byte("example-secret\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			active[k] = p
+		}
+	}
+	if _, err := deployLoad(active); err != nil {
+		t.Errorf("the env example's active lines do not load:\n%v", err)
+	}
+	// The commented defaults are the defaults: uncommenting any one of them changes nothing.
+	for k, v := range commented {
+		if v == "" {
+			continue
+		}
+		env := map[string]string{k: v}
+		for ak, av := range active {
+			env[ak] = av
+		}
+		if _, err := deployLoad(env); err != nil {
+			t.Errorf("uncommenting %s=%s: %v", k, v, err)
+		}
+	}
+}
+
+// A strict YAML subset: two-space indentation, "key: value" and "key:" + block, "- scalar" list items,
+// inline lists as JSON arrays, "{}" and quoted or plain scalars. Comments only on lines of their own.
+
+type deployLine struct {
+	no     int
+	indent int
+	text   string
+}
+
+func deployYAML(t *testing.T, src string) map[string]any {
+	t.Helper()
+	var lines []deployLine
+	for i, l := range strings.Split(src, "\n") {
+		if strings.Contains(l, "\t") {
+			t.Fatalf("line %d: tab character", i+1)
+		}
+		trimmed := strings.TrimLeft(l, " ")
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		indent := len(l) - len(trimmed)
+		if indent%2 != 0 {
+			t.Fatalf("line %d: indentation of %d spaces", i+1, indent)
+		}
+		lines = append(lines, deployLine{i + 1, indent, strings.TrimRight(trimmed, " ")})
+	}
+	node, next := deployBlock(t, lines, 0, 0)
+	if next != len(lines) {
+		t.Fatalf("line %d: unexpected indentation", lines[next].no)
+	}
+	m, ok := node.(map[string]any)
+	if !ok {
+		t.Fatal("the document is not a map")
+	}
+	return m
+}
+
+var deployKey = regexp.MustCompile(`^([A-Za-z0-9_.-]+):(?: (.*))?$`)
+
+func deployBlock(t *testing.T, lines []deployLine, i, indent int) (any, int) {
+	t.Helper()
+	if strings.HasPrefix(lines[i].text, "- ") {
+		var list []any
+		for i < len(lines) && lines[i].indent == indent && strings.HasPrefix(lines[i].text, "- ") {
+			list = append(list, deployScalar(t, lines[i], strings.TrimPrefix(lines[i].text, "- ")))
+			i++
+		}
+		return list, i
+	}
+	m := map[string]any{}
+	for i < len(lines) && lines[i].indent == indent {
+		l := lines[i]
+		kv := deployKey.FindStringSubmatch(l.text)
+		if kv == nil {
+			t.Fatalf("line %d: not a key: %q", l.no, l.text)
+		}
+		if _, dup := m[kv[1]]; dup {
+			t.Fatalf("line %d: duplicate key %s", l.no, kv[1])
+		}
+		i++
+		if kv[2] != "" {
+			m[kv[1]] = deployScalar(t, l, kv[2])
+			continue
+		}
+		if i >= len(lines) || lines[i].indent <= indent {
+			t.Fatalf("line %d: %s has no value", l.no, kv[1])
+		}
+		if lines[i].indent != indent+2 {
+			t.Fatalf("line %d: indent by two spaces", lines[i].no)
+		}
+		m[kv[1]], i = deployBlock(t, lines, i, indent+2)
+	}
+	return m, i
+}
+
+func deployScalar(t *testing.T, l deployLine, s string) any {
+	t.Helper()
+	switch {
+	case strings.HasPrefix(s, "["):
+		var list []any
+		if err := json.Unmarshal([]byte(s), &list); err != nil {
+			t.Fatalf("line %d: inline list is not a JSON array: %v", l.no, err)
+		}
+		return list
+	case s == "{}":
+		return map[string]any{}
+	case strings.HasPrefix(s, `"`):
+		var v string
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("line %d: bad quoted string: %v", l.no, err)
+		}
+		return v
+	case strings.Contains(s, " #"), strings.HasPrefix(s, "{"), strings.HasPrefix(s, "'"),
+		strings.HasPrefix(s, "&"), strings.HasPrefix(s, "*"), strings.HasPrefix(s, "|"), strings.HasPrefix(s, ">"):
+		t.Fatalf("line %d: outside the supported YAML subset: %q", l.no, s)
+	}
+	return s
+}
+
+func deployMap(t *testing.T, v any, path string) map[string]any {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%s is not a map", path)
+	}
+	return m
+}
+
+func deployStrings(t *testing.T, v any, path string) []string {
+	t.Helper()
+	list, ok := v.([]any)
+	if !ok {
+		t.Fatalf("%s is not a list", path)
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			t.Fatalf("%s[%d] is not a string", path, i)
+		}
+		out[i] = s
+	}
+	return out
+}
+
+var deployInterp = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+
+// deployResolve replaces ${NAME:-default} with the default, as compose does when NAME is unset; a
+// reference without a default is an error (the demo must run with nothing set).
+func deployResolve(t *testing.T, s string) string {
+	t.Helper()
+	return deployInterp.ReplaceAllStringFunc(s, func(ref string) string {
+		m := deployInterp.FindStringSubmatch(ref)
+		if !strings.Contains(ref, ":-") {
+			t.Errorf("%s has no default: the demo would need it set", ref)
+		}
+		return m[2]
+	})
+}
+
+// deployDockerfile is what the tests read from the Dockerfile.
+type deployDockerfile struct {
+	entrypoint []string
+	froms      []string
+	args       []string
+	expose     []string
+	user       string
+	build      string // the RUN line that builds the binary
+	copyTo     string // where the final stage puts the binary
+}
+
+func deployParseDockerfile(t *testing.T) deployDockerfile {
+	t.Helper()
+	var d deployDockerfile
+	for line := range strings.Lines(deployRead(t, "Dockerfile")) {
+		line = strings.TrimSpace(line)
+		instr, rest, _ := strings.Cut(line, " ")
+		switch instr {
+		case "FROM":
+			d.froms = append(d.froms, rest)
+		case "ARG":
+			name, _, _ := strings.Cut(rest, "=")
+			d.args = append(d.args, name)
+		case "EXPOSE":
+			d.expose = append(d.expose, strings.Fields(rest)...)
+		case "USER":
+			d.user = rest
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(rest), &d.entrypoint); err != nil {
+				t.Fatalf("ENTRYPOINT is not in exec (JSON) form: %v", err)
+			}
+		case "RUN":
+			if strings.Contains(rest, "go build") {
+				d.build = rest
+			}
+		case "COPY":
+			if strings.HasPrefix(rest, "--from=build ") {
+				f := strings.Fields(rest)
+				d.copyTo = f[len(f)-1]
+			}
+		}
+	}
+	return d
+}
+
+// TestDockerfile: a multi-stage build of a static, trimmed, version-stamped binary onto a pinned
+// distroless non-root image whose entrypoint is 'bridge run'.
+func TestDockerfile(t *testing.T) {
+	d := deployParseDockerfile(t)
+	if len(d.froms) != 2 {
+		t.Fatalf("FROM lines %q, want a build stage and a final stage", d.froms)
+	}
+	if !strings.Contains(d.froms[0], "golang:1.26 ") && !strings.HasSuffix(d.froms[0], "golang:1.26 AS build") {
+		t.Errorf("build stage %q: want golang:1.26 AS build", d.froms[0])
+	}
+	if d.froms[1] != "gcr.io/distroless/static-debian12:nonroot" {
+		t.Errorf("final stage %q: want gcr.io/distroless/static-debian12:nonroot", d.froms[1])
+	}
+	if d.user != "nonroot:nonroot" {
+		t.Errorf("USER %q, want nonroot:nonroot", d.user)
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-X main.version=$VERSION", "-X main.commit=$COMMIT", "./cmd/bridge", "-o /out/bridge"} {
+		if !strings.Contains(d.build, want) {
+			t.Errorf("build command %q lacks %q", d.build, want)
+		}
+	}
+	for _, a := range []string{"VERSION", "COMMIT"} {
+		if !slices.Contains(d.args, a) {
+			t.Errorf("no ARG %s", a)
+		}
+	}
+	main := deployRead(t, "cmd/bridge/main.go")
+	for _, v := range []string{"version = ", "commit  = "} {
+		if !strings.Contains(main, v) {
+			t.Errorf("cmd/bridge/main.go declares no %q: -X main.%s has nothing to set", v, strings.TrimSpace(strings.TrimSuffix(v, "= ")))
+		}
+	}
+	if !slices.Equal(d.entrypoint, []string{d.copyTo, "run"}) {
+		t.Errorf("ENTRYPOINT %q, want [%q \"run\"]", d.entrypoint, d.copyTo)
+	}
+	def := config.Default()
+	_, port, _ := net.SplitHostPort(def.HTTPAddr)
+	if !slices.Equal(d.expose, []string{port}) {
+		t.Errorf("EXPOSE %q, want the default BRIDGE_HTTP_ADDR port %s", d.expose, port)
+	}
+	if strings.Contains(deployRead(t, "Dockerfile"), "HEALTHCHECK") {
+		t.Error("the Dockerfile has a HEALTHCHECK; it is left to the orchestrator")
+	}
+}
+
+// TestDockerfileBuildCommand runs the Dockerfile's build command here and checks that the binary is
+// stamped. A cold build cache makes it take a minute, so it runs only when TRACKING_BRIDGE_BUILD_TEST=1.
+func TestDockerfileBuildCommand(t *testing.T) {
+	if os.Getenv("TRACKING_BRIDGE_BUILD_TEST") != "1" {
+		t.Skip("set TRACKING_BRIDGE_BUILD_TEST=1 to run the Dockerfile's build command (about a minute with a cold cache)")
+	}
+	d := deployParseDockerfile(t)
+	out := filepath.Join(t.TempDir(), "bridge")
+	cmd := exec.Command("sh", "-c", strings.Replace(d.build, "/out/bridge", out, 1))
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "VERSION=v0.0.0-test", "COMMIT=c0ffee", "TARGETOS=", "TARGETARCH=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", d.build, err, b)
+	}
+	b, err := exec.Command(out, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("tracking-bridge v0.0.0-test (commit c0ffee, %s)", runtime.Version())
+	if strings.TrimSpace(string(b)) != want {
+		t.Errorf("version = %q, want %q", b, want)
+	}
+}
+
+// TestCompose: docker-compose.yml runs NATS with this directory's server configuration, the bridge with
+// variables it knows and a configuration that loads, and the simulator in the demo profile, with the
+// names, ports and paths agreeing with each other and with the Dockerfile.
+func TestCompose(t *testing.T) {
+	doc := deployYAML(t, deployRead(t, "docker-compose.yml"))
+	services := deployMap(t, doc["services"], "services")
+	nats := deployMap(t, services["nats"], "services.nats")
+	bridge := deployMap(t, services["bridge"], "services.bridge")
+	sim := deployMap(t, services["sim"], "services.sim")
+	d := deployParseDockerfile(t)
+
+	// The bridge: the image's entrypoint, variables the configuration knows, a configuration that loads.
+	if _, ok := bridge["entrypoint"]; ok {
+		t.Error("the bridge service overrides the image's entrypoint")
+	}
+	if _, ok := bridge["profiles"]; ok {
+		t.Error("the bridge service must run without a profile")
+	}
+	build := deployMap(t, bridge["build"], "services.bridge.build")
+	if build["context"] != "." {
+		t.Errorf("bridge build context %v, want .", build["context"])
+	}
+	for arg := range deployMap(t, build["args"], "services.bridge.build.args") {
+		if !slices.Contains(d.args, arg) {
+			t.Errorf("build arg %s is not an ARG of the Dockerfile", arg)
+		}
+	}
+	known := deployKnown(t)
+	env := map[string]string{}
+	for k, v := range deployMap(t, bridge["environment"], "services.bridge.environment") {
+		if !known[k] {
+			t.Errorf("the bridge service sets %s, which the bridge does not read", k)
+		}
+		s, ok := v.(string)
+		if !ok {
+			t.Fatalf("environment %s is not a string", k)
+		}
+		env[k] = deployResolve(t, s)
+	}
+	cfg, err := deployLoad(env)
+	if err != nil {
+		t.Fatalf("the bridge service's environment does not load:\n%v", err)
+	}
+
+	// Its ports: the HTTP endpoint, as exposed by the image.
+	_, httpPort, _ := net.SplitHostPort(cfg.HTTPAddr)
+	if !slices.Contains(d.expose, httpPort) {
+		t.Errorf("BRIDGE_HTTP_ADDR port %s is not EXPOSEd", httpPort)
+	}
+	if ports := deployStrings(t, bridge["ports"], "services.bridge.ports"); !slices.ContainsFunc(ports, func(p string) bool {
+		return strings.HasSuffix(p, ":"+httpPort)
+	}) {
+		t.Errorf("bridge ports %q do not publish %s", ports, httpPort)
+	}
+
+	// NATS: the service the bridge connects to, configured by config/nats-server.conf.
+	natsURL, _ := url.Parse(cfg.NATSServers()[0])
+	if _, ok := services[natsURL.Hostname()]; !ok || natsURL.Hostname() != "nats" {
+		t.Errorf("BRIDGE_NATS_URL host %q is not the nats service", natsURL.Hostname())
+	}
+	cmd := deployStrings(t, nats["command"], "services.nats.command")
+	if len(cmd) != 2 || cmd[0] != "--config" {
+		t.Fatalf("nats command %q, want [--config <path>]", cmd)
+	}
+	var confMounted, dataVolume string
+	for _, v := range deployStrings(t, nats["volumes"], "services.nats.volumes") {
+		parts := strings.Split(v, ":")
+		switch {
+		case strings.HasPrefix(v, "./"):
+			if _, err := os.Stat(filepath.Join("..", parts[0])); err != nil {
+				t.Errorf("volume source %s: %v", parts[0], err)
+			}
+			if parts[1] == cmd[1] {
+				confMounted = parts[0]
+			}
+		default:
+			dataVolume = v
+		}
+	}
+	if confMounted != "./config/nats-server.conf" {
+		t.Fatalf("%s is not mounted from ./config/nats-server.conf", cmd[1])
+	}
+	opts, err := server.ProcessConfigFile(filepath.Join("..", confMounted))
+	if err != nil {
+		t.Fatalf("config/nats-server.conf: %v", err)
+	}
+	if !opts.JetStream || !opts.SyncAlways {
+		t.Errorf("config/nats-server.conf: JetStream %v, sync_interval always %v; want both", opts.JetStream, opts.SyncAlways)
+	}
+	if want := "nats-data:" + opts.StoreDir; dataVolume != want {
+		t.Errorf("data volume %q, want %q (the store_dir on a named volume)", dataVolume, want)
+	}
+	if _, ok := deployMap(t, doc["volumes"], "volumes")["nats-data"]; !ok {
+		t.Error("the nats-data volume is not declared")
+	}
+	if natsURL.Port() != fmt.Sprint(opts.Port) {
+		t.Errorf("BRIDGE_NATS_URL port %s, the server listens on %d", natsURL.Port(), opts.Port)
+	}
+
+	// The simulator: demo profile only, the bridge binary's sim command, where the demo defaults point.
+	if p := deployStrings(t, sim["profiles"], "services.sim.profiles"); !slices.Equal(p, []string{"demo"}) {
+		t.Errorf("sim profiles %q, want [demo]", p)
+	}
+	entry := deployStrings(t, sim["entrypoint"], "services.sim.entrypoint")
+	if len(entry) != 4 || entry[0] != d.copyTo || entry[1] != "sim" || entry[2] != "-addr" {
+		t.Fatalf("sim entrypoint %q, want [%s sim -addr <host:port>]", entry, d.copyTo)
+	}
+	_, simPort, _ := net.SplitHostPort(entry[3])
+	for _, u := range []string{cfg.UpstreamURL, cfg.TokenURL} {
+		pu, _ := url.Parse(u)
+		if pu.Hostname() != "sim" || pu.Port() != simPort {
+			t.Errorf("demo default %s does not point at the sim service on port %s", u, simPort)
+		}
+	}
+	if deployMap(t, sim["build"], "services.sim.build")["context"] != "." {
+		t.Error("the sim service is not built from this directory")
+	}
+}
+
+// TestGrafanaDashboard: every metric the dashboard queries is one the bridge's registry has (histograms
+// through their _bucket, _sum and _count series), and it has the panels the issue asks for.
+func TestGrafanaDashboard(t *testing.T) {
+	raw := deployRead(t, "config/grafana-dashboard.json")
+	var dash struct {
+		Title  string `json:"title"`
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(raw), &dash); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if dash.Title == "" || dash.UID == "" {
+		t.Error("dashboard without title or uid")
+	}
+
+	// Every series the bridge exports: register everything, exercise every observer so that the
+	// labelled series exist, and gather.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg, metrics.BuildInfo{Version: "v", Commit: "c", GoVersion: runtime.Version()})
+	m.SetSources(metrics.Sources{
+		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
+		ResumeID:       func() string { return "x" },
+		ReportsPending: func() uint64 { return 0 },
+		NATSConnected:  func() bool { return true },
+		NATSReconnects: func() uint64 { return 0 },
+		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
+	})
+	m.Published("GATE_IN")
+	m.Received(&event.Event{ID: "x"})
+	m.AckLatency(0)
+	rt := m.InstrumentTransport(deployRoundTripper{}, func(*http.Request) string { return "token" })
+	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
+	if resp, err := rt.RoundTrip(req); err == nil {
+		resp.Body.Close()
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[mf.GetName()+s] = true
+			}
+		}
+	}
+
+	ident := regexp.MustCompile(`\b(bridge_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
+	queried := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, id := range ident.FindAllString(tg.Expr, -1) {
+				queried[id] = true
+				if !names[id] {
+					t.Errorf("panel %q queries %s, which the bridge does not export", p.Title, id)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"bridge_events_published_total", "bridge_stream_state",
+		"bridge_stream_last_event_age_seconds", "bridge_reports_outcomes_total", "bridge_token_requests_total"} {
+		if !queried[want] {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// deployRoundTripper answers every request 200.
+type deployRoundTripper struct{}
+
+func (deployRoundTripper) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
+}
