@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSim(ctx, args, stderr)
 	case "demo":
 		err = runDemo(ctx, args, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, args, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", version, commit, runtime.Version())
 		return 0
@@ -88,6 +90,7 @@ Usage:
   bridge run       run the bridge (the default), configured from the environment below
   bridge demo      embedded NATS + upstream simulator + bridge in one process (no credentials needed)
   bridge sim       run the upstream simulator alone (bridge sim -h for its flags)
+  bridge bench     benchmark the bridge against the reference pipeline (bridge bench -h)
   bridge version   print version, commit and Go version
 
 Configuration of 'bridge run' (environment variables):

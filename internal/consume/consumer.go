@@ -95,10 +95,11 @@ type Config struct {
 	// failures (and of the holds while the upstream is failing). Defaults 1 s and 5 min.
 	BackoffMin, BackoffMax time.Duration
 	// AckWait is the consumer's acknowledgement wait: a report the bridge holds unsettled this long (it
-	// crashed) is redelivered. A report is settled within AckWait/2 of being started (one upstream attempt,
-	// bounded by AckWait/4, then a dead-letter publish and an acknowledgement, AckWait/8 each), and waits at
-	// most that long for a free slot after it was fetched, so JetStream never redelivers a report the bridge
-	// is still working on. Keep it at least 4× the upstream HTTP timeout. Default 2 min.
+	// crashed, or NATS was unreachable when it settled it) is redelivered. One upstream attempt is bounded
+	// by AckWait/4, a dead-letter publish and an acknowledgement by AckWait/8 each; even when every stage
+	// runs into its bound (the wait for a slot, for a worker, the attempt, the settlement), a report is
+	// settled within AckWait of its delivery, so JetStream does not redeliver a report the bridge is still
+	// working on. Keep it at least 4× the upstream HTTP timeout. Default 2 min.
 	AckWait time.Duration
 	// Logger receives the consumer's logs; give it a component key. Nil discards them.
 	Logger *slog.Logger

@@ -107,7 +107,8 @@ func Classify(resp *http.Response, err error) Outcome {
 // ReportConfig configures a ReportClient.
 type ReportConfig struct {
 	// URL of the report operation (op 4.8): the upstream URL joined with BRIDGE_REPORT_PATH.
-	URL    string
+	URL string
+	// Tokens provides the bearer token; required.
 	Tokens *TokenSource
 	// Client makes the requests; it must have a timeout (NewHTTPClient with the HTTP timeout). Nil means
 	// http.DefaultClient, for tests only.

@@ -242,3 +242,14 @@ func TestSendTransportFailures(t *testing.T) {
 		}
 	})
 }
+
+func ExampleClassify() {
+	resp := &http.Response{
+		StatusCode: http.StatusTooManyRequests,
+		Header:     http.Header{"Retry-After": []string{"30"}},
+		Body:       io.NopCloser(strings.NewReader(`{"messages":["Too many requests, slow down"]}`)),
+	}
+	out := Classify(resp, nil)
+	fmt.Println(out.Kind, out.Status, out.RetryAfter, out.Reason())
+	// Output: retry 429 30s Too many requests, slow down
+}
