@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -26,7 +27,9 @@ type bridge struct {
 	tokens *upstream.TokenSource
 	stream *upstream.Stream
 	pub    *publish.Publisher
-	ops    *ops // metrics, health checks and the HTTP endpoint (httpserver.go)
+	// reports is the report consumer (tracking.reports → op 4.8).
+	reports *consume.Consumer
+	ops     *ops // metrics, health checks and the HTTP endpoint (httpserver.go)
 }
 
 // newBridge builds the components. It connects to NATS (in the background if no server is reachable
@@ -90,6 +93,28 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		b.nc.Close()
 		return nil, err
 	}
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		b.nc.Close()
+		return nil, err
+	}
+	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: b.tokens,
+		Client: apiClient, Logger: log.With("component", "report")})
+	b.reports = consume.New(js, reportClient, consume.Config{
+		Stream:      b.layout.Reports(),
+		Durable:     cfg.ReportDurable,
+		Subject:     b.layout.ReportsSubject(),
+		DLQSubject:  b.layout.ReportsDLQSubject(),
+		Concurrency: cfg.ReportConcurrency,
+		MaxBytes:    cfg.ReportMaxBytes,
+		MaxAge:      cfg.ReportMaxAge,
+		BackoffMin:  cfg.ReportBackoffMin,
+		BackoffMax:  cfg.ReportBackoffMax,
+		AckWait:     max(2*time.Minute, 4*cfg.HTTPTimeout),
+		Logger:      log.With("component", "reports"),
+		Observer:    b.ops.reportsObserver(),
+	})
+	b.ops.watchReports(b.reports)
 	return b, nil
 }
 
@@ -103,8 +128,10 @@ func ceSource(raw string) string {
 	return u.String()
 }
 
-// Run runs the bridge until ctx is done. On the way out it stops ingress first (the stream), then waits
-// for in-flight publishes, then drains the NATS connection. It returns nil after a clean stop.
+// Run runs the bridge until ctx is done: the event stream into JetStream and the report consumer towards
+// the upstream. On the way out it stops ingress first (the stream stops reading, the consumer stops
+// fetching), then waits for in-flight publishes and reports, then drains the NATS connection. It returns
+// nil after a clean stop.
 func (b *bridge) Run(ctx context.Context) error {
 	defer b.nc.Close()
 	stopHTTP, err := b.ops.start(ctx)
@@ -119,7 +146,26 @@ func (b *bridge) Run(ctx context.Context) error {
 		return err
 	}
 
-	err = b.stream.Run(ctx, b.pub)
+	// The two directions run side by side; if one fails, both stop.
+	rctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	reportsDone := make(chan error, 1)
+	go func() {
+		err := b.reports.Run(rctx)
+		if err != nil {
+			b.log.Error("report consumer failed", "err", err)
+			stopAll()
+		}
+		reportsDone <- err
+	}()
+	err = b.stream.Run(rctx, b.pub)
+	if err != nil {
+		stopAll()
+	}
+	// The consumer finishes the reports in flight and hands back those fetched ahead.
+	if rerr := <-reportsDone; rerr != nil && err == nil {
+		err = fmt.Errorf("report consumer: %w", rerr)
+	}
 
 	// Ingress has stopped: finish what is in flight, within the shutdown timeout.
 	dctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,8 +13,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
@@ -30,6 +33,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (0 picks a free one)")
 	storeDir := fs.String("store", "", "JetStream directory; empty means a temporary one, removed at exit")
 	quiet := fs.Bool("quiet", false, "print only the summary, not every event")
+	reportEvery := fs.Duration("report-every", 5*time.Second, "publish a report on P.reports this often, to show the round trip; 0 never")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -114,9 +118,51 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer w.close()
 
+	if *reportEvery > 0 {
+		go w.report(ctx, cfg.SubjectPrefix, s.TrackedOrders("demo"), *reportEvery)
+	}
 	err = b.Run(ctx)
 	w.summary()
 	return err
+}
+
+// demoPlate marks the reports the demo sends, so the watcher recognises them when they come back.
+const demoPlate = "DEMO-REPORT-"
+
+// report plays a producer (a gate camera): it publishes a TrackingEventReport to P.reports through
+// JetStream, with a Nats-Msg-Id, every interval. The bridge sends it upstream; the simulator feeds it into
+// the stream, and it comes back on P.events.GATE_IN.
+func (w *watcher) report(ctx context.Context, prefix string, orders []sim.TrackingOrder, every time.Duration) {
+	js, err := jetstream.New(w.nc)
+	if err != nil || len(orders) == 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		o := orders[n%len(orders)]
+		body := fmt.Sprintf(`{"order":{"orderId":%q,"positionId":%q},"event":{"timestamp":%q,"type":"GATE_IN",`+
+			`"observation":{"observedMeansOfTransport":{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE",`+
+			`"licensePlate":"%s%d","forwarder":"Demo Haulage"}}}},"reporter":{"name":"demo gate camera"}}`,
+			o.OrderID, o.PositionID, time.Now().UTC().Format(time.RFC3339), demoPlate, n)
+		msg := &nats.Msg{Subject: prefix + ".reports", Data: []byte(body), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("demo-camera-%d-%d", os.Getpid(), n))
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err := js.PublishMsg(pctx, msg)
+		cancel()
+		if err == nil {
+			w.mu.Lock()
+			w.reportsSent++
+			w.mu.Unlock()
+			fmt.Fprintf(w.out, "  ->    report %s%d published on %s (stream %s, seq %d)\n",
+				demoPlate, n, msg.Subject, ack.Stream, ack.Sequence)
+		}
+	}
 }
 
 // watcher is the demo's downstream consumer: a plain NATS subscriber to P.events.> that prints what it
@@ -128,6 +174,8 @@ type watcher struct {
 	mu     sync.Mutex
 	counts map[string]int
 	total  int
+	// reportsSent and reportsBack count the demo's reports and their return as events.
+	reportsSent, reportsBack int
 }
 
 func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error) {
@@ -142,7 +190,19 @@ func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error)
 		w.counts[typ]++
 		w.total++
 		n := w.total
+		back := bytes.Contains(m.Data, []byte(demoPlate))
+		if back {
+			w.reportsBack++
+		}
 		w.mu.Unlock()
+		if back {
+			i := bytes.Index(m.Data, []byte(demoPlate))
+			end := i + len(demoPlate)
+			for end < len(m.Data) && m.Data[end] >= '0' && m.Data[end] <= '9' {
+				end++
+			}
+			fmt.Fprintf(out, "  <-    report %s came back on %s as %s\n", m.Data[i:end], m.Subject, m.Header.Get("Tracking-Event-Id"))
+		}
 		if !quiet {
 			fmt.Fprintf(out, "%6d  %-18s  %-14s  %d bytes\n", n, typ, m.Header.Get("Tracking-Event-Id"), len(m.Data))
 		}
@@ -162,7 +222,8 @@ func (w *watcher) summary() {
 		types = append(types, t)
 	}
 	slices.Sort(types)
-	fmt.Fprintf(w.out, "\n%d events received on NATS:\n", w.total)
+	fmt.Fprintf(w.out, "\n%d events received on NATS; %d reports published, %d came back as events:\n",
+		w.total, w.reportsSent, w.reportsBack)
 	for _, t := range types {
 		fmt.Fprintf(w.out, "  %-18s %d\n", t, w.counts[t])
 	}

@@ -83,7 +83,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, create
 			}
 			log.Info("stream created", "stream", want.Name, "subjects", want.Subjects)
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			errs = append(errs, fmt.Errorf("stream %s does not exist and BRIDGE_CREATE_STREAMS is false", want.Name))
+			errs = append(errs, fmt.Errorf("%w: %s, and BRIDGE_CREATE_STREAMS is false", jetstream.ErrStreamNotFound, want.Name))
 		default:
 			errs = append(errs, fmt.Errorf("looking up stream %s: %w", want.Name, err))
 		}
