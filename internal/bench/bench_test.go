@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -149,4 +151,56 @@ func TestRate(t *testing.T) {
 	if got := Rate(jetstream.StreamState{Msgs: 1, FirstTime: t0, LastTime: t0}); got != 0 {
 		t.Errorf("Rate of one message = %v", got)
 	}
+}
+
+func TestChild(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process groups and /proc are tested on Linux")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	// A child that exits by itself with a status.
+	c, err := Start("exit3", exec.Command(sh, "-c", "exit 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := c.Wait(context.Background())
+	if err == nil || u.ExitCode != 3 {
+		t.Errorf("exit 3: usage %+v, err %v", u, err)
+	}
+
+	// A child stopped with SIGTERM: its process group (the sleep it started too) goes.
+	c, err = Start("sleeper", exec.CommandContext(context.Background(), sh, "-c", "sleep 30 & wait"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.TrackPeakRSS(time.Millisecond)
+	if err := waitFor(func() bool { return c.PeakRSS() > 0 }, 2*time.Second); err != nil {
+		t.Fatal("no VmHWM read:", err)
+	}
+	start := time.Now()
+	u, err = c.Stop(5 * time.Second)
+	if err == nil {
+		t.Error("a shell killed by SIGTERM should report its exit status")
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Errorf("Stop took %v", time.Since(start))
+	}
+	if u.PeakRSS <= 0 || u.Wall <= 0 {
+		t.Errorf("usage %+v", u)
+	}
+}
+
+// waitFor polls cond every millisecond until it holds or d has passed.
+func waitFor(cond func() bool, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
