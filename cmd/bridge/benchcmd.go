@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/launchdarkly/eventsource"
@@ -63,6 +62,7 @@ type benchOptions struct {
 	bridgeBin  string
 	timeout    time.Duration
 	keep       bool
+	latencyCSV string
 	cpuprofile string
 	memprofile string
 }
@@ -87,6 +87,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.refpipe, "refpipe", "../shared/bench/refpipe", "refpipe source directory (built with go build) or a built binary")
 	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binary run as 'bridge run' (for comparing builds); empty means this one")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
+	fs.StringVar(&o.latencyCSV, "latency-csv", "", "in -latency mode, write each run's per-event latencies to CSV files in this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (child logs, JetStream store)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "instead of comparing, run the bridge once in this process (over -n events, or with -latency at -rate) and write its CPU profile here")
 	fs.StringVar(&o.memprofile, "memprofile", "", "with -cpuprofile: also write the allocation profile here")
@@ -126,7 +127,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer e.close()
 
-	fmt.Fprint(stdout, benchMachine(o))
+	fmt.Fprint(stdout, benchMachine())
 	switch {
 	case o.cpuprofile != "":
 		err = e.profile(ctx, stdout)
@@ -209,6 +210,8 @@ type benchEnv struct {
 	js      jetstream.JetStream
 	refpipe string // refpipe binary; "" with -skip-refpipe
 	seq     int
+	csvSeq  int
+	simSeq  int
 }
 
 func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEnv, err error) {
@@ -484,6 +487,7 @@ type benchTPResult struct {
 	peakRSS   int64         // VmHWM, sampled
 	ruMaxRSS  int64         // ru_maxrss (includes this process's peak at the fork; see bench.Usage)
 	serverCPU time.Duration // nats-server CPU during the run
+	stored    uint64        // bytes the stream holds
 	exitCode  int
 	self      string // refpipe's own RESULT line
 	note      string
@@ -496,9 +500,10 @@ func (r benchTPResult) cpuPerEvent() float64 {
 func (r benchTPResult) String() string {
 	s := fmt.Sprintf("%-8s %d events  %.0f events/s (store window %.3f s; %.3f s from process start)  "+
 		"CPU %.2f µs/event (%.3f s in all, %.3f s before the first store)  peak RSS %.1f MB (ru_maxrss %.1f)  "+
-		"nats-server %.2f µs/event  exit %d",
+		"nats-server %.2f µs/event  stored %.0f bytes/event  exit %d",
 		r.pipeline, r.events, r.rate, r.window.Seconds(), r.e2e.Seconds(), r.cpuPerEvent(), r.cpu.Seconds(),
-		r.startCPU.Seconds(), benchMB(r.peakRSS), benchMB(r.ruMaxRSS), float64(r.serverCPU.Nanoseconds())/1e3/float64(max(r.events, 1)), r.exitCode)
+		r.startCPU.Seconds(), benchMB(r.peakRSS), benchMB(r.ruMaxRSS), float64(r.serverCPU.Nanoseconds())/1e3/float64(max(r.events, 1)),
+		float64(r.stored)/float64(max(r.events, 1)), r.exitCode)
 	if r.self != "" {
 		s += "\n        own line: " + r.self
 	}
@@ -611,6 +616,7 @@ func (e *benchEnv) throughputRefpipe(ctx context.Context, run int) (benchTPResul
 
 func (r *benchTPResult) fill(st jetstream.StreamState, startCPU time.Duration, u bench.Usage, e2e time.Duration) {
 	r.events = st.Msgs
+	r.stored = st.Bytes
 	r.rate = bench.Rate(st)
 	r.window = st.LastTime.Sub(st.FirstTime)
 	r.e2e = e2e
@@ -756,7 +762,8 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 		return r, err
 	}
 
-	s, err := e.startSim(ctx, "sim-latency-"+name, e.o.rate, total)
+	e.simSeq++
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-latency-%s-%d", name, e.simSeq), e.o.rate, total)
 	if err != nil {
 		return r, err
 	}
@@ -824,7 +831,7 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 	}
 	r.peakRSS = u.PeakRSS
 	r.sum = rec.Summarize(benchWarmup)
-	return r, nil
+	return r, e.writeCSV(r.pipeline, rec)
 }
 
 func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
@@ -888,11 +895,32 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
+// writeCSV writes a run's latencies to <-latency-csv>/latency-<pipeline>-<n>.csv when asked to.
+func (e *benchEnv) writeCSV(pipeline string, rec *bench.Recorder) error {
+	if e.o.latencyCSV == "" {
+		return nil
+	}
+	if err := os.MkdirAll(e.o.latencyCSV, 0o755); err != nil {
+		return err
+	}
+	e.csvSeq++
+	f, err := os.Create(filepath.Join(e.o.latencyCSV, fmt.Sprintf("latency-%s-%d.csv", pipeline, e.csvSeq)))
+	if err != nil {
+		return err
+	}
+	if err := rec.WriteCSV(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // sseLatency is the baseline of the latency runs: this process reads the simulator's stream itself with
 // the decoder both pipelines use, and records receive time minus event timestamp. No NATS is involved.
 func (e *benchEnv) sseLatency(ctx context.Context, total int) (benchLatResult, error) {
 	r := benchLatResult{pipeline: "SSE-only"}
-	s, err := e.startSim(ctx, "sim-latency-sse", e.o.rate, total)
+	e.simSeq++
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-latency-sse-%d", e.simSeq), e.o.rate, total)
 	if err != nil {
 		return r, err
 	}
@@ -929,7 +957,7 @@ func (e *benchEnv) sseLatency(ctx context.Context, total int) (benchLatResult, e
 		}
 	}
 	r.sum = rec.Summarize(benchWarmup)
-	return r, nil
+	return r, e.writeCSV(r.pipeline, rec)
 }
 
 // benchToken gets an access token from the simulator (password grant, the demo account).
@@ -990,8 +1018,7 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	}
 	defer f.Close()
 
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	cpu0, _ := bench.SelfUsage()
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return err
 	}
@@ -1004,14 +1031,14 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	stop()
 	rerr := <-done
 	pprof.StopCPUProfile()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu1, maxRSS := bench.SelfUsage()
 	if err := errors.Join(werr, rerr); err != nil {
 		return err
 	}
-	cpu := time.Duration(ru1.Utime.Nano()-ru0.Utime.Nano()) + time.Duration(ru1.Stime.Nano()-ru0.Stime.Nano())
+	cpu := cpu1 - cpu0
 	fmt.Fprintf(stdout, "in-process bridge: %d events, %.0f events/s (store window), CPU of this process %.2f µs/event "+
 		"(includes the benchmark's polling), peak RSS of this process %.1f MB\nCPU profile: %s\n",
-		st.Msgs, bench.Rate(st), float64(cpu.Nanoseconds())/1e3/float64(max(st.Msgs, 1)), benchMB(ru1.Maxrss<<10), e.o.cpuprofile)
+		st.Msgs, bench.Rate(st), float64(cpu.Nanoseconds())/1e3/float64(max(st.Msgs, 1)), benchMB(maxRSS), e.o.cpuprofile)
 	if e.o.memprofile != "" {
 		mf, err := os.Create(e.o.memprofile)
 		if err != nil {
@@ -1026,8 +1053,8 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-// machineReport describes the machine and its load, for the record.
-func benchMachine(o benchOptions) string {
+// benchMachine describes the machine and its load, for the record.
+func benchMachine() string {
 	model := "unknown"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {

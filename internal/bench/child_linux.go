@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // configure puts the child in its own process group, has the kernel kill it when the benchmark dies,
@@ -39,4 +40,13 @@ func maxRSS(ps *os.ProcessState) int64 {
 		return ru.Maxrss << 10 // kilobytes on Linux
 	}
 	return 0
+}
+
+// SelfUsage returns this process's CPU time (user and kernel) and peak RSS in bytes so far.
+func SelfUsage() (cpu time.Duration, maxRSS int64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Maxrss << 10
 }

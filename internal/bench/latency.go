@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -115,4 +117,23 @@ func EventTimestamp(data []byte) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("timestamp: %w", err)
 	}
 	return t, nil
+}
+
+// WriteCSV writes one line per recorded event, in the order received: the event's timestamp (RFC 3339),
+// the time received (RFC 3339) and the latency in microseconds; events without a parsable timestamp are
+// left out. It is for finding when slow events happened.
+func (r *Recorder) WriteCSV(w io.Writer) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "timestamp,received,latency_us")
+	for i, d := range r.data {
+		t, err := EventTimestamp(d)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(bw, "%s,%s,%.1f\n", t.Format(time.RFC3339Nano), r.recv[i].Format(time.RFC3339Nano),
+			float64(r.recv[i].Sub(t).Nanoseconds())/1e3)
+	}
+	return bw.Flush()
 }
