@@ -309,28 +309,6 @@ func (c *Config) NATSServers() []string {
 	return out
 }
 
-// StreamName returns the name of the JetStream stream of the given kind (contract §4): the subject prefix
-// and kind joined by "_", upper-cased, every character other than [A-Z0-9] replaced by "_". With the
-// default prefix, StreamName("events") is "TRACKING_EVENTS", and "reports" and "dlq" give
-// "TRACKING_REPORTS" and "TRACKING_DLQ".
-func (c *Config) StreamName(kind string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-			return r
-		default:
-			return '_'
-		}
-	}, strings.ToUpper(c.SubjectPrefix+"_"+kind))
-}
-
-// Subject joins the subject prefix and parts with ".": with the default prefix, Subject("events", "GATE_IN")
-// is "tracking.events.GATE_IN" and Subject() is "tracking". The parts are used as they are; each must be a
-// valid subject token (or a wildcard, for a filter).
-func (c *Config) Subject(parts ...string) string {
-	return strings.Join(append([]string{c.SubjectPrefix}, parts...), ".")
-}
-
 // SlogLevel returns LogLevel as a slog.Level; a value Validate would reject gives slog.LevelInfo.
 func (c *Config) SlogLevel() slog.Level {
 	switch strings.ToLower(c.LogLevel) {

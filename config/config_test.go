@@ -146,9 +146,6 @@ func TestLoadValues(t *testing.T) {
 	if got, want := c.NATSServers(), []string{"nats://a:4222", "tls://b:4222", "ws://c:8080", "wss://d"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("NATSServers = %q, want %q", got, want)
 	}
-	if got, want := c.StreamName("events"), "ACME_TRACKING_EVENTS"; got != want {
-		t.Errorf("StreamName = %q, want %q", got, want)
-	}
 }
 
 func TestLoadSetButEmptyGetsDefault(t *testing.T) {
@@ -662,42 +659,6 @@ func TestNATSServers(t *testing.T) {
 	}
 }
 
-func TestStreamNameAndSubject(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		prefix, kind, want string
-	}{
-		{"tracking", "events", "TRACKING_EVENTS"},
-		{"tracking", "reports", "TRACKING_REPORTS"},
-		{"tracking", "dlq", "TRACKING_DLQ"},
-		{"tracking", "EVENTS", "TRACKING_EVENTS"},
-		{"acme.tracking", "events", "ACME_TRACKING_EVENTS"},
-		{"acme-prod_v2", "dlq", "ACME_PROD_V2_DLQ"},
-		{"trück", "events", "TR_CK_EVENTS"},
-	}
-	for _, tt := range tests {
-		c := &Config{SubjectPrefix: tt.prefix}
-		if got := c.StreamName(tt.kind); got != tt.want {
-			t.Errorf("StreamName(%q) with prefix %q = %q, want %q", tt.kind, tt.prefix, got, tt.want)
-		}
-	}
-
-	c := &Config{SubjectPrefix: "tracking"}
-	for _, tt := range []struct {
-		parts []string
-		want  string
-	}{
-		{nil, "tracking"},
-		{[]string{"reports"}, "tracking.reports"},
-		{[]string{"events", "GATE_IN"}, "tracking.events.GATE_IN"},
-		{[]string{"dlq", ">"}, "tracking.dlq.>"},
-	} {
-		if got := c.Subject(tt.parts...); got != tt.want {
-			t.Errorf("Subject(%q) = %q, want %q", tt.parts, got, tt.want)
-		}
-	}
-}
-
 func TestSlogLevel(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"debug": "DEBUG", "INFO": "INFO", "Warn": "WARN", "error": "ERROR", "": "INFO"} {
@@ -705,17 +666,4 @@ func TestSlogLevel(t *testing.T) {
 			t.Errorf("SlogLevel(%q) = %s, want %s", in, got, want)
 		}
 	}
-}
-
-// FuzzStreamName checks that any prefix and kind give a usable JetStream stream name.
-func FuzzStreamName(f *testing.F) {
-	f.Add("tracking", "events")
-	f.Add("a.b-c", "dlq")
-	f.Add("ü*>. ", "")
-	f.Fuzz(func(t *testing.T, prefix, kind string) {
-		got := (&Config{SubjectPrefix: prefix}).StreamName(kind)
-		if got == "" || strings.TrimFunc(got, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' }) != "" {
-			t.Errorf("StreamName(%q) with prefix %q = %q: not [A-Z0-9_]+", kind, prefix, got)
-		}
-	})
 }

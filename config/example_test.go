@@ -29,7 +29,6 @@ func ExampleLoad() {
 	fmt.Println(cfg.StreamURL())
 	fmt.Println(cfg.ReportURL())
 	fmt.Println(cfg.NATSServers())
-	fmt.Println(cfg.Subject("events", "GATE_IN"), cfg.StreamName("events"))
 	fmt.Println(cfg.LogLevel, cfg.ReconnectMax)
 	fmt.Println("password:", cfg.Password)
 
@@ -37,7 +36,6 @@ func ExampleLoad() {
 	// http://127.0.0.1:8081/v1.0/tracking/events/stream
 	// http://127.0.0.1:8081/v1.0/tracking/events
 	// [nats://127.0.0.1:4222]
-	// tracking.events.GATE_IN TRACKING_EVENTS
 	// info 1m0s
 	// password: [redacted]
 }
