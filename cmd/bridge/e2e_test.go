@@ -23,6 +23,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // TestMain lets the test binary act as the bridge itself (for the kill -9 test): with
@@ -204,7 +205,7 @@ func (h *harness) stored(stream string) []jetstream.Msg {
 // waitStored waits until a stream holds n messages.
 func (h *harness) waitStored(stream string, n int, within time.Duration) {
 	h.t.Helper()
-	waitUntil(h.t, within, fmt.Sprintf("%s holds %d messages", stream, n), func() bool {
+	testutil.Eventually(h.t, within, fmt.Sprintf("%s holds %d messages", stream, n), func() bool {
 		return h.storedCount(stream) >= n
 	})
 }
@@ -235,17 +236,6 @@ func (h *harness) assertGenerated(n int) {
 	}
 	if len(msgs) != n {
 		h.t.Errorf("events stream holds %d messages, want %d", len(msgs), n)
-	}
-}
-
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", within, what)
-		}
-		time.Sleep(25 * time.Millisecond)
 	}
 }
 
@@ -352,7 +342,7 @@ func TestEndToEndTokenExpiry(t *testing.T) {
 	h := newHarness(t, sim.Options{EventRate: 400, EventLimit: n, AccessTTL: time.Second, RefreshTTL: 3 * time.Second,
 		Faults: sim.Faults{DropEvery: 150}})
 	h.startBridge()
-	waitUntil(t, 20*time.Second, "half the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/2 })
+	testutil.Eventually(t, 20*time.Second, "half the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/2 })
 	// Both tokens die: the refresh is refused and the bridge logs in again with the password.
 	h.sim.ExpireTokens()
 	h.sim.ExpireRefreshTokens()
@@ -374,7 +364,7 @@ func TestEndToEndNATSRestart(t *testing.T) {
 	const n = 20000
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
 	h.startBridge()
-	waitUntil(t, 30*time.Second, "a quarter of the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/4 })
+	testutil.Eventually(t, 30*time.Second, "a quarter of the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/4 })
 	h.restartNATS()
 	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
 	h.assertGenerated(n)
@@ -385,7 +375,7 @@ func TestEndToEndBridgeRestart(t *testing.T) {
 	const n = 1500
 	h := newHarness(t, sim.Options{EventRate: 300, EventLimit: n})
 	stop := h.startBridge()
-	waitUntil(t, 20*time.Second, "some events", func() bool { return h.storedCount("TRACKING_EVENTS") >= 300 })
+	testutil.Eventually(t, 20*time.Second, "some events", func() bool { return h.storedCount("TRACKING_EVENTS") >= 300 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +412,7 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 	for _, at := range []int{n / 4, n / 2} {
 		cmd := start()
-		waitUntil(t, 60*time.Second, fmt.Sprintf("%d events", at), func() bool { return h.storedCount("TRACKING_EVENTS") >= at })
+		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d events", at), func() bool { return h.storedCount("TRACKING_EVENTS") >= at })
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 	}
@@ -462,7 +452,7 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		ln.Close()
 		h.env["BRIDGE_TOKEN_URL"] = "http://" + dead + "/auth/token"
 		h.startBridge()
-		waitUntil(t, 10*time.Second, "an error naming the token endpoint", func() bool {
+		testutil.Eventually(t, 10*time.Second, "an error naming the token endpoint", func() bool {
 			return strings.Contains(h.logs.String(), "token endpoint unavailable")
 		})
 	})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 func TestPercentile(t *testing.T) {
@@ -177,9 +179,7 @@ func TestChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.TrackPeakRSS(time.Millisecond)
-	if err := waitFor(func() bool { return c.PeakRSS() > 0 }, 2*time.Second); err != nil {
-		t.Fatal("no VmHWM read:", err)
-	}
+	testutil.Eventually(t, 2*time.Second, "a VmHWM reading", func() bool { return c.PeakRSS() > 0 })
 	start := time.Now()
 	u, err = c.Stop(5 * time.Second)
 	if err == nil {
@@ -191,16 +191,4 @@ func TestChild(t *testing.T) {
 	if u.PeakRSS <= 0 || u.Wall <= 0 {
 		t.Errorf("usage %+v", u)
 	}
-}
-
-// waitFor polls cond every millisecond until it holds or d has passed.
-func waitFor(cond func() bool, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return context.DeadlineExceeded
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 func TestValidReportDelivered(t *testing.T) {
@@ -26,8 +27,8 @@ func TestValidReportDelivered(t *testing.T) {
 	e.publish(body, publish.HeaderMsgID, "producer-id-1", "Producer", "scanner-7")
 	e.publish(string(report(2))) // no Nats-Msg-Id
 
-	waitFor(t, 10*time.Second, "two reports accepted", func() bool { return len(e.accepted()) == 2 })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "two reports accepted", func() bool { return len(e.accepted()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	calls := e.rec.all()
 	if len(calls) != 2 {
@@ -53,7 +54,7 @@ func TestValidReportDelivered(t *testing.T) {
 	if !strings.HasPrefix(calls[1].key, e.layout.Reports()+"-2-") {
 		t.Errorf("Idempotency-Key %q, want one derived from the stream and sequence 2", calls[1].key)
 	}
-	waitFor(t, 10*time.Second, "both settled", func() bool { return c.Stats().InFlight == 0 })
+	testutil.Eventually(t, 10*time.Second, "both settled", func() bool { return c.Stats().InFlight == 0 })
 	if st := c.Stats(); st.Accepted != 2 || st.Consumed != 2 || st.Retried+st.Rejected+st.Invalid != 0 {
 		t.Errorf("stats %+v", st)
 	}
@@ -91,8 +92,8 @@ func TestConsumerConfiguration(t *testing.T) {
 		cfg.AckWait != 30*time.Second || cfg.MaxAckPending < 16 {
 		t.Errorf("consumer config %+v", cfg)
 	}
-	waitFor(t, 10*time.Second, "Pending() = 5", func() bool { return r.Pending() == 5 })
-	waitFor(t, 10*time.Second, "backing off", func() bool { return r.Stats().BackingOff })
+	testutil.Eventually(t, 10*time.Second, "Pending() = 5", func() bool { return r.Pending() == 5 })
+	testutil.Eventually(t, 10*time.Second, "backing off", func() bool { return r.Stats().BackingOff })
 	if ok, why := r.Ready(); !ok || !strings.Contains(why, "backing off") {
 		t.Errorf("Ready() while the upstream fails = %v, %q", ok, why)
 	}
@@ -131,9 +132,9 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 	}
 	e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
 
-	waitFor(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == len(tests) })
-	waitFor(t, 10*time.Second, "valid report accepted", func() bool { return len(e.accepted()) == 1 })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == len(tests) })
+	testutil.Eventually(t, 10*time.Second, "valid report accepted", func() bool { return len(e.accepted()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	byID := map[string]*jetstream.RawStreamMsg{}
 	for _, m := range e.deadLetters() {
@@ -184,15 +185,15 @@ func TestUpstreamOutageThenRecovery(t *testing.T) {
 	c := e.start(e.js, e.config()) // backoff 20 ms .. 200 ms
 
 	const outage = 1500 * time.Millisecond
-	waitFor(t, 10*time.Second, "backing off", func() bool { return c.Stats().BackingOff })
+	testutil.Eventually(t, 10*time.Second, "backing off", func() bool { return c.Stats().BackingOff })
 	time.Sleep(outage) // the outage itself, not a synchronisation
 	during := e.rec.count()
 	e.sim.SetFaults(sim.Faults{})
 	start := time.Now()
 
-	waitFor(t, 20*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
+	testutil.Eventually(t, 20*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
 	drain := time.Since(start)
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	// Without backoff the consumer would have made thousands of attempts. With it: the first round (up to
 	// 16 in flight), then about one probe per hold (holds of 10–200 ms).
@@ -232,9 +233,9 @@ func TestRetryAfterHonoured(t *testing.T) {
 	c := e.start(e.js, e.config()) // backoff 20 ms .. 200 ms: far shorter than Retry-After
 	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
 
-	waitFor(t, 10*time.Second, "first attempt", func() bool { return e.rec.count() >= 1 })
+	testutil.Eventually(t, 10*time.Second, "first attempt", func() bool { return e.rec.count() >= 1 })
 	e.sim.SetFaults(sim.Faults{})
-	waitFor(t, 10*time.Second, "report accepted", func() bool { return len(e.accepted()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "report accepted", func() bool { return len(e.accepted()) == 1 })
 
 	calls := e.rec.all()
 	if len(calls) != 2 || calls[0].status != http.StatusTooManyRequests || calls[1].status != http.StatusAccepted {
@@ -243,7 +244,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if gap := calls[1].at.Sub(calls[0].at); gap < time.Second {
 		t.Errorf("second attempt %v after the 429, before its Retry-After of 1s", gap)
 	}
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	if st := c.Stats(); st.Retried != 1 || st.Accepted != 1 {
 		t.Errorf("stats %+v", st)
 	}
@@ -273,9 +274,9 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 	e.publish(strict, publish.HeaderMsgID, "strict")
 	e.publish(string(report(1)), publish.HeaderMsgID, "good")
 
-	waitFor(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 4 })
-	waitFor(t, 10*time.Second, "good report accepted", func() bool { return len(e.accepted()) == 1 })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 4 })
+	testutil.Eventually(t, 10*time.Second, "good report accepted", func() bool { return len(e.accepted()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	want := map[string][2]string{
 		"REJECT_400": {"400", "order o-1 is unknown; event.type REJECT_400 is not allowed here"},
@@ -310,12 +311,12 @@ func TestTokenExpiredBetweenReports(t *testing.T) {
 	e := newEnv(t, true)
 	c := e.start(e.js, e.config())
 	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
-	waitFor(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
 
 	e.sim.ExpireTokens()
 	e.publish(string(report(2)), publish.HeaderMsgID, "r-2")
-	waitFor(t, 10*time.Second, "second report accepted", func() bool { return len(e.accepted()) == 2 })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "second report accepted", func() bool { return len(e.accepted()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	calls := e.rec.all()
 	if len(calls) != 3 || calls[1].status != http.StatusUnauthorized || calls[2].status != http.StatusAccepted {
@@ -342,7 +343,7 @@ func TestStopAndRestartLosesNothing(t *testing.T) {
 	cfg.AckWait = time.Hour // anything left unsettled at the stop would not come back during the test
 
 	first := e.start(e.js, cfg)
-	waitFor(t, 10*time.Second, "some reports accepted", func() bool { return len(e.accepted()) >= 20 })
+	testutil.Eventually(t, 10*time.Second, "some reports accepted", func() bool { return len(e.accepted()) >= 20 })
 	if first.Stats().InFlight == 0 {
 		t.Log("no report in flight at the stop")
 	}
@@ -363,8 +364,8 @@ func TestStopAndRestartLosesNothing(t *testing.T) {
 	// A new consumer, on a new connection, picks up the rest at once.
 	js2, _ := jetstream.New(e.connect())
 	second := e.start(js2, cfg)
-	waitFor(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	keys := map[string]bool{}
 	for _, r := range e.accepted() {
 		keys[r.IdempotencyKey] = true
@@ -391,7 +392,7 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 	nc := e.connect()
 	js, _ := jetstream.New(nc)
 	first := e.start(js, cfg)
-	waitFor(t, 10*time.Second, "reports in flight", func() bool { return first.Stats().InFlight > 0 })
+	testutil.Eventually(t, 10*time.Second, "reports in flight", func() bool { return first.Stats().InFlight > 0 })
 	nc.Close()
 	select {
 	case err := <-first.done:
@@ -408,7 +409,7 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 
 	js2, _ := jetstream.New(e.connect())
 	e.start(js2, cfg)
-	waitFor(t, 20*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 20*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	keys := map[string]bool{}
 	for _, r := range e.accepted() {
 		keys[r.IdempotencyKey] = true
@@ -428,10 +429,10 @@ func TestNATSRestart(t *testing.T) {
 	cfg := e.config()
 	cfg.AckWait = 2 * time.Second
 	c := e.start(e.js, cfg)
-	waitFor(t, 10*time.Second, "some reports accepted", func() bool { return len(e.accepted()) >= 30 })
+	testutil.Eventually(t, 10*time.Second, "some reports accepted", func() bool { return len(e.accepted()) >= 30 })
 	e.restartNATS()
-	waitFor(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
-	waitFor(t, 30*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
+	testutil.Eventually(t, 30*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	keys := map[string]bool{}
 	for _, r := range e.accepted() {
 		keys[r.IdempotencyKey] = true
@@ -442,7 +443,7 @@ func TestNATSRestart(t *testing.T) {
 	if len(e.deadLetters()) != 0 {
 		t.Error("dead letters after a NATS restart")
 	}
-	waitFor(t, 15*time.Second, "ready again", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(t, 15*time.Second, "ready again", func() bool { ok, _ := c.Ready(); return ok })
 	t.Logf("stats %+v; upstream calls %d", c.Stats(), e.rec.count())
 }
 
@@ -450,18 +451,18 @@ func TestConsumerDeletedIsRecreated(t *testing.T) {
 	e := newEnv(t, false)
 	c := e.start(e.js, e.config())
 	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
-	waitFor(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
 
 	if err := e.js.DeleteConsumer(context.Background(), e.layout.Reports(), "bridge-reports"); err != nil {
 		t.Fatal(err)
 	}
 	e.publish(string(report(2)), publish.HeaderMsgID, "r-2")
-	waitFor(t, 20*time.Second, "report after the deletion accepted", func() bool { return len(e.accepted()) == 2 })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 20*time.Second, "report after the deletion accepted", func() bool { return len(e.accepted()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	if n := e.logs.count(slog.LevelWarn, "report consumer was deleted; creating it again"); n < 1 {
 		t.Error("the deletion was not logged")
 	}
-	waitFor(t, 10*time.Second, "ready", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(t, 10*time.Second, "ready", func() bool { ok, _ := c.Ready(); return ok })
 }
 
 func TestMaxAgeDeadLetters(t *testing.T) {
@@ -472,7 +473,7 @@ func TestMaxAgeDeadLetters(t *testing.T) {
 	c := e.start(e.js, cfg)
 	e.publish(string(report(1)), publish.HeaderMsgID, "r-1", "Producer", "scanner-7")
 
-	waitFor(t, 10*time.Second, "dead letter", func() bool { return len(e.deadLetters()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "dead letter", func() bool { return len(e.deadLetters()) == 1 })
 	m := e.deadLetters()[0]
 	reason := m.Header.Get(publish.HeaderError)
 	if !strings.HasPrefix(reason, "the upstream still failed after") || !strings.Contains(reason, "max age 500ms") {
@@ -484,7 +485,7 @@ func TestMaxAgeDeadLetters(t *testing.T) {
 	if m.Header.Get("Producer") != "scanner-7" {
 		t.Errorf("original headers missing: %v", m.Header)
 	}
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	if st := c.Stats(); st.Expired != 1 || st.Accepted != 0 {
 		t.Errorf("stats %+v", st)
 	}
@@ -497,7 +498,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	c := e.start(e.js, cfg)
 	e.publish(`{"event":{}}`, publish.HeaderMsgID, "bad")
 
-	waitFor(t, 10*time.Second, "failed dead-letter publishes", func() bool { return c.Stats().DeadLetterFailures >= 2 })
+	testutil.Eventually(t, 10*time.Second, "failed dead-letter publishes", func() bool { return c.Stats().DeadLetterFailures >= 2 })
 	if left := e.streamMsgs(e.layout.Reports()); left != 1 {
 		t.Fatalf("%d reports in the work queue, want the report kept", left)
 	}
@@ -505,7 +506,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "NOWHERE", Subjects: []string{"nowhere.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	s, _ := e.js.Stream(ctx, "NOWHERE")
 	m, err := s.GetMsg(ctx, 1)
 	if err != nil {
@@ -528,8 +529,8 @@ func TestTenThousandReports(t *testing.T) {
 	e.publishN(n)
 	start := time.Now()
 	c := e.start(e.js, e.config())
-	waitFor(t, 60*time.Second, "all reports accepted", func() bool { return e.sim.Stats().ReportsAccepted >= n })
-	waitFor(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	testutil.Eventually(t, 60*time.Second, "all reports accepted", func() bool { return e.sim.Stats().ReportsAccepted >= n })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	t.Logf("%d reports in %v", n, time.Since(start).Round(time.Millisecond))
 
 	keys := make(map[string]bool, n)
@@ -570,7 +571,7 @@ func TestObserver(t *testing.T) {
 	e.start(e.js, cfg)
 	e.publish(`nope`)
 	e.publishN(3)
-	waitFor(t, 10*time.Second, "outcomes", func() bool {
+	testutil.Eventually(t, 10*time.Second, "outcomes", func() bool {
 		return obs.outcomes[0].Load() == 3 && obs.outcomes[3].Load() == 1
 	})
 	if obs.consumed.Load() != 4 {

@@ -21,6 +21,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -139,7 +140,7 @@ func (e *env) start(js jetstream.JetStream, cfg Config) *running {
 	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
 	e.tb.Cleanup(func() { cancel(); <-r.done; r.done <- nil })
-	waitFor(e.tb, 10*time.Second, "consumer ready", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(e.tb, 10*time.Second, "consumer ready", func() bool { ok, _ := c.Ready(); return ok })
 	return r
 }
 
@@ -244,18 +245,6 @@ func (e *env) deadLetters() []*jetstream.RawStreamMsg {
 
 // accepted returns the reports the simulator accepted for the default user.
 func (e *env) accepted() []sim.AcceptedReport { return e.sim.Reports("demo") }
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // recorder records the report calls reaching the upstream.
 type recorder struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // testEnv is an embedded nats-server with the bridge's streams and a client connection.
@@ -195,14 +197,14 @@ func TestPublishDeadLetters(t *testing.T) {
 	}
 	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound"} {
 		m := dlq[i]
-		if m.Subject != "tracking.dlq.events" || !contains(m.Header.Get(HeaderError), want) {
+		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
 		}
 	}
 	if string(dlq[0].Data) != "not json" {
 		t.Errorf("non-JSON event not dead-lettered verbatim: %q", dlq[0].Data)
 	}
-	if !contains(string(dlq[2].Data), `"size":5242880`) {
+	if !strings.Contains(string(dlq[2].Data), `"size":5242880`) {
 		t.Errorf("oversize description = %s", dlq[2].Data)
 	}
 	if n := len(e.messages(e.layout.Events())); n != 1 {
@@ -254,7 +256,8 @@ func TestResumeAfterCrash(t *testing.T) {
 	}
 	// The "crash": p1 is abandoned without Resume; wait until its in-flight publishes landed, and past
 	// the duplicate window, so only the cursor can prevent duplicates.
-	waitFor(t, func() bool { return len(e.messages(e.layout.Events())) == crashAt })
+	testutil.Eventually(t, 20*time.Second, "the crashed publisher's messages are stored",
+		func() bool { return len(e.messages(e.layout.Events())) == crashAt })
 	time.Sleep(300 * time.Millisecond) // let the 100 ms duplicate window pass: the point of the test
 
 	p2 := e.publisher(64)
@@ -293,28 +296,6 @@ func assertExactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
 	if len(msgs) != n {
 		t.Errorf("stream holds %d messages, want %d", len(msgs), n)
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func contains(s, sub string) bool { return len(sub) == 0 || len(s) >= len(sub) && indexOf(s, sub) >= 0 }
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

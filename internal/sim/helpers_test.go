@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/launchdarkly/eventsource"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // env is a simulator served over loopback for one test.
@@ -233,13 +235,5 @@ func readUntil(t testing.TB, body io.ReadCloser, want string) string {
 // waitFor polls cond until it holds, failing after 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
