@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func (s *memSink) snapshot() []event.Event {
 // attempt came and with which Last-Event-ID.
 type scripted struct {
 	mu       sync.Mutex
+	tokens   int // token requests
 	attempts []time.Time
 	lastIDs  []string
 	script   []http.HandlerFunc
@@ -51,7 +53,15 @@ type scripted struct {
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/token" {
+		s.mu.Lock()
+		s.tokens++
+		n := s.tokens
+		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if n > 1 {
+			fmt.Fprintf(w, `{"access_token":"at%d","expires_in":300,"token_type":"Bearer"}`, n)
+			return
+		}
 		fmt.Fprint(w, `{"access_token":"at","expires_in":300,"token_type":"Bearer"}`)
 		return
 	}
@@ -60,7 +70,7 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.attempts = append(s.attempts, time.Now())
 	s.lastIDs = append(s.lastIDs, r.Header.Get("Last-Event-ID"))
 	s.mu.Unlock()
-	if r.Header.Get("Authorization") != "Bearer at" || r.Header.Get("Accept") != "text/event-stream" {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer at") || r.Header.Get("Accept") != "text/event-stream" {
 		http.Error(w, "bad request headers", http.StatusBadRequest)
 		return
 	}
@@ -166,15 +176,30 @@ func TestStreamHonoursRetryAfterAndRetryHint(t *testing.T) {
 	}
 }
 
-// A 401 invalidates the token and retries at once; 5xx retries with backoff.
+// A 401 invalidates the token: the next attempt carries a new one. A 503 keeps the token.
 func TestStreamRetriesAfter401And5xx(t *testing.T) {
+	var auth []string
+	var mu sync.Mutex
+	record := func(r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}
 	sc, _, stop := runScripted(t,
-		func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) },
-		func(w http.ResponseWriter, _ *http.Request) {
+		func(w http.ResponseWriter, r *http.Request) { record(r); w.WriteHeader(http.StatusUnauthorized) },
+		func(w http.ResponseWriter, r *http.Request) {
+			record(r)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `{"messages":["maintenance"]}`)
 		},
+		func(w http.ResponseWriter, r *http.Request) { record(r); w.WriteHeader(http.StatusServiceUnavailable) },
 	)
-	waitAttempts(t, sc, 3)
+	waitAttempts(t, sc, 4)
 	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"Bearer at", "Bearer at2", "Bearer at2"}
+	if fmt.Sprint(auth) != fmt.Sprint(want) {
+		t.Fatalf("bearer per attempt %q, want %q: a new token after the 401 only", auth, want)
+	}
 }
