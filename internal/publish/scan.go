@@ -130,15 +130,7 @@ value: // data[i] (white space skipped) should begin a value
 	switch c := data[i]; c {
 	case '"':
 		start = i + 1
-		// Inline fast path for a string without escapes; anything else goes to scanString.
-		for i = start; i+8 <= n; i += 8 {
-			x := binary.LittleEndian.Uint64(data[i:])
-			q, b := x^(lsb*'"'), x^(lsb*'\\')
-			if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-		}
+		i = skipPlain(data, start) // fast path for a string without escapes; the rest goes to scanString
 		if i < n && data[i] == '"' {
 			i++
 			esc = false
@@ -239,15 +231,7 @@ key: // data[i] (white space skipped) should begin an object key
 		return Fields{}, errChar(data, i, "looking for beginning of object key string")
 	}
 	start = i + 1
-	// Inline fast path for a string without escapes; anything else goes to scanString.
-	for i = start; i+8 <= n; i += 8 {
-		x := binary.LittleEndian.Uint64(data[i:])
-		q, b := x^(lsb*'"'), x^(lsb*'\\')
-		if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
-			i += bits.TrailingZeros64(m) >> 3
-			break
-		}
-	}
+	i = skipPlain(data, start) // fast path for a string without escapes; the rest goes to scanString
 	if i < n && data[i] == '"' {
 		i++
 		esc = false
@@ -584,4 +568,18 @@ func unhex(c byte) rune {
 		return rune(c - 'A' + 10)
 	}
 	return -1
+}
+
+// skipPlain returns the index of the first byte from i on that may end a string or need scanString (a
+// quote, a backslash or a control character), examining 8 bytes at a time; it stops early, at most 7
+// bytes before the end, leaving the tail to the caller's checks. It is small enough to be inlined.
+func skipPlain(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		x := binary.LittleEndian.Uint64(data[i:])
+		q, b := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
 }
