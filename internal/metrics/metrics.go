@@ -48,7 +48,7 @@ const maxIDLabel = 128
 // absent-series alerts work from the first scrape.
 var (
 	// DisconnectReasons are the reason label values of bridge_stream_disconnects_total.
-	DisconnectReasons = []string{"eof", "idle", "status", "error"}
+	DisconnectReasons = []string{upstream.DisconnectEOF, upstream.DisconnectIdle, upstream.DisconnectStatus, upstream.DisconnectError}
 	// DeadLetterReasons are the reason label values of bridge_events_dead_lettered_total.
 	DeadLetterReasons = []string{publish.ReasonNotJSON, publish.ReasonOversize, publish.ReasonMaxPayload, "other"}
 	// TokenKinds and TokenResults are the labels of bridge_token_requests_total.
@@ -241,7 +241,7 @@ func (m *Metrics) Connected() {
 func (m *Metrics) Disconnected(reason string) {
 	c, ok := m.disconnects[reason]
 	if !ok {
-		c = m.disconnectVec.WithLabelValues("error")
+		c = m.disconnects[upstream.DisconnectError]
 	}
 	c.Inc()
 }

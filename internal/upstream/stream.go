@@ -373,16 +373,24 @@ func checkStreamResponse(resp *http.Response) error {
 	return nil
 }
 
+// Reasons a connection ended, as passed to StreamObserver.Disconnected. The set is closed (a metrics label).
+const (
+	DisconnectEOF    = "eof"    // closed by the upstream
+	DisconnectIdle   = "idle"   // no byte within the idle timeout
+	DisconnectStatus = "status" // a non-success answer
+	DisconnectError  = "error"  // any other failure
+)
+
 func disconnectReason(err error) string {
 	var st *StatusError
 	switch {
 	case err == nil:
-		return "eof"
+		return DisconnectEOF
 	case errors.Is(err, ErrIdle):
-		return "idle"
+		return DisconnectIdle
 	case errors.As(err, &st):
-		return "status"
+		return DisconnectStatus
 	default:
-		return "error"
+		return DisconnectError
 	}
 }
