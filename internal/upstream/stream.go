@@ -195,9 +195,8 @@ func (s *Stream) Run(ctx context.Context, sink Sink) error {
 			delay, state = s.cfg.UnavailableRetry, StateUnavailable
 		case unauth == 1:
 			delay = 0 // the token was invalidated: retry at once, once
-		case errors.Is(c.err, ErrLoginRejected):
-			// The token source paces logins itself; poll it no faster than the backoff allows.
 		}
+		// A rejected login needs no case: the token source paces logins itself (BRIDGE_LOGIN_RETRY).
 		if st != nil && st.RetryAfter > delay {
 			delay = st.RetryAfter
 		}
