@@ -175,6 +175,7 @@ func (b *bridge) Run(ctx context.Context) error {
 	} else {
 		b.log.Info("in-flight publishes completed", "resume_after", b.pub.LastResumeID())
 	}
+	b.pub.Close()
 	if derr := drain(dctx, b.nc); derr != nil {
 		b.log.Warn("NATS drain incomplete", "err", derr)
 	}

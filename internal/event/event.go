@@ -12,7 +12,8 @@ type Event struct {
 	ResumeID string
 	// Name is the `event:` field.
 	Name string
-	// Data is the `data:` payload, lines joined with "\n".
+	// Data is the `data:` payload, lines joined with "\n". It is read-only: it may share its memory with
+	// an immutable string.
 	Data []byte
 	// Oversize is non-zero when the message exceeded the configured size bound: it is the number of
 	// bytes the message had, and Data is empty. Such a message is dead-lettered, never published.

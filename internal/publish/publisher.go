@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,15 +33,14 @@ const (
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called from the goroutine that
-// calls Handle and Resume, except Published (see there); implementations must be cheap.
+// calls Handle and Resume, except Published and AckLatency (see there); implementations must be cheap.
 type Observer interface {
 	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
 	// its subject's type token. It is called from the NATS connection's goroutine as the acknowledgement
 	// arrives, or from the Handle goroutine for an event sent again after a failure: it must be safe for
 	// concurrent use.
 	Published(typeToken string)
-	// AckLatency is told how long an event's acknowledgement took, when the event is settled (an upper
-	// bound: within the time between two acknowledgements).
+	// AckLatency is told how long an event's acknowledgement took, just before Published.
 	AckLatency(d time.Duration)
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
@@ -77,19 +74,29 @@ type Config struct {
 // Publisher publishes tracking events to JetStream. It implements upstream.Sink: Handle publishes
 // asynchronously with at most Window acknowledgements outstanding (blocking beyond that, which stops the
 // stream reader while NATS is slow or away), and Resume waits until everything handed over is stored.
-// A failed or ambiguous publish is sent again with the same Nats-Msg-Id until JetStream acknowledges it.
+// A failed or ambiguous publish (an error, no acknowledgement within Timeout, or the connection lost
+// while it was in flight) is sent again with the same Nats-Msg-Id until JetStream acknowledges it.
+//
+// The window is a ring of entries in publish order; entries leave it in that order, each only once
+// stored, which is what makes the resume header of every message exact.
 //
 // Handle and Resume must be called from one goroutine; LastResumeID may be called from any.
 type Publisher struct {
 	cfg    Config
 	nc     *nats.Conn
-	js     jetstream.JetStream
+	js     jetstream.JetStream // publishes sent again, and the stream's tail at start-up
 	log    *slog.Logger
 	events string // "P.events."
 	dlq    string // "P.dlq.events"
 
-	ring    []pending
+	acks    *acks
+	ring    []pending // entry seq sits at ring[seq % len(ring)]
 	head, n int
+	next    uint64 // the next entry's sequence number
+	timer   *time.Timer
+	hdr     *headerSet // the header map of every first send, reused
+	msg     nats.Msg
+
 	resume  string
 	loaded  bool
 	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
@@ -98,17 +105,25 @@ type Publisher struct {
 
 	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
 	lastResume string
-	lastAck    atomic.Int64 // unix ns of the latest acknowledgement received, for the ack latency
 }
 
+// pending is one window entry: what is needed to send the event (again) and to account for it.
 type pending struct {
-	msg    *nats.Msg
-	fut    jetstream.PubAckFuture
-	err    error // the publish (or its acknowledgement) failed
-	acked  bool  // the acknowledgement was received
-	resume string
-	token  string // type token, "" for dead letters
-	sent   time.Time
+	seq     uint64
+	subject string // "" for an entry with nothing to send (found already stored)
+	token   string // type token, "" for dead letters
+	id      string
+	typ     string // Tracking-Event-Type, when hasType
+	hasType bool
+	time    string // ce-time, "" if none
+	after   string // Bridge-Resume-After
+	ownID   string // Bridge-Stream-Id, "" if none
+	data    []byte
+	dead    *nats.Msg // a dead letter, built once
+	resume  string    // the stream id after this entry
+	sent    time.Time
+	done    bool  // the outcome is known
+	err     error // the publish failed
 }
 
 // New returns a Publisher over the connection nc.
@@ -125,29 +140,32 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	p := &Publisher{
-		cfg:    cfg,
-		nc:     nc,
-		log:    cfg.Logger,
-		events: cfg.Prefix + ".events.",
-		dlq:    cfg.Prefix + ".dlq.events",
-		ring:   make([]pending, cfg.Window),
-	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.Window+1),
-		jetstream.WithPublishAsyncTimeout(cfg.Timeout),
-		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
-			p.lastAck.Store(time.Now().UnixNano())
-			if token, ok := strings.CutPrefix(m.Subject, p.events); ok {
-				p.cfg.Observer.Published(token)
-			}
-		}))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	p.js = js
-	return p, nil
+	a, err := newAcks(nc, cfg.Window, cfg.Observer)
+	if err != nil {
+		return nil, fmt.Errorf("acknowledgement subscription: %w", err)
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	return &Publisher{
+		cfg:    cfg,
+		nc:     nc,
+		js:     js,
+		log:    cfg.Logger,
+		events: cfg.Prefix + ".events.",
+		dlq:    cfg.Prefix + ".dlq.events",
+		acks:   a,
+		ring:   make([]pending, cfg.Window),
+		timer:  timer,
+		hdr:    newHeaderSet(cfg.Source),
+	}, nil
 }
+
+// Close releases the acknowledgement subscription. Publishes still in flight stay unsettled.
+func (p *Publisher) Close() { p.acks.close() }
 
 // LastResumeID returns the stream id up to which every event is stored, as of the last Resume or settled
 // acknowledgement. Safe for concurrent use.
@@ -174,8 +192,10 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 		}
 		p.loaded = true
 	}
-	if err := p.settle(ctx, true); err != nil {
-		return "", err
+	for p.n > 0 {
+		if err := p.settleFront(ctx); err != nil {
+			return "", err
+		}
 	}
 	return p.resume, nil
 }
@@ -183,18 +203,43 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 // Handle implements upstream.Sink: it publishes one event, or dead-letters it when it cannot go to
 // P.events.* (not a JSON object, or too large).
 func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
-	if p.skip != nil {
-		if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
-			p.skip = nil
-		} else if id := eventKey(&ev); id != "" {
-			if _, ok := p.skip[id]; ok {
-				delete(p.skip, id)
-				return p.enqueue(ctx, pending{resume: ev.ResumeID})
-			}
+	for p.n == len(p.ring) {
+		if err := p.settleFront(ctx); err != nil {
+			return err
 		}
 	}
-	msg, token := p.build(&ev)
-	return p.enqueue(ctx, pending{msg: msg, resume: ev.ResumeID, token: token})
+	e := &p.ring[p.next%uint64(len(p.ring))]
+	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resume}
+	if !p.skipped(&ev) {
+		p.prepare(e, &ev)
+	}
+	p.next++
+	p.n++
+	p.send(e)
+	// Settle what is acknowledged already, without waiting.
+	for p.n > 0 && p.settled(&p.ring[p.head]) {
+		if err := p.settleFront(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipped reports whether the event was found stored beyond the cursor at start-up.
+func (p *Publisher) skipped(ev *event.Event) bool {
+	if p.skip == nil {
+		return false
+	}
+	if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
+		p.skip = nil
+		return false
+	}
+	id := eventKey(ev)
+	if _, ok := p.skip[id]; !ok || id == "" {
+		return false
+	}
+	delete(p.skip, id)
+	return true
 }
 
 // eventKey returns the id an event will be stored under without building the message, when cheap.
@@ -211,19 +256,21 @@ func eventKey(ev *event.Event) string {
 	return digest(ev.Data)
 }
 
-// build makes the NATS message for an event: on P.events.<TYPE>, or a dead letter on P.dlq.events.
-func (p *Publisher) build(ev *event.Event) (*nats.Msg, string) {
+// prepare fills the entry for an event: a message on P.events.<TYPE>, or a dead letter on P.dlq.events.
+func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	if ev.Oversize > 0 {
 		desc, _ := json.Marshal(struct {
 			Error string `json:"error"`
 			ID    string `json:"id,omitempty"`
 			Size  int    `json:"size"`
 		}{"event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", ev.ID, ev.Oversize})
-		return p.deadLetter(ev, desc, ev.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)), ""
+		p.deadLetter(e, ev, desc, ev.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize))
+		return
 	}
 	f, err := ScanEvent(ev.Data)
 	if err != nil {
-		return p.deadLetter(ev, ev.Data, ev.ID, ReasonNotJSON, "event data is not a JSON object: "+err.Error()), ""
+		p.deadLetter(e, ev, ev.Data, ev.ID, ReasonNotJSON, "event data is not a JSON object: "+err.Error())
+		return
 	}
 	id := ev.ID
 	if id == "" {
@@ -232,53 +279,41 @@ func (p *Publisher) build(ev *event.Event) (*nats.Msg, string) {
 	if id == "" {
 		id = digest(ev.Data)
 	}
-	token := TypeToken(f.Type, f.TypeKind)
-	subject := p.events + token
-
-	// One backing array for all header values: a single allocation.
-	vals := make([]string, 10)
-	h := make(nats.Header, 11)
-	set := func(i int, k, v string) { vals[i] = v; h[k] = vals[i : i+1 : i+1] }
-	set(0, HeaderMsgID, id)
-	set(1, HeaderEventID, id)
+	e.id, e.data = id, ev.Data
+	e.token = TypeToken(f.Type, f.TypeKind)
+	e.subject = p.events + e.token
 	if f.TypeKind == KindString {
-		set(2, HeaderEventType, headerValue(f.Type))
+		e.typ, e.hasType = headerValue(f.Type), true
 	}
-	set(3, "Content-Type", "application/json")
-	set(4, "ce-specversion", "1.0")
-	set(5, "ce-id", id)
-	set(6, "ce-source", p.cfg.Source)
-	set(7, "ce-type", subject)
-	if f.Timestamp != "" {
-		if _, err := time.Parse(time.RFC3339Nano, f.Timestamp); err == nil {
-			set(8, "ce-time", f.Timestamp)
-		}
-	}
-	if p.resume != "" {
-		set(9, HeaderResumeAfter, p.resume)
+	if f.Timestamp != "" && validTime(f.Timestamp) {
+		e.time = f.Timestamp
 	}
 	if ev.ResumeID != id {
-		h[HeaderStreamID] = []string{ev.ResumeID}
+		e.ownID = ev.ResumeID
 	}
-	msg := &nats.Msg{Subject: subject, Header: h, Data: ev.Data}
 	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
-	hsize := 256 + 3*len(id) + len(f.Type) + 2*len(subject) + len(p.cfg.Source) + len(f.Timestamp) +
-		len(p.resume) + len(ev.ResumeID)
+	hsize := 256 + 3*len(id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
+		len(e.after) + len(e.ownID)
 	if max := p.nc.MaxPayload(); max > 0 && int64(len(ev.Data)+hsize) > max {
 		desc, _ := json.Marshal(struct {
 			Error string `json:"error"`
 			ID    string `json:"id"`
 			Type  string `json:"type,omitempty"`
 			Size  int    `json:"size"`
-		}{"event larger than the NATS server's max_payload; its data was dropped", id, token, len(ev.Data)})
-		return p.deadLetter(ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max)), ""
+		}{"event larger than the NATS server's max_payload; its data was dropped", id, e.token, len(ev.Data)})
+		p.deadLetter(e, ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max))
 	}
-	return msg, token
 }
 
-// deadLetter makes the P.dlq.events message for an event that cannot be published as such; code is one
-// of the Reason* constants, reason the human-readable Bridge-Error.
-func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, code, reason string) *nats.Msg {
+// validTime reports whether s is an RFC 3339 date-time, as the CloudEvents time attribute must be.
+func validTime(s string) bool {
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
+}
+
+// deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
+// such; code is one of the Reason* constants, reason the human-readable Bridge-Error.
+func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, code, reason string) {
 	if id == "" {
 		id = digest(body)
 	}
@@ -287,8 +322,8 @@ func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, code, reason st
 		HeaderEventID: {id},
 		HeaderError:   {headerValue(reason)},
 	}
-	if p.resume != "" {
-		h[HeaderResumeAfter] = []string{p.resume}
+	if e.after != "" {
+		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if ev.Name != "" {
 		h["Sse-Event"] = []string{headerValue(ev.Name)}
@@ -298,7 +333,8 @@ func (p *Publisher) deadLetter(ev *event.Event, body []byte, id, code, reason st
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
-	return &nats.Msg{Subject: p.dlq, Header: h, Data: body}
+	*e = pending{seq: e.seq, resume: e.resume, after: e.after, subject: p.dlq, id: id,
+		dead: &nats.Msg{Subject: p.dlq, Header: h, Data: body}}
 }
 
 func digest(b []byte) string {
@@ -306,47 +342,86 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-// enqueue sends one message asynchronously (or records an already stored one) in the window.
-func (p *Publisher) enqueue(ctx context.Context, e pending) error {
-	for p.n == len(p.ring) {
-		if err := p.settleOne(ctx); err != nil {
-			return err
-		}
+// send publishes the entry asynchronously; an entry with nothing to send is settled at once.
+func (p *Publisher) send(e *pending) {
+	if e.subject == "" {
+		e.done = true
+		return
 	}
-	if e.msg != nil {
-		e.sent = time.Now()
-		e.fut, e.err = p.js.PublishMsgAsync(e.msg)
+	// Publishes in flight when the connection was lost may never be answered: settle them as failed.
+	select {
+	case <-p.acks.status:
+		p.failInFlight(nats.ErrDisconnected)
+	default:
 	}
-	p.ring[(p.head+p.n)%len(p.ring)] = e
-	p.n++
-	return p.settle(ctx, false)
+	m := e.dead
+	if m == nil {
+		p.hdr.fill(e)
+		p.msg = nats.Msg{Subject: e.subject, Header: p.hdr.h, Data: e.data}
+		m = &p.msg
+	}
+	m.Reply = p.acks.reply(e.seq)
+	e.sent = time.Now()
+	p.acks.start(e.seq, e.token, e.sent)
+	err := p.nc.PublishMsg(m)
+	m.Reply = ""
+	if err != nil {
+		p.acks.fail(e.seq, err)
+	}
 }
 
-// settle pops acknowledged entries off the front of the window. With wait it waits until the window is
-// empty; without, it stops at the first entry still in flight.
-func (p *Publisher) settle(ctx context.Context, wait bool) error {
-	for p.n > 0 {
-		e := &p.ring[p.head]
-		if !wait && !e.settled() {
-			select {
-			case <-e.fut.Ok():
-				e.acked = true
-			case e.err = <-e.fut.Err():
-			default:
-				return nil
-			}
+// failInFlight settles every publish in the window still awaiting its acknowledgement as failed.
+func (p *Publisher) failInFlight(err error) {
+	for i := 0; i < p.n; i++ {
+		if e := &p.ring[(p.head+i)%len(p.ring)]; !e.done {
+			p.acks.fail(e.seq, err)
 		}
-		if err := p.settleOne(ctx); err != nil {
-			return err
+	}
+}
+
+// settled reports, without waiting, whether the entry's outcome is known.
+func (p *Publisher) settled(e *pending) bool {
+	if !e.done {
+		e.done, e.err = p.acks.outcome(e.seq)
+	}
+	return e.done
+}
+
+// await waits until the entry's outcome is known: its acknowledgement, a failure, or Timeout elapsed
+// since it was sent.
+func (p *Publisher) await(ctx context.Context, e *pending) error {
+	for !p.settled(e) {
+		left := p.cfg.Timeout - time.Since(e.sent)
+		if left <= 0 {
+			p.acks.fail(e.seq, errAckTimeout)
+			continue
+		}
+		p.acks.waiting.Store(true)
+		if p.settled(e) { // an acknowledgement that came before waiting was announced
+			p.acks.waiting.Store(false)
+			return nil
+		}
+		p.timer.Reset(left)
+		select {
+		case <-p.acks.wake:
+		case <-p.timer.C:
+		case <-p.acks.status:
+			p.failInFlight(nats.ErrDisconnected)
+		case <-ctx.Done():
+		}
+		p.timer.Stop()
+		p.acks.waiting.Store(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	return nil
 }
 
-// settleOne waits for the front entry of the window and pops it. A failure there starts recovery.
-func (p *Publisher) settleOne(ctx context.Context) error {
+// settleFront waits for the front entry of the window and pops it. A failure there starts recovery.
+func (p *Publisher) settleFront(ctx context.Context) error {
 	e := &p.ring[p.head]
-	if err := e.wait(ctx); err != nil {
+	if err := p.await(ctx, e); err != nil {
 		return err
 	}
 	if e.err != nil {
@@ -356,36 +431,8 @@ func (p *Publisher) settleOne(ctx context.Context) error {
 	return nil
 }
 
-// settled reports whether the entry's outcome is known (or it needs none: an already stored event).
-func (e *pending) settled() bool { return e.fut == nil || e.acked || e.err != nil }
-
-// wait waits for the entry's acknowledgement or failure. Each future delivers its outcome once, so the
-// outcome is recorded in the entry.
-func (e *pending) wait(ctx context.Context) error {
-	if e.settled() {
-		return nil
-	}
-	select {
-	case <-e.fut.Ok():
-		e.acked = true
-	case e.err = <-e.fut.Err():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
 func (p *Publisher) pop() {
 	e := &p.ring[p.head]
-	if e.msg != nil && e.token != "" {
-		// The entry may be popped well after its acknowledgement arrived (the window is checked when the
-		// next event comes): the latest acknowledgement's arrival bounds the latency more tightly.
-		lat := time.Since(e.sent)
-		if d := time.Unix(0, p.lastAck.Load()).Sub(e.sent); d >= 0 && d < lat {
-			lat = d
-		}
-		p.cfg.Observer.AckLatency(lat)
-	}
 	p.resume = e.resume
 	p.setLastResume(e.resume)
 	*e = pending{}
@@ -393,12 +440,22 @@ func (p *Publisher) pop() {
 	p.n--
 }
 
+// message builds a new message for the entry, for sending it again.
+func (p *Publisher) message(e *pending) *nats.Msg {
+	if e.dead != nil {
+		return e.dead
+	}
+	h := newHeaderSet(p.cfg.Source)
+	h.fill(e)
+	return &nats.Msg{Subject: e.subject, Header: h.h, Data: e.data}
+}
+
 // recover handles a failed publish: it lets every publish in the window settle, then sends the failed
 // ones again, in their original order and with their Nats-Msg-Id, until JetStream stores each (its
 // duplicate window drops one that was in fact stored before). The window is empty afterwards.
 func (p *Publisher) recover(ctx context.Context) error {
 	for i := 0; i < p.n; i++ {
-		if err := p.ring[(p.head+i)%len(p.ring)].wait(ctx); err != nil {
+		if err := p.await(ctx, &p.ring[(p.head+i)%len(p.ring)]); err != nil {
 			return err
 		}
 	}
@@ -408,21 +465,22 @@ func (p *Publisher) recover(ctx context.Context) error {
 		for attempt := 0; e.err != nil; attempt++ {
 			if !p.failing {
 				p.failing = true
-				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.msg.Subject,
-					"event_id", e.msg.Header.Get(HeaderMsgID), "err", e.err)
+				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,
+					"event_id", e.id, "err", e.err)
 			}
 			p.cfg.Observer.PublishRetried(e.err)
 			if attempt > 0 && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 				return ctx.Err()
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-			_, e.err = p.js.PublishMsg(pctx, e.msg)
+			_, e.err = p.js.PublishMsg(pctx, p.message(e))
 			cancel()
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
 		if resent && e.token != "" {
+			p.cfg.Observer.AckLatency(time.Since(e.sent))
 			p.cfg.Observer.Published(e.token)
 		}
 		p.pop()
@@ -432,6 +490,70 @@ func (p *Publisher) recover(ctx context.Context) error {
 		p.log.Info("publishing recovered", "resume_after", p.resume)
 	}
 	return nil
+}
+
+// headerSet is the header block of an event message (contract §3). The first send of every event reuses
+// one: nats.go serialises the headers inside PublishMsg, so the map is free again when it returns, and
+// only headers that come or go between events touch the map.
+type headerSet struct {
+	h    nats.Header
+	vals [numHeaders][1]string
+	on   [numHeaders]bool
+}
+
+// The headers of an event message, by index into headerSet.
+const (
+	hMsgID = iota
+	hEventID
+	hEventType
+	hContentType
+	hSpecVersion
+	hCEID
+	hSource
+	hCEType
+	hTime
+	hResumeAfter
+	hStreamID
+	numHeaders
+)
+
+var headerNames = [numHeaders]string{
+	hMsgID: HeaderMsgID, hEventID: HeaderEventID, hEventType: HeaderEventType,
+	hContentType: "Content-Type", hSpecVersion: "ce-specversion", hCEID: "ce-id", hSource: "ce-source",
+	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
+}
+
+func newHeaderSet(source string) *headerSet {
+	s := &headerSet{h: make(nats.Header, numHeaders)}
+	s.set(hContentType, "application/json", true)
+	s.set(hSpecVersion, "1.0", true)
+	s.set(hSource, source, true)
+	return s
+}
+
+// set sets header i to v, or removes it when !on.
+func (s *headerSet) set(i int, v string, on bool) {
+	if on {
+		s.vals[i][0] = v
+		if !s.on[i] {
+			s.h[headerNames[i]] = s.vals[i][:]
+		}
+	} else if s.on[i] {
+		delete(s.h, headerNames[i])
+	}
+	s.on[i] = on
+}
+
+// fill sets the headers of the entry's event.
+func (s *headerSet) fill(e *pending) {
+	s.set(hMsgID, e.id, true)
+	s.set(hEventID, e.id, true)
+	s.set(hCEID, e.id, true)
+	s.set(hCEType, e.subject, true)
+	s.set(hEventType, e.typ, e.hasType)
+	s.set(hTime, e.time, e.time != "")
+	s.set(hResumeAfter, e.after, e.after != "")
+	s.set(hStreamID, e.ownID, e.ownID != "")
 }
 
 // loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/launchdarkly/eventsource"
 
@@ -327,7 +328,8 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			if data == "" {
 				continue // a block without data (retry:, id: or event: alone) carries no event
 			}
-			ev.Data = []byte(data)
+			// The decoder's string is the event's only copy: share its bytes (Data is read-only).
+			ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 		}
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.Received(&ev)
