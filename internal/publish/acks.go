@@ -174,9 +174,11 @@ func ackError(m *nats.Msg) error {
 		}
 		return errBadAck
 	}
-	// The server writes the stream first in a PubAck and the error object first in an error; anything
-	// else is decoded in full.
-	if bytes.HasPrefix(d, []byte(`{"stream":"`)) && !bytes.Contains(d, []byte(`"error":`)) {
+	// The server writes the stream's name first in a PubAck and the error object first in an error;
+	// anything else is decoded in full.
+	const pubAck = `{"stream":"`
+	if len(d) > len(pubAck)+1 && string(d[:len(pubAck)]) == pubAck && d[len(pubAck)] != '"' &&
+		d[len(d)-1] == '}' && !bytes.Contains(d, []byte(`"error":`)) {
 		return nil
 	}
 	var r struct {

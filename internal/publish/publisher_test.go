@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,13 +66,16 @@ func (e *testEnv) restart() {
 	e.start()
 }
 
-func (e *testEnv) publisher(window int) *Publisher {
+// publisher returns a publisher over the environment's connection; obs may be nil.
+func (e *testEnv) publisher(window int, obs Observer) *Publisher {
 	e.t.Helper()
 	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: window,
-		Timeout: 2 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard()})
+		Timeout: 2 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard(),
+		Observer: obs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.t.Cleanup(p.Close)
 	return p
 }
 
@@ -106,7 +110,7 @@ func ev(id, typ string) event.Event {
 
 func TestPublishSubjectsAndHeaders(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	p := e.publisher(16)
+	p := e.publisher(16, nil)
 	ctx := context.Background()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -173,7 +177,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 
 func TestPublishDeadLetters(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	p := e.publisher(8)
+	p := e.publisher(8, nil)
 	ctx := context.Background()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -216,7 +220,8 @@ func TestPublishDeadLetters(t *testing.T) {
 // stored exactly once.
 func TestPublishSurvivesNATSRestart(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	p := e.publisher(256)
+	obs := &countingObserver{}
+	p := e.publisher(256, obs)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
@@ -235,6 +240,12 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	assertExactlyOnce(t, e.messages(e.layout.Events()), n)
+	if got := obs.published.Load(); got != n {
+		t.Errorf("Published told %d times, want %d", got, n)
+	}
+	if obs.retried.Load() == 0 {
+		t.Error("no publish was sent again: the restart did not hit publishes in flight")
+	}
 }
 
 // TestResumeAfterCrash: a publisher dies with publishes in flight; a new one resumes from the stream, and
@@ -244,7 +255,7 @@ func TestResumeAfterCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	p1 := e.publisher(64)
+	p1 := e.publisher(64, nil)
 	if _, err := p1.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +271,7 @@ func TestResumeAfterCrash(t *testing.T) {
 		func() bool { return len(e.messages(e.layout.Events())) == crashAt })
 	time.Sleep(300 * time.Millisecond) // let the 100 ms duplicate window pass: the point of the test
 
-	p2 := e.publisher(64)
+	p2 := e.publisher(64, nil)
 	resume, err := p2.Resume(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -299,3 +310,79 @@ func assertExactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// countingObserver counts the publisher's outcomes.
+type countingObserver struct {
+	published, retried, latencies atomic.Int64
+}
+
+func (o *countingObserver) Published(string)         { o.published.Add(1) }
+func (o *countingObserver) AckLatency(time.Duration) { o.latencies.Add(1) }
+func (o *countingObserver) DeadLettered(string)      {}
+func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
+
+// TestPublishUnansweredOrRefused: while the events stream is missing, publishes get no acknowledgement
+// (a core subscriber has interest in the subjects, so the server sends nothing back) or JetStream's
+// "no responders"; the publisher stops accepting events once its window is full and sends the failed
+// ones again until the stream exists. Every event is then stored exactly once and counted once.
+func TestPublishUnansweredOrRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		listener bool
+	}{{"no responders", false}, {"no acknowledgement", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := e.js.DeleteStream(ctx, e.layout.Events()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.listener {
+				sub, err := e.nc.SubscribeSync("tracking.events.>")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sub.Unsubscribe()
+			}
+			obs := &countingObserver{}
+			p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: 8,
+				Timeout: 200 * time.Millisecond, Source: "test", Logger: discard(), Observer: obs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.loaded = true // the cursor cannot be read from a missing stream; not the point here
+			const n = 40
+			done := make(chan error, 1)
+			go func() {
+				for i := range n {
+					if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+						done <- err
+						return
+					}
+				}
+				_, err := p.Resume(ctx)
+				done <- err
+			}()
+			testutil.Eventually(t, 20*time.Second, "publishes retried", func() bool { return obs.retried.Load() >= 3 })
+			select {
+			case err := <-done:
+				t.Fatalf("all events handled while nothing could be stored (err %v)", err)
+			default:
+			}
+			if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			assertExactlyOnce(t, e.messages(e.layout.Events()), n)
+			if got := obs.published.Load(); got != n {
+				t.Errorf("Published told %d times, want %d", got, n)
+			}
+			if got := obs.latencies.Load(); got != n {
+				t.Errorf("AckLatency told %d times, want %d", got, n)
+			}
+		})
+	}
+}

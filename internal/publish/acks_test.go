@@ -1,0 +1,112 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+func TestAckError(t *testing.T) {
+	status503 := nats.Header{"Status": {"503"}}
+	for _, tc := range []struct {
+		data string
+		hdr  nats.Header
+		want string // "" for a PubAck, else a part of the error
+	}{
+		{data: `{"stream":"TRACKING_EVENTS","seq":12}`},
+		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":true}`},
+		{data: `{"stream":"error","seq":1}`},
+		{data: `{"seq":1,"stream":"S","domain":"hub"}`},
+		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`,
+			want: "maximum messages exceeded"},
+		{data: `{"stream":"S","error":{"code":400,"description":"bad"}}`, want: "bad"},
+		{data: `{}`, want: errBadAck.Error()},
+		{data: `{"stream":""}`, want: errBadAck.Error()},
+		{data: `not json`, want: errBadAck.Error()},
+		{data: `{"stream":"S"`, want: errBadAck.Error()},
+		{hdr: status503, want: jetstream.ErrNoStreamResponse.Error()},
+		{want: errBadAck.Error()},
+	} {
+		err := ackError(&nats.Msg{Data: []byte(tc.data), Header: tc.hdr})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ackError(%q, %v) = %v, want %q", tc.data, tc.hdr, err, tc.want)
+		}
+	}
+}
+
+// TestAcksLateAnswer: an answer for an entry that was settled otherwise (timed out, sent again) and whose
+// slot now holds a later entry changes nothing, and each entry is told to the observer once.
+func TestAcksLateAnswer(t *testing.T) {
+	obs := &countingObserver{}
+	a := &acks{prefix: "_INBOX.test.", obs: obs, slots: make([]slot, 4), errs: map[uint64]error{},
+		wake: make(chan struct{}, 1)}
+	ok := func(seq uint64) *nats.Msg {
+		return &nats.Msg{Subject: a.reply(seq), Data: []byte(`{"stream":"S","seq":1}`)}
+	}
+	a.start(1, "GATE_IN", time.Now())
+	a.fail(1, errAckTimeout)
+	if done, err := a.outcome(1); !done || !errors.Is(err, errAckTimeout) {
+		t.Fatalf("outcome(1) = %v, %v after a timeout", done, err)
+	}
+	a.handle(ok(1)) // late: the entry is failed already
+	if obs.published.Load() != 0 {
+		t.Fatal("a late answer for a failed entry was counted")
+	}
+	a.start(5, "ARRIVED", time.Now()) // same slot as 1
+	a.handle(ok(1))
+	if done, _ := a.outcome(5); done {
+		t.Fatal("an answer for seq 1 settled seq 5 in the same slot")
+	}
+	a.handle(ok(5))
+	if done, err := a.outcome(5); !done || err != nil {
+		t.Fatalf("outcome(5) = %v, %v", done, err)
+	}
+	a.handle(ok(5)) // a second answer (a redelivery) is not counted again
+	a.fail(5, errAckTimeout)
+	if done, err := a.outcome(5); !done || err != nil || obs.published.Load() != 1 {
+		t.Fatalf("outcome(5) = %v, %v, published %d: want acked once", done, err, obs.published.Load())
+	}
+	a.handle(&nats.Msg{Subject: a.prefix + "not-base-36!", Data: []byte(`{"stream":"S"}`)}) // ignored
+}
+
+// TestAcksFromServer: replies from a real JetStream, a PubAck and an error, reach the right slots.
+func TestAcksFromServer(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "LIMITED", Subjects: []string{"lim.>"},
+		MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	obs := &countingObserver{}
+	a, err := newAcks(e.nc, 8, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	for seq := uint64(0); seq < 2; seq++ {
+		a.start(seq, "X", time.Now())
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: "lim.x", Reply: a.reply(seq), Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := func(seq uint64) bool { return a.slot(seq).state.Load()&3 != inFlight }
+	testutil.Eventually(t, 5*time.Second, "both answered", func() bool { return settled(0) && settled(1) })
+	if done, err := a.outcome(0); !done || err != nil {
+		t.Errorf("first publish: %v, %v; want acknowledged", done, err)
+	}
+	var apiErr *jetstream.APIError
+	if done, err := a.outcome(1); !done || !errors.As(err, &apiErr) || !strings.Contains(err.Error(), "maximum messages") {
+		t.Errorf("second publish: %v, %v; want the stream's limit error", done, err)
+	}
+	if obs.published.Load() != 1 {
+		t.Errorf("published %d, want 1", obs.published.Load())
+	}
+}
