@@ -31,6 +31,9 @@ var (
 )
 
 func main() {
+	if len(os.Args) < 2 || os.Args[1] == "run" {
+		setMaxProcs()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -97,6 +100,9 @@ Configuration of 'bridge run' (environment variables):
 
 `)
 	config.Usage(w)
+	fmt.Fprint(w, `
+'bridge run' uses one processor unless GOMAXPROCS is set (the event path is sequential; see the README).
+`)
 }
 
 // runDaemon is 'bridge run'.
@@ -109,7 +115,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.SlogLevel())
-	log.Info("starting", "version", version, "commit", commit, "config", cfg)
+	log.Info("starting", "version", version, "commit", commit, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
 	b, err := newBridge(cfg, log)
 	if err != nil {
 		return err
@@ -119,6 +125,19 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// setMaxProcs runs the daemon on one processor unless the GOMAXPROCS variable says otherwise. Only main
+// calls it: tests run the daemon inside their own process. The event path is a chain of goroutines
+// handing each event on (HTTP body reader, SSE decoder, publisher, NATS flusher, acknowledgement
+// handler): on one processor each hand-off is a goroutine switch on the same thread, on several it is
+// often a thread wake-up on another core. Measured with 'bridge bench' on 2 cores (README, Performance):
+// one processor moves more events per second for about half the CPU per event. The report path is
+// network-bound and needs no parallelism either. Set GOMAXPROCS to use more.
+func setMaxProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // newLogger returns the process logger: JSON (the default) or text.

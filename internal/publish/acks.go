@@ -156,13 +156,14 @@ func (a *acks) handle(m *nats.Msg) {
 	if !s.state.CompareAndSwap(seq<<2|inFlight, seq<<2|acking) {
 		return // a late answer: the entry was settled otherwise (and sent again)
 	}
-	token, sent := s.token, s.sent
+	// Tell the observer while holding the slot: once acked, the entry can leave the window, and whoever
+	// waits for it (Resume) may rely on the event having been counted.
+	if s.token != "" {
+		a.obs.AckLatency(time.Since(s.sent))
+		a.obs.Published(s.token)
+	}
 	s.state.Store(seq<<2 | acked)
 	a.notify()
-	if token != "" {
-		a.obs.AckLatency(time.Since(sent))
-		a.obs.Published(token)
-	}
 }
 
 // ackError returns nil for a PubAck, else why the publish failed.

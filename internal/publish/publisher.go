@@ -36,11 +36,13 @@ const (
 // calls Handle and Resume, except Published and AckLatency (see there); implementations must be cheap.
 type Observer interface {
 	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
-	// its subject's type token. It is called from the NATS connection's goroutine as the acknowledgement
+	// its subject's type token, before the event leaves the window (so before a Resume waiting for it
+	// returns). It is called from the acknowledgement subscription's goroutine as the acknowledgement
 	// arrives, or from the Handle goroutine for an event sent again after a failure: it must be safe for
 	// concurrent use.
 	Published(typeToken string)
-	// AckLatency is told how long an event's acknowledgement took, just before Published.
+	// AckLatency is told how long an event's acknowledgement took, just before Published and from the
+	// same goroutine.
 	AckLatency(d time.Duration)
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
@@ -159,12 +161,16 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		dlq:    cfg.Prefix + ".dlq.events",
 		acks:   a,
 		ring:   make([]pending, cfg.Window),
-		timer:  timer,
-		hdr:    newHeaderSet(cfg.Source),
+		// Sequence numbers start at 1: a slot's initial state word, 0, then names no publish.
+		next:  1,
+		head:  1 % cfg.Window,
+		timer: timer,
+		hdr:   newHeaderSet(cfg.Source),
 	}, nil
 }
 
-// Close releases the acknowledgement subscription. Publishes still in flight stay unsettled.
+// Close releases the acknowledgement subscription. Publishes still in flight stay unsettled. The
+// Publisher must not be used afterwards.
 func (p *Publisher) Close() { p.acks.close() }
 
 // LastResumeID returns the stream id up to which every event is stored, as of the last Resume or settled
@@ -208,6 +214,7 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 			return err
 		}
 	}
+	p.checkConnection()
 	e := &p.ring[p.next%uint64(len(p.ring))]
 	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resume}
 	if !p.skipped(&ev) {
@@ -216,8 +223,14 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	p.next++
 	p.n++
 	p.send(e)
-	// Settle what is acknowledged already, without waiting.
-	for p.n > 0 && p.settled(&p.ring[p.head]) {
+	// Settle what is acknowledged already, without waiting; an acknowledgement overdue is a failure.
+	for p.n > 0 {
+		if f := &p.ring[p.head]; !p.settled(f) {
+			if time.Since(f.sent) < p.cfg.Timeout {
+				break
+			}
+			p.acks.fail(f.seq, errAckTimeout)
+		}
 		if err := p.settleFront(ctx); err != nil {
 			return err
 		}
@@ -289,7 +302,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 		e.time = f.Timestamp
 	}
 	if ev.ResumeID != id {
-		e.ownID = ev.ResumeID
+		e.ownID = ev.ResumeID // "" (no id seen on the stream yet) leaves the header out
 	}
 	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
 	hsize := 256 + 3*len(id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
@@ -328,7 +341,7 @@ func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, cod
 	if ev.Name != "" {
 		h["Sse-Event"] = []string{headerValue(ev.Name)}
 	}
-	if ev.ResumeID != id {
+	if ev.ResumeID != "" && ev.ResumeID != id {
 		h[HeaderStreamID] = []string{ev.ResumeID}
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
@@ -348,12 +361,6 @@ func (p *Publisher) send(e *pending) {
 		e.done = true
 		return
 	}
-	// Publishes in flight when the connection was lost may never be answered: settle them as failed.
-	select {
-	case <-p.acks.status:
-		p.failInFlight(nats.ErrDisconnected)
-	default:
-	}
 	m := e.dead
 	if m == nil {
 		p.hdr.fill(e)
@@ -370,11 +377,24 @@ func (p *Publisher) send(e *pending) {
 	}
 }
 
-// failInFlight settles every publish in the window still awaiting its acknowledgement as failed.
-func (p *Publisher) failInFlight(err error) {
+// checkConnection fails the publishes in flight if the connection was lost since the last check.
+func (p *Publisher) checkConnection() {
+	select {
+	case <-p.acks.status:
+		p.connectionLost()
+	default:
+	}
+}
+
+// connectionLost settles as failed every publish in the window still awaiting its acknowledgement: the
+// connection was lost, and such publishes may never be answered. It takes further notifications along.
+func (p *Publisher) connectionLost() {
+	for len(p.acks.status) > 0 {
+		<-p.acks.status
+	}
 	for i := 0; i < p.n; i++ {
 		if e := &p.ring[(p.head+i)%len(p.ring)]; !e.done {
-			p.acks.fail(e.seq, err)
+			p.acks.fail(e.seq, nats.ErrDisconnected)
 		}
 	}
 }
@@ -394,7 +414,10 @@ func (p *Publisher) await(ctx context.Context, e *pending) error {
 		left := p.cfg.Timeout - time.Since(e.sent)
 		if left <= 0 {
 			p.acks.fail(e.seq, errAckTimeout)
-			continue
+			if p.settled(e) {
+				break
+			}
+			left = time.Millisecond // the reply handler holds the slot: its outcome is imminent
 		}
 		p.acks.waiting.Store(true)
 		if p.settled(e) { // an acknowledgement that came before waiting was announced
@@ -406,7 +429,7 @@ func (p *Publisher) await(ctx context.Context, e *pending) error {
 		case <-p.acks.wake:
 		case <-p.timer.C:
 		case <-p.acks.status:
-			p.failInFlight(nats.ErrDisconnected)
+			p.connectionLost()
 		case <-ctx.Done():
 		}
 		p.timer.Stop()

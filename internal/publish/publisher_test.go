@@ -323,13 +323,20 @@ func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
 
 // TestPublishUnansweredOrRefused: while the events stream is missing, publishes get no acknowledgement
 // (a core subscriber has interest in the subjects, so the server sends nothing back) or JetStream's
-// "no responders"; the publisher stops accepting events once its window is full and sends the failed
-// ones again until the stream exists. Every event is then stored exactly once and counted once.
+// "no responders". The publisher sends the failed ones again until the stream exists, holding further
+// events meanwhile: once its window is full, or (a slow stream, a large window) as soon as the next event
+// finds an acknowledgement overdue. Every event is then stored exactly once and counted once.
 func TestPublishUnansweredOrRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		listener bool
-	}{{"no responders", false}, {"no acknowledgement", true}} {
+		window   int
+		gap      time.Duration
+	}{
+		{"no responders", false, 8, 0},
+		{"no acknowledgement", true, 8, 0},
+		{"no acknowledgement, slow stream", true, 1024, 150 * time.Millisecond},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, time.Minute)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -345,7 +352,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 				defer sub.Unsubscribe()
 			}
 			obs := &countingObserver{}
-			p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: 8,
+			p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: tc.window,
 				Timeout: 200 * time.Millisecond, Source: "test", Logger: discard(), Observer: obs})
 			if err != nil {
 				t.Fatal(err)
@@ -353,6 +360,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 			defer p.Close()
 			p.loaded = true // the cursor cannot be read from a missing stream; not the point here
 			const n = 40
+			handled := make(chan struct{}) // every event was taken by Handle
 			done := make(chan error, 1)
 			go func() {
 				for i := range n {
@@ -360,14 +368,16 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 						done <- err
 						return
 					}
+					time.Sleep(tc.gap)
 				}
+				close(handled)
 				_, err := p.Resume(ctx)
 				done <- err
 			}()
 			testutil.Eventually(t, 20*time.Second, "publishes retried", func() bool { return obs.retried.Load() >= 3 })
 			select {
-			case err := <-done:
-				t.Fatalf("all events handled while nothing could be stored (err %v)", err)
+			case <-handled:
+				t.Fatal("every event taken while nothing could be stored")
 			default:
 			}
 			if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
