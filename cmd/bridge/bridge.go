@@ -149,6 +149,21 @@ func (b *bridge) Run(ctx context.Context) error {
 	// The two directions run side by side; if one fails, both stop.
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
+	// back: stop, so that the process exits with the reason and its supervisor restarts it.
+	var natsErr error
+	closed := b.nc.StatusChanged(nats.CLOSED)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-closed:
+			natsErr = natsClosedError(b.cfg, b.nc)
+			b.log.Error("NATS connection closed for good; stopping", "err", natsErr)
+			stopAll()
+		case <-rctx.Done():
+		}
+	}()
 	reportsDone := make(chan error, 1)
 	go func() {
 		err := b.reports.Run(rctx)
@@ -165,6 +180,13 @@ func (b *bridge) Run(ctx context.Context) error {
 	// The consumer finishes the reports in flight and hands back those fetched ahead.
 	if rerr := <-reportsDone; rerr != nil && err == nil {
 		err = fmt.Errorf("report consumer: %w", rerr)
+	}
+	stopAll()
+	<-watchDone
+	b.nc.RemoveStatusListener(closed)
+	if natsErr != nil {
+		b.pub.Close()
+		return natsErr // nothing in flight can be settled; the restart resumes from the stream
 	}
 
 	// Ingress has stopped: finish what is in flight, within the shutdown timeout.

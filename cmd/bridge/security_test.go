@@ -357,6 +357,38 @@ func TestNATSAuthentication(t *testing.T) {
 	}
 }
 
+// TestNATSCredentialsRevoked: the server comes back with the bridge's password changed. nats.go gives up
+// after two refusals in a row; the bridge then stops with the reason instead of running on without NATS.
+func TestNATSCredentialsRevoked(t *testing.T) {
+	ns := opsStartNATS(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
+	})
+	up := opsStartUpstream(t, false, sim.Options{})
+	ob := opsStartBridge(t, opsEnv(up, ns.url(),
+		map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword}))
+	ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok")
+
+	ns.stop()
+	ns.configure = func(o *server.Options) {
+		o.Users = []*server.User{{Username: "bridge", Password: "changed-" + secNATSPassword}}
+	}
+	ns.start()
+	var runErr error
+	select {
+	case runErr = <-ob.done:
+		ob.done <- runErr
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the bridge kept running after NATS refused its credentials\n%s", ob.logs)
+	}
+	if runErr == nil || !errors.Is(runErr, nats.ErrAuthorization) ||
+		!strings.Contains(runErr.Error(), "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD") {
+		t.Fatalf("Run returned %v; want the authorization error naming the variables", runErr)
+	}
+	if strings.Contains(ob.logs.String(), secNATSPassword) {
+		t.Error("the NATS password appears in the logs")
+	}
+}
+
 // secCert is a certificate and key written to files.
 type secCert struct {
 	cert              *x509.Certificate
