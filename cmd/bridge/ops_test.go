@@ -248,6 +248,19 @@ func (ob *opsBridge) stop(t *testing.T) error {
 	}
 }
 
+// exited waits until the bridge stops by itself, and returns Run's error; why says what should stop it.
+func (ob *opsBridge) exited(t *testing.T, timeout time.Duration, why string) error {
+	t.Helper()
+	select {
+	case err := <-ob.done:
+		ob.done <- err
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("the bridge kept running %s\n%s", why, ob.logs)
+		return nil
+	}
+}
+
 // get fetches a path of the bridge's HTTP endpoint.
 func (ob *opsBridge) get(t *testing.T, path string) (int, string) {
 	t.Helper()

@@ -335,13 +335,7 @@ func TestNATSAuthentication(t *testing.T) {
 				ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
 				return
 			}
-			var runErr error
-			select {
-			case runErr = <-ob.done:
-				ob.done <- runErr
-			case <-time.After(20 * time.Second):
-				t.Fatalf("the bridge kept running with wrong credentials\n%s", ob.logs)
-			}
+			runErr := ob.exited(t, 20*time.Second, "with wrong credentials")
 			if runErr == nil {
 				t.Fatal("Run returned nil")
 			}
@@ -373,13 +367,7 @@ func TestNATSCredentialsRevoked(t *testing.T) {
 		o.Users = []*server.User{{Username: "bridge", Password: "changed-" + secNATSPassword}}
 	}
 	ns.start()
-	var runErr error
-	select {
-	case runErr = <-ob.done:
-		ob.done <- runErr
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the bridge kept running after NATS refused its credentials\n%s", ob.logs)
-	}
+	runErr := ob.exited(t, 30*time.Second, "after NATS refused its credentials")
 	if runErr == nil || !errors.Is(runErr, nats.ErrAuthorization) ||
 		!strings.Contains(runErr.Error(), "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD") {
 		t.Fatalf("Run returned %v; want the authorization error naming the variables", runErr)
