@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
-	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -43,14 +41,12 @@ const testPassword = "s3cret-Pa55word-do-not-log"
 // harness is one end-to-end set-up: the simulator over HTTP on loopback, an embedded nats-server with
 // JetStream, and the configuration of a bridge between them.
 type harness struct {
-	t      *testing.T
-	sim    *sim.Server
-	http   *httptest.Server
-	ns     *server.Server
-	nsDir  string
-	nsPort int
-	env    map[string]string
-	logs   *syncBuffer
+	t    *testing.T
+	sim  *sim.Server
+	http *httptest.Server
+	ns   *testutil.NATS
+	env  map[string]string
+	logs *syncBuffer
 }
 
 func newHarness(t *testing.T, o sim.Options) *harness {
@@ -58,13 +54,12 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 	if o.Users == nil {
 		o.Users = map[string]string{"demo": testPassword}
 	}
-	h := &harness{t: t, nsDir: t.TempDir(), nsPort: -1, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &syncBuffer{}}
 	h.sim = sim.New(o)
 	h.http = httptest.NewServer(h.sim.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = h.sim.Run(ctx) }()
-	h.startNATS()
-	h.nsPort = h.ns.Addr().(*net.TCPAddr).Port
+	h.ns = testutil.StartNATS(t, nil)
 	h.env = map[string]string{
 		"BRIDGE_UPSTREAM_URL":        h.http.URL + sim.DefaultBasePath,
 		"BRIDGE_TOKEN_URL":           h.http.URL + sim.TokenPath,
@@ -72,7 +67,7 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 		"BRIDGE_USERNAME":            "demo",
 		"BRIDGE_PASSWORD":            testPassword,
 		"BRIDGE_INSECURE_HTTP":       "true",
-		"BRIDGE_NATS_URL":            h.ns.ClientURL(),
+		"BRIDGE_NATS_URL":            h.ns.URL(),
 		"BRIDGE_HTTP_ADDR":           "127.0.0.1:0",
 		"BRIDGE_RECONNECT_MIN":       "10ms",
 		"BRIDGE_RECONNECT_MAX":       "200ms",
@@ -83,27 +78,11 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 		cancel()
 		h.sim.Close()
 		h.http.Close()
-		h.ns.Shutdown()
 		if t.Failed() {
 			t.Logf("bridge logs:\n%s", h.logs.String())
 		}
 	})
 	return h
-}
-
-func (h *harness) startNATS() {
-	h.t.Helper()
-	ns, err := embedded.Start(embedded.Options{StoreDir: h.nsDir, Port: h.nsPort})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.ns = ns
-}
-
-func (h *harness) restartNATS() {
-	h.ns.Shutdown()
-	h.ns.WaitForShutdown()
-	h.startNATS()
 }
 
 func (h *harness) config() *config.Config {
@@ -145,12 +124,7 @@ func (h *harness) startBridge() (stop func() error) {
 // js returns a JetStream context on a fresh connection.
 func (h *harness) js() jetstream.JetStream {
 	h.t.Helper()
-	nc, err := nats.Connect(h.ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(h.ns.Connect())
 	return js
 }
 
@@ -158,7 +132,7 @@ func (h *harness) js() jetstream.JetStream {
 func (h *harness) storedCount(stream string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(h.ns.ClientURL())
+	nc, err := nats.Connect(h.ns.URL())
 	if err != nil {
 		return 0
 	}
@@ -365,7 +339,7 @@ func TestEndToEndNATSRestart(t *testing.T) {
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
 	h.startBridge()
 	testutil.Eventually(t, 30*time.Second, "a quarter of the events", func() bool { return h.storedCount("TRACKING_EVENTS") >= n/4 })
-	h.restartNATS()
+	h.ns.Restart()
 	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
 	h.assertGenerated(n)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,58 +17,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The helpers of the operations tests carry an "ops" prefix: other test files of this package have
 // their own.
-
-// opsNATS is an embedded NATS server that can be stopped and started again on the same port and store.
-type opsNATS struct {
-	t         *testing.T
-	dir       string
-	port      int
-	configure func(*server.Options)
-	srv       *server.Server
-}
-
-func opsStartNATS(t *testing.T, configure func(*server.Options)) *opsNATS {
-	t.Helper()
-	n := &opsNATS{t: t, dir: t.TempDir(), port: -1, configure: configure}
-	n.start()
-	n.port = n.srv.Addr().(*net.TCPAddr).Port
-	t.Cleanup(n.stop)
-	return n
-}
-
-func (n *opsNATS) start() {
-	n.t.Helper()
-	s, err := embedded.Start(embedded.Options{StoreDir: n.dir, Port: n.port, Configure: n.configure})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.srv = s
-}
-
-func (n *opsNATS) stop() {
-	if n.srv != nil {
-		n.srv.Shutdown()
-		n.srv.WaitForShutdown()
-		n.srv = nil
-	}
-}
-
-func (n *opsNATS) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
 
 // opsUpstream serves a simulator that can be replaced (a new instance after Close), over HTTP or TLS. It
 // records the access and refresh tokens the token endpoint hands out.
@@ -388,14 +349,14 @@ var allReady = []string{"nats: ok", "jetstream_streams: ok", "upstream_token: ok
 // TestReadyzFollowsNATS: /readyz turns 503 naming NATS within seconds of the server stopping and 200
 // again after it is back; /healthz stays 200 throughout.
 func TestReadyzFollowsNATS(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
 
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	ob.requireAlive(t)
 
-	ns.stop()
+	ns.Stop()
 	start := time.Now()
 	body := ob.waitReady(t, 5*time.Second, http.StatusServiceUnavailable, "nats: not ready:")
 	t.Logf("not ready after %v:\n%s", time.Since(start).Round(time.Millisecond), body)
@@ -404,7 +365,7 @@ func TestReadyzFollowsNATS(t *testing.T) {
 		t.Error("bridge_nats_connected should be 0 while NATS is down")
 	}
 
-	ns.start()
+	ns.Start()
 	ob.waitReady(t, 20*time.Second, http.StatusOK, allReady...)
 	ob.requireAlive(t)
 	if got := ob.counter(t, "bridge_nats_reconnects_total", nil); got < 1 {
@@ -415,9 +376,9 @@ func TestReadyzFollowsNATS(t *testing.T) {
 // TestReadyzFollowsUpstreamStream: /readyz turns 503 naming the stream while the upstream answers the
 // stream 503, or is closed, and 200 again once it serves it; /healthz stays 200.
 func TestReadyzFollowsUpstreamStream(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 
 	// 503 to new stream connections; the open one is dropped after its next event.
@@ -456,7 +417,7 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 // TestMetricsCountEvents: the event counters match what the upstream sent, by type, and the dead letter
 // by reason.
 func TestMetricsCountEvents(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{})
 	sent := map[string]int{"GATE_IN": 3, "ARRIVED": 2, "NEW_KIND": 1}
 	n := 0
@@ -468,7 +429,7 @@ func TestMetricsCountEvents(t *testing.T) {
 		}
 	}
 	up.sim().Inject("demo", "bad-1", "", []byte("not json"))
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
 
 	opsEventually(t, 15*time.Second, "every event counted", func() (bool, string) {
 		got := ob.counter(t, "bridge_events_received_total", nil)
@@ -490,7 +451,7 @@ func TestMetricsCountEvents(t *testing.T) {
 	if got := ob.counter(t, "bridge_token_requests_total", map[string]string{"kind": "login", "result": "ok"}); got != 1 {
 		t.Errorf("bridge_token_requests_total{kind=login,result=ok} = %v, want 1", got)
 	}
-	if got := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS"); got != uint64(n) {
+	if got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS"); got != uint64(n) {
 		t.Errorf("TRACKING_EVENTS holds %d messages, want %d", got, n)
 	}
 
@@ -526,9 +487,9 @@ func TestMetricsCountEvents(t *testing.T) {
 func TestHTTPAddrInUse(t *testing.T) {
 	taken := httptest.NewServer(http.NotFoundHandler())
 	defer taken.Close()
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{})
-	env := opsEnv(up, ns.url(), map[string]string{"BRIDGE_HTTP_ADDR": strings.TrimPrefix(taken.URL, "http://")})
+	env := opsEnv(up, ns.URL(), map[string]string{"BRIDGE_HTTP_ADDR": strings.TrimPrefix(taken.URL, "http://")})
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -545,9 +506,9 @@ func TestHTTPAddrInUse(t *testing.T) {
 
 // TestHealthzMethods: only GET and HEAD are answered.
 func TestHealthzMethods(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
 	resp, err := http.Post("http://"+ob.addr+"/readyz", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -599,9 +560,9 @@ func TestDeploymentCommandsRun(t *testing.T) {
 			simEntry[i] = "127.0.0.1:0"
 		}
 	}
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	for k, v := range opsEnv(up, ns.url(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}) {
+	for k, v := range opsEnv(up, ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}) {
 		t.Setenv(k, v)
 	}
 	for _, tc := range []struct {
@@ -633,12 +594,12 @@ func TestDeploymentCommandsRun(t *testing.T) {
 // TestLogsOneLinePerStateChange: thousands of events make no log line at info level; every line is
 // JSON (the default format).
 func TestLogsOneLinePerStateChange(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	const n = 3000
 	up := opsStartUpstream(t, false, sim.Options{EventRate: -1, EventLimit: n})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
 	opsEventually(t, 30*time.Second, "every event stored", func() (bool, string) {
-		got := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS")
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got == n, fmt.Sprint(got)
 	})
 	if err := ob.stop(t); err != nil {
@@ -732,7 +693,7 @@ func opsPublishReports(t *testing.T, natsURL string, reports [][]byte, opts ...n
 // TestMetricsCountReports: the report counters match what the test sent, by outcome and status class;
 // the consumer is part of /readyz and its backlog of bridge_reports_pending.
 func TestMetricsCountReports(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{})
 	up.sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
 		if bytes.Contains(body, []byte("HH-TB 99")) {
@@ -740,11 +701,11 @@ func TestMetricsCountReports(t *testing.T) {
 		}
 		return 0, nil, false
 	}})
-	ob := opsStartBridgeWith(t, opsEnv(up, ns.url(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
+	ob := opsStartBridgeWith(t, opsEnv(up, ns.URL(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 
 	reports := [][]byte{opsReport(up, 1), opsReport(up, 2), opsReport(up, 3), opsReport(up, 99), []byte(`{"event":{}}`)}
-	opsPublishReports(t, ns.url(), reports)
+	opsPublishReports(t, ns.URL(), reports)
 	want := map[[2]string]float64{
 		{"accepted", "2xx"}: 3,
 		{"rejected", "4xx"}: 1,
@@ -769,7 +730,7 @@ func TestMetricsCountReports(t *testing.T) {
 	if got := ob.counter(t, "bridge_upstream_request_duration_seconds", map[string]string{"operation": "report", "code": "202"}); got != 3 {
 		t.Errorf("report requests answered 202 = %v, want 3", got)
 	}
-	if got := opsStreamMsgs(t, ns.url(), "TRACKING_DLQ"); got != 2 {
+	if got := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ"); got != 2 {
 		t.Errorf("TRACKING_DLQ holds %d, want 2", got)
 	}
 	opsEventually(t, 15*time.Second, "the backlog drained", func() (bool, string) {
@@ -781,9 +742,9 @@ func TestMetricsCountReports(t *testing.T) {
 // TestReadyzWhileTokenExpiresUnused: an access token that expires while the stream stays connected (no
 // request needs a new one) does not make the bridge unready; a failing token endpoint does.
 func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
-	ns := opsStartNATS(t, nil)
+	ns := testutil.StartNATS(t, nil)
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(), nil))
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	opsEventually(t, 10*time.Second, "the access token expired", func() (bool, string) {
 		return !ob.b.tokens.Valid(), "still valid"

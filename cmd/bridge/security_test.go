@@ -31,6 +31,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -54,11 +55,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 	var outputs []string
 
 	// A: good credentials, NATS user/password; the tokens are refreshed and renewed by login.
-	natsA := opsStartNATS(t, func(o *server.Options) {
+	natsA := testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
 	})
 	up := opsStartUpstream(t, false, sim.Options{Users: users, EventRate: 50})
-	a := opsStartBridge(t, opsEnv(up, natsA.url(), map[string]string{
+	a := opsStartBridge(t, opsEnv(up, natsA.URL(), map[string]string{
 		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
 		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	}))
@@ -90,8 +91,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 	outputs = append(outputs, fmt.Sprint(a.stop(t)), a.logs.String())
 
 	// B: a wrong password, NATS token authentication.
-	natsB := opsStartNATS(t, func(o *server.Options) { o.Authorization = secNATSToken })
-	b := opsStartBridge(t, opsEnv(up, natsB.url(), map[string]string{
+	natsB := testutil.StartNATS(t, func(o *server.Options) { o.Authorization = secNATSToken })
+	b := opsStartBridge(t, opsEnv(up, natsB.URL(), map[string]string{
 		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secWrongPassword, "BRIDGE_NATS_TOKEN": secNATSToken,
 	}))
 	body := b.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_token: not ready: no valid access token: login rejected")
@@ -101,7 +102,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// C: 'bridge run' as the process runs it, configured from the environment: its start-up line logs
 	// the configuration.
-	for k, v := range opsEnv(up, natsA.url(), map[string]string{
+	for k, v := range opsEnv(up, natsA.URL(), map[string]string{
 		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
 		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	}) {
@@ -181,23 +182,23 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 	}
 
 	t.Run("with the CA file", func(t *testing.T) {
-		ns := opsStartNATS(t, nil)
-		ob := opsStartBridge(t, tlsEnv(ns.url(), caFile))
+		ns := testutil.StartNATS(t, nil)
+		ob := opsStartBridge(t, tlsEnv(ns.URL(), caFile))
 		ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 		opsEventually(t, 10*time.Second, "events stored", func() (bool, string) {
-			n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS")
+			n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 			return n > 0, fmt.Sprint(n)
 		})
 	})
 	t.Run("without it", func(t *testing.T) {
-		ns := opsStartNATS(t, nil)
-		ob := opsStartBridge(t, tlsEnv(ns.url(), ""))
+		ns := testutil.StartNATS(t, nil)
+		ob := opsStartBridge(t, tlsEnv(ns.URL(), ""))
 		body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable,
 			"upstream_token: not ready: no valid access token: token endpoint unavailable",
 			"certificate signed by unknown authority")
 		t.Logf("/readyz:\n%s", body)
 		ob.requireAlive(t)
-		if n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS"); n != 0 {
+		if n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS"); n != 0 {
 			t.Errorf("%d events stored without a trusted upstream", n)
 		}
 	})
@@ -328,9 +329,9 @@ func TestNATSAuthentication(t *testing.T) {
 			[]string{"authorization violation", "none is set"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := opsStartNATS(t, tc.configure)
+			ns := testutil.StartNATS(t, tc.configure)
 			up := opsStartUpstream(t, false, sim.Options{})
-			ob := opsStartBridge(t, opsEnv(up, ns.url(), tc.env))
+			ob := opsStartBridge(t, opsEnv(up, ns.URL(), tc.env))
 			if len(tc.wantErr) == 0 {
 				ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
 				return
@@ -354,19 +355,19 @@ func TestNATSAuthentication(t *testing.T) {
 // TestNATSCredentialsRevoked: the server comes back with the bridge's password changed. nats.go gives up
 // after two refusals in a row; the bridge then stops with the reason instead of running on without NATS.
 func TestNATSCredentialsRevoked(t *testing.T) {
-	ns := opsStartNATS(t, func(o *server.Options) {
+	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
 	})
 	up := opsStartUpstream(t, false, sim.Options{})
-	ob := opsStartBridge(t, opsEnv(up, ns.url(),
+	ob := opsStartBridge(t, opsEnv(up, ns.URL(),
 		map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok")
 
-	ns.stop()
-	ns.configure = func(o *server.Options) {
+	ns.Stop()
+	ns.Configure = func(o *server.Options) {
 		o.Users = []*server.User{{Username: "bridge", Password: "changed-" + secNATSPassword}}
 	}
-	ns.start()
+	ns.Start()
 	runErr := ob.exited(t, 30*time.Second, "after NATS refused its credentials")
 	if runErr == nil || !errors.Is(runErr, nats.ErrAuthorization) ||
 		!strings.Contains(runErr.Error(), "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD") {
@@ -434,7 +435,7 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 	client := secIssue(t, ca, "tracking-bridge", false, x509.ExtKeyUsageClientAuth)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
-	ns := opsStartNATS(t, func(o *server.Options) {
+	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.TLS, o.TLSVerify = true, true
 		o.TLSConfig = &tls.Config{
 			Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.cert.Raw}, PrivateKey: srvCert.key}},
@@ -444,7 +445,7 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 		}
 	})
 	up := opsStartUpstream(t, false, sim.Options{})
-	url := strings.Replace(ns.url(), "nats://", "tls://", 1)
+	url := strings.Replace(ns.URL(), "nats://", "tls://", 1)
 
 	t.Run("with the client certificate", func(t *testing.T) {
 		ob := opsStartBridge(t, opsEnv(up, url, map[string]string{
@@ -514,20 +515,20 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	if len(parsed.Users) != 2 {
 		t.Fatalf("the example configuration has %d users, want 2", len(parsed.Users))
 	}
-	ns := opsStartNATS(t, func(o *server.Options) {
+	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
 	})
 	admin := nats.UserInfo("admin", "admin")
 
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 50})
-	env := opsEnv(up, ns.url(), map[string]string{
+	env := opsEnv(up, ns.URL(), map[string]string{
 		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	})
 	wire := func(ob *opsBridge) { opsWireConsumer(t, ob) }
 	ob := opsStartBridgeWith(t, env, wire)
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	up.sim().Inject("demo", "not-json-1", "", []byte("not json"))
-	opsPublishReports(t, ns.url(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
+	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
 		nats.UserInfo("report-producer", "producer-"+secNATSPassword))
 	opsEventually(t, 10*time.Second, "reports delivered and dead-lettered", func() (bool, string) {
 		a := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "accepted", "status_class": "2xx"})
@@ -535,8 +536,8 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 		return a == 2 && i == 1, fmt.Sprintf("accepted %v, invalid %v", a, i)
 	})
 	opsEventually(t, 10*time.Second, "events and a dead letter stored", func() (bool, string) {
-		e := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
-		d := opsStreamMsgs(t, ns.url(), "TRACKING_DLQ", admin)
+		e := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
+		d := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ", admin)
 		return e > 10 && d == 2, fmt.Sprintf("events %d, dead letters %d (want an event and a report)", e, d)
 	})
 	if err := ob.stop(t); err != nil {
@@ -546,9 +547,9 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	// A restart reads the resume cursor from the stream's tail.
 	ob2 := opsStartBridgeWith(t, env, wire)
 	ob2.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
-	before := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
+	before := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
 	opsEventually(t, 10*time.Second, "events after the restart", func() (bool, string) {
-		n := opsStreamMsgs(t, ns.url(), "TRACKING_EVENTS", admin)
+		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
 		return n > before, fmt.Sprint(n)
 	})
 	if err := ob2.stop(t); err != nil {
@@ -571,7 +572,7 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 		{"report-producer", "producer-" + secNATSPassword, true},
 		{"tracking-bridge", secNATSPassword, false},
 	} {
-		nc, err := nats.Connect(ns.url(), nats.UserInfo(tc.user, tc.password),
+		nc, err := nats.Connect(ns.URL(), nats.UserInfo(tc.user, tc.password),
 			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 		if err != nil {
 			t.Fatal(err)

@@ -362,7 +362,7 @@ func TestStopAndRestartLosesNothing(t *testing.T) {
 	}
 
 	// A new consumer, on a new connection, picks up the rest at once.
-	js2, _ := jetstream.New(e.connect())
+	js2, _ := jetstream.New(e.ns.Connect())
 	second := e.start(js2, cfg)
 	testutil.Eventually(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
@@ -389,7 +389,7 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 
 	// The first consumer's connection dies while reports are in flight: their 2xx arrives, the
 	// acknowledgement cannot be sent.
-	nc := e.connect()
+	nc := e.ns.Connect()
 	js, _ := jetstream.New(nc)
 	first := e.start(js, cfg)
 	testutil.Eventually(t, 10*time.Second, "reports in flight", func() bool { return first.Stats().InFlight > 0 })
@@ -407,7 +407,7 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 		t.Error("no acknowledgement failed")
 	}
 
-	js2, _ := jetstream.New(e.connect())
+	js2, _ := jetstream.New(e.ns.Connect())
 	e.start(js2, cfg)
 	testutil.Eventually(t, 20*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	keys := map[string]bool{}
@@ -430,7 +430,7 @@ func TestNATSRestart(t *testing.T) {
 	cfg.AckWait = 2 * time.Second
 	c := e.start(e.js, cfg)
 	testutil.Eventually(t, 10*time.Second, "some reports accepted", func() bool { return len(e.accepted()) >= 30 })
-	e.restartNATS()
+	e.ns.Restart()
 	testutil.Eventually(t, 30*time.Second, "all reports accepted", func() bool { return len(e.accepted()) == n })
 	testutil.Eventually(t, 30*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	keys := map[string]bool{}

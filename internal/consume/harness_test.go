@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -29,9 +26,7 @@ import (
 // report calls recorded), and a report client logged in as the simulator's default user.
 type env struct {
 	tb     testing.TB
-	dir    string // JetStream's store
-	port   int
-	ns     *server.Server
+	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	layout publish.Layout
@@ -48,11 +43,8 @@ type env struct {
 func newEnv(tb testing.TB, record bool) *env {
 	tb.Helper()
 	e := &env{tb: tb, layout: publish.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
-		dir: tb.TempDir(), port: -1}
-	e.startNATS()
-	e.port = e.ns.Addr().(*net.TCPAddr).Port
-	tb.Cleanup(func() { e.ns.Shutdown(); e.ns.WaitForShutdown() })
-	e.nc = e.connect()
+		ns: testutil.StartNATS(tb, nil)}
+	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -82,33 +74,6 @@ func newEnv(tb testing.TB, record bool) *env {
 }
 
 func (e *env) reportURL() string { return e.http.URL + sim.DefaultBasePath + "/tracking/events" }
-
-func (e *env) startNATS() {
-	e.tb.Helper()
-	ns, err := embedded.Start(embedded.Options{StoreDir: e.dir, Port: e.port})
-	if err != nil {
-		e.tb.Fatal(err)
-	}
-	e.ns = ns
-}
-
-// restartNATS stops the server and starts it again on the same port and store.
-func (e *env) restartNATS() {
-	e.tb.Helper()
-	e.ns.Shutdown()
-	e.ns.WaitForShutdown()
-	e.startNATS()
-}
-
-// connect opens a NATS connection, reconnecting forever, closed at the end of the test.
-func (e *env) connect() *nats.Conn {
-	nc, err := nats.Connect(e.ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		e.tb.Fatal(err)
-	}
-	e.tb.Cleanup(nc.Close)
-	return nc
-}
 
 // config is the consumer configuration of the tests: short backoffs.
 func (e *env) config() Config {

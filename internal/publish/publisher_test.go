@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -22,9 +19,7 @@ import (
 // testEnv is an embedded nats-server with the bridge's streams and a client connection.
 type testEnv struct {
 	t      *testing.T
-	dir    string
-	port   int
-	srv    *server.Server
+	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	layout Layout
@@ -32,38 +27,15 @@ type testEnv struct {
 
 func newEnv(t *testing.T, dup time.Duration) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dir: t.TempDir(), port: -1, layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
-	e.start()
-	e.port = e.srv.Addr().(*net.TCPAddr).Port
-	nc, err := nats.Connect(e.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
-		nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.nc = nc
-	e.js, _ = jetstream.New(nc)
+	e := &testEnv{t: t, ns: testutil.StartNATS(t, nil), layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	e.nc = e.ns.Connect()
+	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { nc.Close(); e.srv.Shutdown() })
 	return e
-}
-
-func (e *testEnv) start() {
-	e.t.Helper()
-	srv, err := embedded.Start(embedded.Options{StoreDir: e.dir, Port: e.port})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.srv = srv
-}
-
-func (e *testEnv) restart() {
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
-	e.start()
 }
 
 // publisher returns a publisher over the environment's connection; obs may be nil.
@@ -230,7 +202,7 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 	const n = 6000
 	for i := range n {
 		if i == 2000 {
-			go e.restart()
+			go e.ns.Restart()
 		}
 		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
 			t.Fatal(err)
