@@ -164,6 +164,11 @@ func (b *bridge) Run(ctx context.Context) error {
 		case <-rctx.Done():
 		}
 	}()
+	upkeepDone := make(chan struct{})
+	go func() {
+		defer close(upkeepDone)
+		_ = b.pub.Run(rctx) // returns nil when rctx is done
+	}()
 	reportsDone := make(chan error, 1)
 	go func() {
 		err := b.reports.Run(rctx)
@@ -183,6 +188,7 @@ func (b *bridge) Run(ctx context.Context) error {
 	}
 	stopAll()
 	<-watchDone
+	<-upkeepDone
 	b.nc.RemoveStatusListener(closed)
 	if natsErr != nil {
 		b.pub.Close()

@@ -82,7 +82,8 @@ type Config struct {
 // The window is a ring of entries in publish order; entries leave it in that order, each only once
 // stored, which is what makes the resume header of every message exact.
 //
-// Handle and Resume must be called from one goroutine; LastResumeID may be called from any.
+// Handle and Resume must be called from one goroutine; Run goes alongside them; LastResumeID may be
+// called from any.
 type Publisher struct {
 	cfg    Config
 	nc     *nats.Conn
@@ -91,6 +92,7 @@ type Publisher struct {
 	events string // "P.events."
 	dlq    string // "P.dlq.events"
 
+	mu      sync.Mutex // serialises Handle and Resume with the upkeep of Run
 	acks    *acks
 	ring    []pending // entry seq sits at ring[seq % len(ring)]
 	head, n int
@@ -192,6 +194,8 @@ func (p *Publisher) setLastResume(id string) {
 // failed ones again) and returns the id to resume the stream after. The first call reads the cursor from
 // the events stream.
 func (p *Publisher) Resume(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !p.loaded {
 		if err := p.loadCursor(ctx); err != nil {
 			return "", err
@@ -209,6 +213,8 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 // Handle implements upstream.Sink: it publishes one event, or dead-letters it when it cannot go to
 // P.events.* (not a JSON object, or too large).
 func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for p.n == len(p.ring) {
 		if err := p.settleFront(ctx); err != nil {
 			return err
@@ -223,7 +229,31 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	p.next++
 	p.n++
 	p.send(e)
-	// Settle what is acknowledged already, without waiting; an acknowledgement overdue is a failure.
+	return p.settleReady(ctx)
+}
+
+// Run keeps the window moving while no event comes: every second it settles what was acknowledged
+// meanwhile, and sends again what is overdue or was in flight when the connection was lost. Without it
+// such events would wait for the next event or reconnect. It returns nil when ctx is done.
+func (p *Publisher) Run(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		p.mu.Lock()
+		p.checkConnection()
+		_ = p.settleReady(ctx) // fails only when ctx is done
+		p.mu.Unlock()
+	}
+}
+
+// settleReady pops the acknowledged entries off the front of the window, without waiting; an
+// acknowledgement overdue is a failure, which starts recovery.
+func (p *Publisher) settleReady(ctx context.Context) error {
 	for p.n > 0 {
 		if f := &p.ring[p.head]; !p.settled(f) {
 			if time.Since(f.sent) < p.cfg.Timeout {

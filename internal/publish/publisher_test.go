@@ -368,3 +368,49 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishUpkeepWithoutEvents: events whose acknowledgements never come are sent again, and the resume
+// id moves on, with no further event or Resume: Run's upkeep does it on a quiet stream.
+func TestPublishUpkeepWithoutEvents(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := e.js.DeleteStream(ctx, e.layout.Events()); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.nc.SubscribeSync("tracking.events.>") // interest, so no "no responders": no answer at all
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	obs := &countingObserver{}
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: 64,
+		Timeout: 300 * time.Millisecond, Source: "test", Logger: discard(), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.loaded = true // the cursor cannot be read from a missing stream; not the point here
+	runCtx, stopRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- p.Run(runCtx) }()
+
+	const n = 3
+	for i := range n {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "unanswered publishes sent again", func() bool { return obs.retried.Load() > 0 })
+	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the events stored and the resume id moved on", func() bool {
+		return p.LastResumeID() == fmt.Sprintf("ev-%05d", n-1)
+	})
+	assertExactlyOnce(t, e.messages(e.layout.Events()), n)
+	stopRun()
+	if err := <-runDone; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
