@@ -58,6 +58,7 @@ type benchOptions struct {
 	refWindow  int
 	skipRef    bool
 	skipSSE    bool
+	skipNATS   bool
 	refpipe    string
 	bridgeBin  string
 	timeout    time.Duration
@@ -84,6 +85,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.refWindow, "refpipe-window", 4000, "refpipe's -window (its own default is 4000)")
 	fs.BoolVar(&o.skipRef, "skip-refpipe", false, "measure the bridge only")
 	fs.BoolVar(&o.skipSSE, "skip-sse", false, "in -latency mode, leave out the SSE-only baseline (simulator to an SSE reader in this process)")
+	fs.BoolVar(&o.skipNATS, "skip-nats", false, "in -latency mode, leave out the NATS-only baseline (this process publishing to JetStream)")
 	fs.StringVar(&o.refpipe, "refpipe", "../shared/bench/refpipe", "refpipe source directory (built with go build) or a built binary")
 	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binary run as 'bridge run' (for comparing builds); empty means this one")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
@@ -166,8 +168,10 @@ The bridge is stopped with SIGTERM as soon as N events are stored; refpipe exits
 
 With -latency the simulator generates -rate events/s for -duration; a core NATS subscriber in this
 process computes receive time minus the event's "timestamp" (its generation time), leaving out the first
-second. After the pipelines' runs, as many runs of an SSE-only baseline: this process reads the
-simulator's stream itself (no NATS), which shows what the simulator, the kernel and the scheduler add.
+second. After the pipelines' runs, as many runs of two baselines that split the path in its two hops:
+SSE-only, this process reading the simulator's stream itself (no NATS), and NATS-only, this process
+publishing events of the same size at -rate to a JetStream stream (file storage, Nats-Msg-Id,
+asynchronously, no HTTP) and timing them at the same kind of subscriber.
 
 With -cpuprofile the bridge runs once inside this process (the simulator and nats-server still in their
 own) under the CPU profiler: over a flood of -n events, or with -latency at -rate for -duration.
@@ -839,7 +843,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "latency: %d events of ~%d bytes at %.0f events/s (%v), %d run(s) per pipeline, bridge window %s\n"+
 		"  latency = receive time at a core NATS subscriber (SSE-only: at an SSE reader in the bench process)\n  minus the event's \"timestamp\" (when the simulator wrote it)\n\n",
 		total, e.o.size, e.o.rate, e.o.duration, e.o.runs, e.windowDesc())
-	var bridgeP99, refP99, sseP99 []float64
+	var bridgeP99, refP99, sseP99, natsP99 []float64
 	for i := 1; i <= e.o.runs; i++ {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
 		e.seq++
@@ -880,6 +884,16 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 			sseP99 = append(sseP99, float64(r.sum.P99))
 		}
 	}
+	if !e.o.skipNATS {
+		for i := 1; i <= e.o.runs; i++ {
+			r, err := e.natsLatency(ctx, total)
+			if err != nil {
+				return fmt.Errorf("NATS-only latency run %d: %w", i, err)
+			}
+			fmt.Fprintf(stdout, "  %v\n", r)
+			natsP99 = append(natsP99, float64(r.sum.P99))
+		}
+	}
 	p99 := time.Duration(bench.Median(bridgeP99))
 	verdict := "met"
 	if p99 > benchTargetP99 {
@@ -891,6 +905,9 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	}
 	if len(sseP99) > 0 {
 		fmt.Fprintf(stdout, "SSE-only baseline p99 (median of %d run(s)) %s\n", len(sseP99), benchUS(time.Duration(bench.Median(sseP99))))
+	}
+	if len(natsP99) > 0 {
+		fmt.Fprintf(stdout, "NATS-only baseline p99 (median of %d run(s)) %s\n", len(natsP99), benchUS(time.Duration(bench.Median(natsP99))))
 	}
 	return nil
 }
@@ -955,6 +972,75 @@ func (e *benchEnv) sseLatency(ctx context.Context, total int) (benchLatResult, e
 		if d := ev.Data(); d != "" {
 			rec.Record(time.Now(), []byte(d))
 		}
+	}
+	r.sum = rec.Summarize(benchWarmup)
+	return r, e.writeCSV(r.pipeline, rec)
+}
+
+// natsLatency is the other baseline of the latency runs: this process publishes events of the
+// simulator's size at -rate to a JetStream stream of its own (file storage, Nats-Msg-Id, asynchronous
+// publishes, as the pipelines do) and a core subscriber on another connection records receive time minus
+// the event's timestamp, taken just before its publish. No HTTP is involved.
+func (e *benchEnv) natsLatency(ctx context.Context, total int) (benchLatResult, error) {
+	r := benchLatResult{pipeline: "NATS-only"}
+	const stream, subject = "BENCHNATS", "benchnats.events.GATE_IN"
+	ctx, cancel := context.WithTimeout(ctx, e.o.duration+e.o.timeout)
+	defer cancel()
+	e.deleteStreams(stream)
+	defer e.deleteStreams(stream)
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"benchnats.>"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		return r, err
+	}
+	rec := &bench.Recorder{}
+	subConn, err := nats.Connect(e.natsURL, nats.Name("bridge-bench-latency"))
+	if err != nil {
+		return r, err
+	}
+	defer subConn.Close()
+	sub, err := subConn.Subscribe(subject, func(m *nats.Msg) { rec.Record(time.Now(), m.Data) })
+	if err != nil {
+		return r, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := subConn.Flush(); err != nil {
+		return r, err
+	}
+	pubConn, err := nats.Connect(e.natsURL, nats.Name("bridge-bench-publisher"))
+	if err != nil {
+		return r, err
+	}
+	defer pubConn.Close()
+	js, err := jetstream.New(pubConn, jetstream.WithPublishAsyncMaxPending(4000))
+	if err != nil {
+		return r, err
+	}
+	pad := strings.Repeat("x", max(0, e.o.size-110))
+	interval := time.Duration(float64(time.Second) / e.o.rate)
+	start := time.Now()
+	for i := range total {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		id := fmt.Sprintf("ev-%08d", i)
+		body := fmt.Appendf(nil, `{"id":%q,"timestamp":%q,"type":"GATE_IN","observation":{"pad":%q}}`,
+			id, time.Now().UTC().Format(time.RFC3339Nano), pad)
+		if _, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: body,
+			Header: nats.Header{jetstream.MsgIDHeader: {id}}}); err != nil {
+			return r, fmt.Errorf("publish %d: %w", i, err)
+		}
+	}
+	for rec.Count() < total {
+		select {
+		case <-ctx.Done():
+			return r, fmt.Errorf("only %d of %d events received in time", rec.Count(), total)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return r, fmt.Errorf("acknowledgements still pending: %d", js.PublishAsyncPending())
 	}
 	r.sum = rec.Summarize(benchWarmup)
 	return r, e.writeCSV(r.pipeline, rec)
