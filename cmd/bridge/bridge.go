@@ -190,6 +190,11 @@ func (b *bridge) Run(ctx context.Context) error {
 	<-watchDone
 	<-upkeepDone
 	b.nc.RemoveStatusListener(closed)
+	if natsErr == nil && b.nc.IsClosed() {
+		// Closed while the watcher was already leaving (another component stopped on it first), or
+		// before it started. Nothing but drain closes the connection on purpose, and drain comes later.
+		natsErr = natsClosedError(b.cfg, b.nc)
+	}
 	if natsErr != nil {
 		b.pub.Close()
 		return natsErr // nothing in flight can be settled; the restart resumes from the stream

@@ -32,14 +32,15 @@ const (
 	HeaderStreamID = "Bridge-Stream-Id"
 )
 
-// Observer receives the publisher's outcomes (for metrics). Methods are called from the goroutine that
-// calls Handle and Resume, except Published and AckLatency (see there); implementations must be cheap.
+// Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
+// from the goroutine that calls Handle and Resume or from Run's, except Published and AckLatency (see
+// there); implementations must be cheap.
 type Observer interface {
 	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
 	// its subject's type token, before the event leaves the window (so before a Resume waiting for it
 	// returns). It is called from the acknowledgement subscription's goroutine as the acknowledgement
-	// arrives, or from the Handle goroutine for an event sent again after a failure: it must be safe for
-	// concurrent use.
+	// arrives, or from the Handle or Run goroutine for an event sent again after a failure: it must be
+	// safe for concurrent use.
 	Published(typeToken string)
 	// AckLatency is told how long an event's acknowledgement took, just before Published and from the
 	// same goroutine.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,9 +201,11 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 6000
+	var restart sync.WaitGroup
+	defer restart.Wait() // the restart must not outlive the test (it shares the server)
 	for i := range n {
 		if i == 2000 {
-			go e.ns.Restart()
+			restart.Go(e.ns.Restart)
 		}
 		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
 			t.Fatal(err)
