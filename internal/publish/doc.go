@@ -1,4 +1,5 @@
-// Package publish owns JetStream publishing of tracking events: subject mapping, message headers,
-// the asynchronous publish window with retries under the same Nats-Msg-Id, stream provisioning and
-// the resume cursor. It knows nothing about HTTP.
+// Package publish owns JetStream publishing of tracking events: event scanning (scan.go), subject
+// mapping (subject.go), message headers (headers.go), the asynchronous publish window with retries under
+// the same Nats-Msg-Id and the resume cursor (publisher.go), the tracking of JetStream's
+// acknowledgements (acks.go), and stream provisioning (streams.go). It knows nothing about HTTP.
 package publish
