@@ -175,11 +175,7 @@ func ackError(m *nats.Msg) error {
 		}
 		return errBadAck
 	}
-	// The server writes the stream's name first in a PubAck and the error object first in an error;
-	// anything else is decoded in full.
-	const pubAck = `{"stream":"`
-	if len(d) > len(pubAck)+1 && string(d[:len(pubAck)]) == pubAck && d[len(pubAck)] != '"' &&
-		d[len(d)-1] == '}' && !bytes.Contains(d, []byte(`"error":`)) {
+	if plainPubAck(d) {
 		return nil
 	}
 	var r struct {
@@ -196,4 +192,87 @@ func ackError(m *nats.Msg) error {
 		return errBadAck
 	}
 	return nil
+}
+
+// plainPubAck reports whether d is certainly a PubAck, without decoding it: a valid JSON object whose
+// members are only the ones the server writes in a PubAck (stream, seq, domain, duplicate), spelled
+// exactly so and without escapes, with a non-empty stream name. encoding/json would match member names
+// case-insensitively and take the last of duplicates; anything of that kind, or any other member, goes to
+// the full decode instead. The fast path decides no case differently from that decode (FuzzAckError).
+func plainPubAck(d []byte) bool {
+	if len(d) < 2 || d[0] != '{' || !json.Valid(d) {
+		return false
+	}
+	stream := false
+	i := 1
+	for {
+		// A member name: no white space in what the server writes, and no escapes here.
+		if i >= len(d) || d[i] != '"' {
+			return false
+		}
+		end := bytes.IndexByte(d[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		name := d[i+1 : i+1+end]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			return false
+		}
+		i += end + 2
+		if i >= len(d) || d[i] != ':' {
+			return false
+		}
+		i++
+		switch string(name) {
+		case "stream":
+			if stream || i >= len(d) || d[i] != '"' {
+				return false
+			}
+			n := bytes.IndexByte(d[i+1:], '"')
+			if n <= 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
+				return false
+			}
+			stream = true
+			i += n + 2
+		case "seq", "domain", "duplicate":
+			if i = skipScalar(d, i); i < 0 {
+				return false
+			}
+		default:
+			return false
+		}
+		if i >= len(d) {
+			return false
+		}
+		switch d[i] {
+		case ',':
+			i++
+		case '}':
+			return stream && i == len(d)-1
+		default:
+			return false
+		}
+	}
+}
+
+// skipScalar returns the index after the number, literal or escape-free string at d[i] of valid JSON, or
+// -1 for anything else.
+func skipScalar(d []byte, i int) int {
+	if i >= len(d) {
+		return -1
+	}
+	switch c := d[i]; {
+	case c == '"':
+		n := bytes.IndexByte(d[i+1:], '"')
+		if n < 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
+			return -1
+		}
+		return i + n + 2
+	case c == '{' || c == '[':
+		return -1
+	}
+	for i < len(d) && d[i] != ',' && d[i] != '}' && d[i] != ' ' && d[i] != '\t' && d[i] != '\n' && d[i] != '\r' {
+		i++
+	}
+	return i
 }

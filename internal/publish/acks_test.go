@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -27,6 +28,9 @@ func TestAckError(t *testing.T) {
 		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`,
 			want: "maximum messages exceeded"},
 		{data: `{"stream":"S","error":{"code":400,"description":"bad"}}`, want: "bad"},
+		{data: `{"stream":"S","Error":{"code":400,"description":"case"}}`, want: "case"}, // encoding/json folds case
+		{data: `{"stream":"S","stream":""}`, want: errBadAck.Error()},                    // the last one counts
+		{data: `{"stream":"S", "seq":1}`},                                                // not the server's spacing: decoded
 		{data: `{}`, want: errBadAck.Error()},
 		{data: `{"stream":""}`, want: errBadAck.Error()},
 		{data: `not json`, want: errBadAck.Error()},
@@ -109,4 +113,49 @@ func TestAcksFromServer(t *testing.T) {
 	if obs.published.Load() != 1 {
 		t.Errorf("published %d, want 1", obs.published.Load())
 	}
+}
+
+// FuzzAckError checks the fast path of ackError against decoding every reply in full.
+func FuzzAckError(f *testing.F) {
+	for _, s := range []string{`{"stream":"S","seq":1}`, `{"stream":"S","seq":1,"duplicate":true}`,
+		`{"stream":"error","seq":1}`, `{"error":{"code":503,"description":"x"},"stream":"S","seq":0}`,
+		`{"stream":"S","error":{"code":400}}`, `{"stream":"S"}}`, `{"stream":"S"`, `{}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := ackError(&nats.Msg{Data: data}) == nil
+		var r struct {
+			Error  *jetstream.APIError `json:"error"`
+			Stream string              `json:"stream"`
+		}
+		want := len(data) > 0 && json.Unmarshal(data, &r) == nil && r.Error == nil && r.Stream != ""
+		if got != want {
+			t.Fatalf("ackError(%q) says acknowledged=%v, a full decode %v", data, got, want)
+		}
+	})
+}
+
+// BenchmarkAckError measures reading a typical PubAck: the fast path, and the full decode it avoids.
+func BenchmarkAckError(b *testing.B) {
+	m := &nats.Msg{Data: []byte(`{"stream":"TRACKING_EVENTS","seq":1234567}`)}
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ackError(m) != nil {
+				b.Fatal("not a PubAck")
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r struct {
+				Error  *jetstream.APIError `json:"error"`
+				Stream string              `json:"stream"`
+			}
+			if err := json.Unmarshal(m.Data, &r); err != nil || r.Stream == "" {
+				b.Fatal("not a PubAck")
+			}
+		}
+	})
 }
