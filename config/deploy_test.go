@@ -640,7 +640,6 @@ func TestGrafanaDashboard(t *testing.T) {
 	m := metrics.New(reg, metrics.BuildInfo{Version: "v", Commit: "c", GoVersion: runtime.Version()})
 	m.SetSources(metrics.Sources{
 		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
-		ResumeID:       func() string { return "x" },
 		ReportsPending: func() uint64 { return 0 },
 		NATSConnected:  func() bool { return true },
 		NATSReconnects: func() uint64 { return 0 },

@@ -37,7 +37,7 @@ const (
 )
 
 // ops is the bridge's operational side: the metrics registry, the liveness and readiness checks, and the
-// HTTP server on BRIDGE_HTTP_ADDR serving /metrics, /healthz and /readyz. It reads the components'
+// HTTP server on BRIDGE_HTTP_ADDR serving /metrics, /healthz, /readyz and /status (status.go). It reads the components'
 // state through b; it owns no protocol logic.
 type ops struct {
 	b       *bridge
@@ -257,7 +257,7 @@ func (o *ops) readiness() map[string]bool {
 	return m
 }
 
-// handler is the HTTP endpoint: /metrics, /healthz, /readyz.
+// handler is the HTTP endpoint: /metrics, /healthz, /readyz, /status.
 func (o *ops) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
@@ -267,9 +267,10 @@ func (o *ops) handler() http.Handler {
 	}))
 	mux.Handle("/healthz", o.live.Handler())
 	mux.Handle("/readyz", o.ready.Handler())
+	mux.HandleFunc("GET /status", o.statusHandler)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "tracking-bridge: /metrics /healthz /readyz")
+		fmt.Fprintln(w, "tracking-bridge: /metrics /healthz /readyz /status")
 	})
 	return mux
 }
@@ -280,7 +281,6 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	b := o.b
 	src := metrics.Sources{
 		StreamState:    b.stream.State,
-		ResumeID:       b.pub.LastResumeID,
 		NATSConnected:  b.nc.IsConnected,
 		NATSReconnects: func() uint64 { return b.nc.Stats().Reconnects },
 		Readiness:      o.readiness,

@@ -254,6 +254,24 @@ func (ob *opsBridge) waitReady(t *testing.T, timeout time.Duration, want int, li
 	return body
 }
 
+// status fetches and decodes GET /status.
+func (ob *opsBridge) status(t *testing.T) statusDoc {
+	t.Helper()
+	resp, err := http.Get("http://" + ob.addr + "/status")
+	if err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	defer resp.Body.Close()
+	var d statusDoc
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" {
+		t.Fatalf("GET /status = %d %s", resp.StatusCode, ct)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	return d
+}
+
 // requireAlive checks that /healthz answers 200.
 func (ob *opsBridge) requireAlive(t *testing.T) {
 	t.Helper()
@@ -390,6 +408,18 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 	if got := ob.counter(t, "bridge_stream_state", map[string]string{"state": "reconnecting"}); got != 1 {
 		t.Errorf("bridge_stream_state{state=reconnecting} = %v, want 1", got)
 	}
+	// The status page says the same, with the reason, and still where the stream resumes.
+	st := ob.status(t)
+	var reason string
+	for _, c := range st.Checks {
+		if c.Name == checkStream && !c.OK {
+			reason = c.Reason
+		}
+	}
+	if st.Ready || st.Stream.State != "reconnecting" || !strings.Contains(st.Stream.LastError, "HTTP 503") ||
+		!strings.Contains(reason, "HTTP 503") || st.Stream.ResumeAfter == "" {
+		t.Errorf("/status while the stream is refused = %+v, want not ready with HTTP 503 and a resume point", st)
+	}
 
 	up.sim().SetFaults(sim.Faults{})
 	ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
@@ -455,13 +485,24 @@ func TestMetricsCountEvents(t *testing.T) {
 		t.Errorf("TRACKING_EVENTS holds %d messages, want %d", got, n)
 	}
 
-	// The exposition: the info metric names the last event, read and stored.
+	// The status page names the last event read and the resume point, which follows once the publisher
+	// settles the last acknowledgement (with the next event, or its upkeep within a second).
+	opsEventually(t, 5*time.Second, "/status up to date", func() (bool, string) {
+		st := ob.status(t)
+		return st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
+			st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready,
+			fmt.Sprintf("%+v", st)
+	})
+
+	// The exposition.
 	code, text := ob.get(t, "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics = %d", code)
 	}
+	if strings.Contains(text, "bad-1") {
+		t.Error("/metrics carries an event id in a label")
+	}
 	for _, want := range []string{
-		`bridge_last_event_info{received_id="bad-1",stored_id=`,
 		`bridge_stream_state{state="connected"} 1`,
 		"go_goroutines ", "process_cpu_seconds_total ",
 		`bridge_build_info{commit="unknown",go_version="go`,
@@ -478,8 +519,8 @@ func TestMetricsCountEvents(t *testing.T) {
 	if got := ob.counter(t, "bridge_publish_ack_seconds", nil); got != float64(n) {
 		t.Errorf("bridge_publish_ack_seconds count = %v, want %d", got, n)
 	}
-	if got := ob.counter(t, "bridge_last_event_info", map[string]string{"received_id": "bad-1", "stored_id": "bad-1"}); got != 1 {
-		t.Errorf("bridge_last_event_info{received_id=bad-1,stored_id=bad-1} missing after the final settle")
+	if got := ob.b.ops.status(context.Background()).Stream.ResumeAfter; got != "bad-1" {
+		t.Errorf("resume point after the final settle = %q, want bad-1", got)
 	}
 }
 

@@ -41,9 +41,6 @@ const MaxTypes = 100
 // OtherType is the type label of events beyond the first MaxTypes types.
 const OtherType = "other"
 
-// maxIDLabel bounds the length of an event id shown in bridge_last_event_info.
-const maxIDLabel = 128
-
 // Label values of bounded sets. They are created with value 0 at start-up, so that rate() and
 // absent-series alerts work from the first scrape.
 var (
@@ -69,8 +66,6 @@ var (
 type Sources struct {
 	// StreamState is the event stream's state (upstream.Stream.State).
 	StreamState func() upstream.StreamState
-	// ResumeID is the id up to which every event is stored (publish.Publisher.LastResumeID).
-	ResumeID func() string
 	// ReportsPending is the report consumer's backlog (consume.Consumer.Pending).
 	ReportsPending func() uint64
 	// NATSConnected reports whether the NATS connection is up (nats.Conn.IsConnected).
@@ -93,7 +88,7 @@ type Metrics struct {
 	lastEvent     atomic.Int64 // unix nanoseconds
 	lastBytes     atomic.Int64 // unix nanoseconds
 	idMu          sync.Mutex
-	lastID        string
+	lastID        string // of the last event read; "" while none had an id
 
 	// Publishing.
 	typesMu     sync.Mutex
@@ -258,6 +253,27 @@ func (m *Metrics) Received(ev *event.Event) {
 	}
 }
 
+// StreamActivity is what the stream observer saw last, for the status page.
+type StreamActivity struct {
+	LastID    string    // id of the last event read; "" while none had one
+	LastEvent time.Time // when the last event was read; zero while none was
+	LastBytes time.Time // when bytes (event or keep-alive) last arrived; zero while none did
+}
+
+// StreamActivity returns the stream's last activity.
+func (m *Metrics) StreamActivity() StreamActivity {
+	at := func(ns int64) time.Time {
+		if ns == m.start.UnixNano() {
+			return time.Time{}
+		}
+		return time.Unix(0, ns)
+	}
+	m.idMu.Lock()
+	id := m.lastID
+	m.idMu.Unlock()
+	return StreamActivity{LastID: id, LastEvent: at(m.lastEvent.Load()), LastBytes: at(m.lastBytes.Load())}
+}
+
 // Heartbeat implements upstream.StreamObserver: bytes arrived on the stream.
 func (m *Metrics) Heartbeat() { m.lastBytes.Store(time.Now().UnixNano()) }
 
@@ -371,9 +387,6 @@ var (
 		"Seconds since the last bytes (event or keep-alive comment) arrived on the upstream stream, or since the connection was made.", nil, nil)
 	descState = prometheus.NewDesc(Namespace+"_stream_state",
 		"1 for the event stream's current state: starting, connected, reconnecting, unavailable (403/404) or stopped.", []string{"state"}, nil)
-	descLastID = prometheus.NewDesc(Namespace+"_last_event_info",
-		"Always 1: received_id is the id of the last event read, stored_id the id up to which every event is stored in JetStream (the resume point).",
-		[]string{"received_id", "stored_id"}, nil)
 	descPending = prometheus.NewDesc(Namespace+"_reports_pending",
 		"Reports in the reports stream not yet settled: waiting, in flight, or waiting for a delayed redelivery.", nil, nil)
 	descNATSUp = prometheus.NewDesc(Namespace+"_nats_connected",
@@ -385,7 +398,7 @@ var (
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEventAge, descBytesAge, descState, descLastID, descPending,
+	for _, d := range []*prometheus.Desc{descEventAge, descBytesAge, descState, descPending,
 		descNATSUp, descNATSReconnects, descReady} {
 		ch <- d
 	}
@@ -409,14 +422,6 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, st.String())
 		}
 	}
-	m.idMu.Lock()
-	received := m.lastID
-	m.idMu.Unlock()
-	stored := ""
-	if src.ResumeID != nil {
-		stored = src.ResumeID()
-	}
-	ch <- prometheus.MustNewConstMetric(descLastID, prometheus.GaugeValue, 1, idLabel(received), idLabel(stored))
 	if src.ReportsPending != nil {
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(src.ReportsPending()))
 	}
@@ -439,12 +444,4 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, v, name)
 		}
 	}
-}
-
-// idLabel bounds an event id for a label value and keeps it valid UTF-8 (a label must be).
-func idLabel(id string) string {
-	if len(id) > maxIDLabel {
-		id = id[:maxIDLabel]
-	}
-	return strings.ToValidUTF8(id, "\uFFFD")
 }

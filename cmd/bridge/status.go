@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// statusDoc is the body of GET /status: what an operator asks first, in one JSON document. Is the
+// bridge ready, and if not why; where the event stream stands; from which event it would resume. Event ids
+// are here rather than in metric labels, where every new id would start a new time series.
+type statusDoc struct {
+	Version string         `json:"version"`
+	Commit  string         `json:"commit"`
+	Ready   bool           `json:"ready"`
+	Checks  []statusCheck  `json:"checks"` // the /readyz checks, in its order
+	Stream  statusStream   `json:"stream"`
+	NATS    statusNATS     `json:"nats"`
+	Reports *statusReports `json:"reports,omitempty"` // once the report consumer is set up
+}
+
+type statusCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type statusStream struct {
+	State     string `json:"state"`
+	LastError string `json:"last_error,omitempty"` // why the last connection attempt ended
+	// LastReceivedID is the id of the last event read from the upstream ("" while none).
+	LastReceivedID string `json:"last_received_id"`
+	// ResumeAfter is the id up to which every event is stored in JetStream: the Last-Event-ID of the next
+	// connection ("" while nothing was stored: the stream starts from the upstream's live edge).
+	ResumeAfter string     `json:"resume_after"`
+	LastEventAt *time.Time `json:"last_event_at"` // null while no event arrived since start-up
+	LastBytesAt *time.Time `json:"last_bytes_at"` // keep-alive comments included
+}
+
+type statusNATS struct {
+	Connected  bool   `json:"connected"`
+	Status     string `json:"status"`
+	Reconnects uint64 `json:"reconnects"`
+}
+
+type statusReports struct {
+	Pending uint64 `json:"pending"` // reports in the stream not yet settled
+}
+
+// status gathers the status document. The readiness checks run as for /readyz.
+func (o *ops) status(ctx context.Context) statusDoc {
+	d := statusDoc{Version: version, Commit: commit, Checks: []statusCheck{}}
+	rs := o.ready.Evaluate(ctx)
+	d.Ready = len(rs) > 0
+	for _, r := range rs {
+		c := statusCheck{Name: r.Name, OK: r.Err == nil}
+		if r.Err != nil {
+			c.Reason, d.Ready = r.Err.Error(), false // the checks' errors carry no secret
+		}
+		d.Checks = append(d.Checks, c)
+	}
+
+	b := o.b
+	d.Stream.State = "not started"
+	if s := b.stream; s != nil {
+		d.Stream.State = s.State().String()
+		if err := s.LastError(); err != nil {
+			d.Stream.LastError = err.Error()
+		}
+	}
+	if b.pub != nil {
+		d.Stream.ResumeAfter = b.pub.LastResumeID()
+	}
+	a := o.metrics.StreamActivity()
+	d.Stream.LastReceivedID = a.LastID
+	d.Stream.LastEventAt, d.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
+
+	d.NATS.Status = "not connected yet"
+	if nc := b.nc; nc != nil {
+		d.NATS.Connected, d.NATS.Status = nc.IsConnected(), nc.Status().String()
+		d.NATS.Reconnects = nc.Stats().Reconnects
+	}
+	if c := o.reports.Load(); c != nil {
+		d.Reports = &statusReports{Pending: c.Pending()}
+	}
+	return d
+}
+
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// statusHandler serves GET /status. It always answers 200: gate on /readyz, read here.
+func (o *ops) statusHandler(w http.ResponseWriter, r *http.Request) {
+	d := o.status(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(d)
+}
