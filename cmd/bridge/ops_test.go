@@ -490,7 +490,7 @@ func TestMetricsCountEvents(t *testing.T) {
 	opsEventually(t, 5*time.Second, "/status up to date", func() (bool, string) {
 		st := ob.status(t)
 		return st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
-			st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready,
+				st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready,
 			fmt.Sprintf("%+v", st)
 	})
 
