@@ -489,9 +489,9 @@ func TestMetricsCountEvents(t *testing.T) {
 	// settles the last acknowledgement (with the next event, or its upkeep within a second).
 	opsEventually(t, 5*time.Second, "/status up to date", func() (bool, string) {
 		st := ob.status(t)
-		return st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
-				st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready,
-			fmt.Sprintf("%+v", st)
+		ok := st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
+			st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready
+		return ok, fmt.Sprintf("%+v", st)
 	})
 
 	// The exposition.
