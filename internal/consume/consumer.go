@@ -528,9 +528,13 @@ type iterator struct {
 	timeout time.Duration
 }
 
-// iterate starts a pull iterator that buffers at most Concurrency reports.
+// iterate starts a pull iterator that buffers at most Concurrency reports. It asks for more as soon as
+// fewer than three quarters remain (nats.go's default waits until fewer than half do): the buffer stays
+// fuller, so that a slot rarely waits for the next pull request (BenchmarkReports at 16 in flight: 12,690–12,794 reports/s against
+// 12,068–12,711 with the default, 4 alternating runs each), while the bound on buffered reports stays.
 func (c *Consumer) iterate(ctx context.Context, cons jetstream.Consumer) (*iterator, error) {
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency))
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency),
+		jetstream.PullThresholdMessages(max(1, c.cfg.Concurrency*3/4)))
 	if err != nil {
 		return nil, err
 	}
