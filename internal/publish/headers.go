@@ -1,6 +1,14 @@
 package publish
 
-import "github.com/nats-io/nats.go"
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+)
 
 // Message headers set on every event (contract §3), plus the bridge's own resume header.
 const (
@@ -78,4 +86,86 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hTime, e.time, e.time != "")
 	s.set(hResumeAfter, e.after, e.after != "")
 	s.set(hStreamID, e.ownID, e.ownID != "")
+}
+
+// How ids travel in the id headers (Nats-Msg-Id, Tracking-Event-Id, ce-id, Bridge-Resume-After,
+// Bridge-Stream-Id); see HeaderID.
+const (
+	encodedIDPrefix = "base64url:"
+	digestIDPrefix  = "sha256-id:"
+	// MaxHeaderID is the longest id carried as it is (or encoded): a longer one travels as its digest.
+	MaxHeaderID = 1024
+)
+
+// HeaderID returns the form in which an id travels in a NATS header. Header values are single lines, and
+// nats.go trims their leading and trailing white space and turns CR and LF into spaces, so an id with
+// control characters or edge white space would arrive mangled: "a\nb" and "a b" would share a
+// Nats-Msg-Id, and " " would give an empty one, which turns deduplication off. Such an id travels as
+// "base64url:" and its bytes in unpadded base64url (RFC 4648 §5), as does an id that begins with either
+// prefix, so that distinct ids keep distinct headers. An id longer than MaxHeaderID bytes travels as
+// "sha256-id:" and the hex SHA-256 of its bytes, which bounds every header. Plain ids, the upstream's
+// ids in practice, travel unchanged; ParseHeaderID reverses the encoding.
+func HeaderID(id string) string {
+	if len(id) > MaxHeaderID {
+		s := sha256.Sum256([]byte(id))
+		return digestIDPrefix + hex.EncodeToString(s[:])
+	}
+	if plainID(id) {
+		return id
+	}
+	return encodedIDPrefix + base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+// plainID reports whether id can travel in a header as it is.
+func plainID(id string) bool {
+	if id == "" || id[0] == ' ' || id[len(id)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return !strings.HasPrefix(id, encodedIDPrefix) && !strings.HasPrefix(id, digestIDPrefix)
+}
+
+// ParseHeaderID returns the id a header value made by HeaderID stands for; ok is false for a digest
+// (the id itself is not recoverable) and for a value HeaderID cannot have made.
+func ParseHeaderID(v string) (id string, ok bool) {
+	switch {
+	case strings.HasPrefix(v, digestIDPrefix):
+		return "", false
+	case strings.HasPrefix(v, encodedIDPrefix):
+		b, err := base64.RawURLEncoding.DecodeString(v[len(encodedIDPrefix):])
+		return string(b), err == nil
+	}
+	return v, true
+}
+
+// MsgSize returns the size of m as the server counts it against max_payload: the header block as nats.go
+// writes it, plus the data.
+func MsgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) == 0 {
+		return n
+	}
+	n += len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	k := n - len("…")
+	for k > 0 && !utf8.RuneStart(s[k]) {
+		k-- // s[k] continues a character: cut before the character
+	}
+	return s[:k] + "…"
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,8 +89,13 @@ type Publisher struct {
 	hdr     *headerSet // the header map of every first send, reused
 	msg     nats.Msg
 
-	resume  string
-	loaded  bool
+	resume    string // the stream id up to which everything is stored
+	resumeHdr string // resume as it travels in headers (HeaderID)
+	loaded    bool
+	// The position of the last event in the stream: the resume id it came after and how many messages
+	// came since the message that set that id. It tells apart oversize events without an id.
+	posID string
+	posN  int
 	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
 	skipTTL int
 	failing bool
@@ -107,11 +113,12 @@ type pending struct {
 	typ     string // Tracking-Event-Type, when hasType
 	hasType bool
 	time    string // ce-time, "" if none
-	after   string // Bridge-Resume-After
-	ownID   string // Bridge-Stream-Id, "" if none
+	after   string // Bridge-Resume-After (header form)
+	ownID   string // Bridge-Stream-Id (header form), "" if none
 	data    []byte
 	dead    *nats.Msg // a dead letter, built once
 	resume  string    // the stream id after this entry
+	resumeH string    // resume in header form
 	sent    time.Time
 	done    bool  // the outcome is known
 	err     error // the publish failed
@@ -194,6 +201,7 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
+	p.posID, p.posN = p.resume, 0 // the upstream replays from here
 	return p.resume, nil
 }
 
@@ -209,7 +217,15 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	}
 	p.checkConnection()
 	e := &p.ring[p.next%uint64(len(p.ring))]
-	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resume}
+	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resumeHdr}
+	if ev.ResumeID != "" {
+		e.resumeH = HeaderID(ev.ResumeID)
+	}
+	if ev.ResumeID != p.posID {
+		p.posID, p.posN = ev.ResumeID, 0
+	} else {
+		p.posN++
+	}
 	if !p.skipped(&ev) {
 		p.prepare(e, &ev)
 	}
@@ -272,16 +288,17 @@ func (p *Publisher) skipped(ev *event.Event) bool {
 	return true
 }
 
-// eventKey returns the id an event will be stored under without building the message, when cheap.
+// eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
+// cheap.
 func eventKey(ev *event.Event) string {
 	if ev.ID != "" {
-		return ev.ID
+		return HeaderID(ev.ID)
 	}
 	if ev.Oversize > 0 {
 		return ""
 	}
 	if f, err := ScanEvent(ev.Data); err == nil && f.ID != "" {
-		return f.ID
+		return HeaderID(f.ID)
 	}
 	return digest(ev.Data)
 }
@@ -289,11 +306,20 @@ func eventKey(ev *event.Event) string {
 // prepare fills the entry for an event: a message on P.events.<TYPE>, or a dead letter on P.dlq.events.
 func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	if ev.Oversize > 0 {
-		desc, _ := json.Marshal(struct {
+		d := struct {
 			Error string `json:"error"`
 			ID    string `json:"id,omitempty"`
 			Size  int    `json:"size"`
-		}{"event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", ev.ID, ev.Oversize})
+			// Where an event without an id sat in the stream, which tells apart such events of one size:
+			// the resume id it followed and how many messages came after that id's own.
+			After *position `json:"stream_position,omitempty"`
+		}{Error: "event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", Size: ev.Oversize}
+		if ev.ID != "" {
+			d.ID = HeaderID(ev.ID)
+		} else {
+			d.After = &position{ResumeID: e.resumeH, Index: p.posN}
+		}
+		desc, _ := json.Marshal(d)
 		p.deadLetter(e, ev, desc, ev.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize))
 		return
 	}
@@ -309,7 +335,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	if id == "" {
 		id = digest(ev.Data)
 	}
-	e.id, e.data = id, ev.Data
+	e.id, e.data = HeaderID(id), ev.Data
 	e.token = TypeToken(f.Type, f.TypeKind)
 	e.subject = p.events + e.token
 	if f.TypeKind == KindString {
@@ -319,10 +345,10 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 		e.time = f.Timestamp
 	}
 	if ev.ResumeID != id {
-		e.ownID = ev.ResumeID // "" (no id seen on the stream yet) leaves the header out
+		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
 	}
 	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
-	hsize := 256 + 3*len(id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
+	hsize := 256 + 3*len(e.id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
 	if max := p.nc.MaxPayload(); max > 0 && int64(len(ev.Data)+hsize) > max {
 		desc, _ := json.Marshal(struct {
@@ -330,7 +356,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 			ID    string `json:"id"`
 			Type  string `json:"type,omitempty"`
 			Size  int    `json:"size"`
-		}{"event larger than the NATS server's max_payload; its data was dropped", id, e.token, len(ev.Data)})
+		}{"event larger than the NATS server's max_payload; its data was dropped", e.id, e.token, len(ev.Data)})
 		p.deadLetter(e, ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max))
 	}
 }
@@ -341,30 +367,60 @@ func validTime(s string) bool {
 	return err == nil
 }
 
+// position is where an event sat in the stream (see Publisher.posID).
+type position struct {
+	ResumeID string `json:"resume_id"`
+	Index    int    `json:"index"`
+}
+
+// Bounds of the dead letters' free-text headers.
+const (
+	maxErrorHeader = 1024
+	maxNameHeader  = 256
+	dataPrefix     = 256 // bytes of the data kept in a description that replaces it
+)
+
 // deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
-// such; code is one of the Reason* constants, reason the human-readable Bridge-Error.
+// such; id is the event's own id ("": none), code one of the Reason* constants, reason the human-readable
+// Bridge-Error. A dead letter that would exceed the server's max_payload carries a description of the
+// data instead of the data: otherwise it could never be stored, and the stream would stop behind it.
 func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, code, reason string) {
 	if id == "" {
 		id = digest(body)
+	} else {
+		id = HeaderID(id)
 	}
 	h := nats.Header{
 		HeaderMsgID:   {id},
 		HeaderEventID: {id},
-		HeaderError:   {headerValue(reason)},
+		HeaderError:   {clip(headerValue(reason), maxErrorHeader)},
 	}
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if ev.Name != "" {
-		h["Sse-Event"] = []string{headerValue(ev.Name)}
+		h["Sse-Event"] = []string{clip(headerValue(ev.Name), maxNameHeader)}
 	}
-	if ev.ResumeID != "" && ev.ResumeID != id {
-		h[HeaderStreamID] = []string{ev.ResumeID}
+	if e.resumeH != "" && e.resumeH != id {
+		h[HeaderStreamID] = []string{e.resumeH}
+	}
+	m := &nats.Msg{Subject: p.dlq, Header: h, Data: body}
+	if max := p.nc.MaxPayload(); max > 0 && int64(MsgSize(m)) > max {
+		m.Data, _ = json.Marshal(struct {
+			Error  string `json:"error"`
+			Reason string `json:"reason"`
+			ID     string `json:"id"`
+			Size   int    `json:"size"`
+			Prefix string `json:"data_prefix"`
+		}{"dead letter larger than the NATS server's max_payload; its data was dropped", reason, id, len(body),
+			strings.ToValidUTF8(string(body[:min(len(body), dataPrefix)]), "\uFFFD")})
+		reason += "; the data was dropped: the dead letter would exceed NATS max_payload"
+		h[HeaderError] = []string{clip(headerValue(reason), maxErrorHeader)}
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
-	*e = pending{seq: e.seq, resume: e.resume, after: e.after, subject: p.dlq, id: id,
-		dead: &nats.Msg{Subject: p.dlq, Header: h, Data: body}}
+	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, after: e.after, subject: p.dlq, id: id,
+		dead: m}
 }
 
 func digest(b []byte) string {
@@ -473,7 +529,7 @@ func (p *Publisher) settleFront(ctx context.Context) error {
 
 func (p *Publisher) pop() {
 	e := &p.ring[p.head]
-	p.resume = e.resume
+	p.resume, p.resumeHdr = e.resume, e.resumeH
 	p.setLastResume(e.resume)
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
@@ -573,8 +629,17 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			own = m.Header.Get(HeaderEventID)
 		}
 		if after != "" && own == after {
-			found = true
-			break
+			if _, ok := ParseHeaderID(after); ok {
+				found = true
+				break
+			}
+			// The id was too long to keep (a digest stands for it): resume from the point this message
+			// was sent after, skipping it and what followed it.
+			after = m.Header.Get(HeaderResumeAfter)
+			if found = after == ""; found {
+				skip[m.Header.Get(HeaderMsgID)] = struct{}{}
+				break
+			}
 		}
 		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
 	}
@@ -582,8 +647,15 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
 			"stream", p.cfg.EventsStream, "resume_after", after)
 	}
-	p.resume = after
-	p.setLastResume(after)
+	resume, ok := ParseHeaderID(after)
+	if !ok {
+		p.log.Warn("resume point not usable (an id too long to keep); relying on the duplicate window",
+			"stream", p.cfg.EventsStream, "resume_after", after)
+		after = ""
+	}
+	p.resume, p.resumeHdr = resume, after
+	p.posID, p.posN = resume, 0
+	p.setLastResume(resume)
 	if len(skip) > 0 {
 		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
 	}

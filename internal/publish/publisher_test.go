@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -28,7 +29,13 @@ type testEnv struct {
 
 func newEnv(t *testing.T, dup time.Duration) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, ns: testutil.StartNATS(t, nil), layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	return newEnvWith(t, dup, nil)
+}
+
+// newEnvWith is newEnv with the server's options adjusted by configure.
+func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)) *testEnv {
+	t.Helper()
+	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,300 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+)
+
+// Ids that nats.go would mangle in a header (it trims edge white space and turns CR and LF into spaces),
+// ids that look like the encoded forms, and an id too long to carry.
+var awkwardIDs = []string{
+	"a b", "a\nb", "a\rb", " a b", "a b ", "\t", " ", "x\x00y", "base64url:YQ", "sha256-id:00",
+	"Zöll-7", strings.Repeat("L", MaxHeaderID+1),
+}
+
+func TestHeaderIDRoundTrip(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range append([]string{"ev-1", "sha256:ab12", "01HF-ULID"}, awkwardIDs...) {
+		h := HeaderID(id)
+		if prev, dup := seen[h]; dup {
+			t.Errorf("ids %q and %q share the header %q", prev, id, h)
+		}
+		seen[h] = id
+		if h == "" || strings.TrimSpace(h) != h || strings.ContainsAny(h, "\r\n\x00") || len(h) > MaxHeaderID+100 {
+			t.Errorf("HeaderID(%q) = %q: not a safe header value", id, h)
+		}
+		back, ok := ParseHeaderID(h)
+		if len(id) > MaxHeaderID {
+			if ok {
+				t.Errorf("ParseHeaderID(%q) claims to recover a digested id", h)
+			}
+			continue
+		}
+		if !ok || back != id {
+			t.Errorf("ParseHeaderID(HeaderID(%q)) = %q, %v", id, back, ok)
+		}
+	}
+	if h := HeaderID("ev-1"); h != "ev-1" {
+		t.Errorf("a plain id was changed: %q", h)
+	}
+}
+
+// FuzzHeaderID: every id gets a header value nats.go carries unchanged, and distinct ids get distinct
+// values (checked through the round trip).
+func FuzzHeaderID(f *testing.F) {
+	for _, id := range awkwardIDs {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		h := HeaderID(id)
+		if h == "" || strings.TrimSpace(h) != h || strings.ContainsAny(h, "\r\n") {
+			t.Fatalf("HeaderID(%q) = %q", id, h)
+		}
+		if back, ok := ParseHeaderID(h); len(id) <= MaxHeaderID && (!ok || back != id) {
+			t.Fatalf("round trip of %q gave %q, %v", id, back, ok)
+		}
+	})
+}
+
+func TestClip(t *testing.T) {
+	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
+		got := clip(s, 11)
+		if len(got) > 11 || !utf8.ValidString(got) {
+			t.Errorf("clip(%q, 11) = %q (%d bytes)", s, got, len(got))
+		}
+		if len(s) <= 11 && got != s {
+			t.Errorf("clip changed a short value: %q", got)
+		}
+	}
+}
+
+// TestMsgSize: MsgSize is the size the client checks against max_payload: a message of exactly
+// max_payload is accepted, one byte more is refused.
+func TestMsgSize(t *testing.T) {
+	const max = 4096
+	e := newEnvWith(t, time.Minute, func(o *server.Options) { o.MaxPayload = max })
+	m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{"A": {"1"}, "Bee": {"x", "yy"}}}
+	m.Data = make([]byte, max-MsgSize(m))
+	if MsgSize(m) != max {
+		t.Fatalf("MsgSize = %d", MsgSize(m))
+	}
+	if err := e.nc.PublishMsg(m); err != nil {
+		t.Fatalf("a message of exactly max_payload: %v", err)
+	}
+	m.Data = append(m.Data, 'x')
+	if err := e.nc.PublishMsg(m); !errors.Is(err, nats.ErrMaxPayload) {
+		t.Fatalf("a message one byte over max_payload: %v, want ErrMaxPayload", err)
+	}
+}
+
+// TestDeadLettersFitMaxPayload: a non-JSON event as large as max_payload, and events with a huge event
+// name or id, are dead-lettered as descriptions that fit; the stream goes on behind them.
+func TestDeadLettersFitMaxPayload(t *testing.T) {
+	const max = 64 << 10
+	e := newEnvWith(t, time.Minute, func(o *server.Options) { o.MaxPayload = max })
+	p := e.publisher(8, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bigID := strings.Repeat("i", 40<<10)
+	for _, x := range []event.Event{
+		{ID: "raw-1", ResumeID: "raw-1", Data: []byte(strings.Repeat("x", max-10))},
+		{ID: "raw-2", ResumeID: "raw-2", Name: strings.Repeat("n", 60<<10), Data: []byte("not json")},
+		{ID: bigID, ResumeID: bigID, Data: []byte(strings.Repeat("y", 30<<10))},
+		{ID: "big-4", ResumeID: "big-4", Data: []byte(`{"type":"GATE_IN","pad":"` + strings.Repeat("z", max) + `"}`)},
+		ev("ok-5", "GATE_IN"),
+	} {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p.Resume(ctx); err != nil || last != "ok-5" {
+		t.Fatalf("Resume = %q, %v: the stream stopped behind a dead letter", last, err)
+	}
+	dlq := e.messages(e.layout.DLQ())
+	if len(dlq) != 4 {
+		t.Fatalf("dead letters = %d, want 4", len(dlq))
+	}
+	for i, m := range dlq {
+		if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
+			t.Errorf("dead letter %d: %d bytes", i, size)
+		}
+	}
+	var d struct {
+		Error, Reason, ID string
+		Prefix            string `json:"data_prefix"`
+		Size              int
+	}
+	if err := json.Unmarshal(dlq[0].Data, &d); err != nil {
+		t.Fatalf("dead letter 0 is not a description: %v (%d bytes)", err, len(dlq[0].Data))
+	}
+	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", dataPrefix) ||
+		!strings.Contains(d.Reason, "not a JSON object") {
+		t.Errorf("description = %+v", d)
+	}
+	if got := dlq[0].Header.Get(HeaderError); !strings.Contains(got, "max_payload") {
+		t.Errorf("Bridge-Error = %q", got)
+	}
+	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > maxNameHeader {
+		t.Errorf("dead letter 1: data %q, Sse-Event of %d bytes", dlq[1].Data, len(dlq[1].Header.Get("Sse-Event")))
+	}
+	if got := dlq[2].Header.Get(HeaderMsgID); got != HeaderID(bigID) || !strings.HasPrefix(got, digestIDPrefix) {
+		t.Errorf("dead letter 2: Nats-Msg-Id %q", got)
+	}
+	if !strings.Contains(string(dlq[3].Data), "max_payload") {
+		t.Errorf("dead letter 3 = %.200s", dlq[3].Data)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 1 {
+		t.Errorf("events stream holds %d messages, want 1", n)
+	}
+}
+
+// TestAwkwardIDsStoredApart: events whose ids nats.go would mangle are stored once each, under distinct
+// ids, and a new publisher resumes after the exact last id; the upstream's replay adds nothing.
+func TestAwkwardIDsStoredApart(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids := append([]string{"ev-0"}, awkwardIDs[:len(awkwardIDs)-1]...) // the long id: see TestLongResumeID
+	ids = append(ids, " last\t")
+	p := e.publisher(4, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if err := p.Handle(ctx, jsonEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+		// One at a time, so that every message names the previous id as its resume point.
+		if last, err := p.Resume(ctx); err != nil || last != id {
+			t.Fatalf("Resume = %q, %v; want %q", last, err, id)
+		}
+	}
+	msgs := e.messages(e.layout.Events())
+	if len(msgs) != len(ids) {
+		t.Fatalf("stored %d messages for %d distinct ids", len(msgs), len(ids))
+	}
+	for i, m := range msgs {
+		if id, ok := ParseHeaderID(m.Header.Get(HeaderEventID)); !ok || id != ids[i] {
+			t.Errorf("message %d: Tracking-Event-Id %q stands for %q, want %q", i, m.Header.Get(HeaderEventID), id, ids[i])
+		}
+	}
+
+	// After a crash and past the duplicate window, a new publisher reads the resume point from the last
+	// message: the exact id before it, which travelled encoded. The replay of the last event is
+	// recognised.
+	time.Sleep(300 * time.Millisecond)
+	p2 := e.publisher(4, nil)
+	if last, err := p2.Resume(ctx); err != nil || last != ids[len(ids)-2] {
+		t.Fatalf("new publisher: Resume = %q, %v; want %q", last, err, ids[len(ids)-2])
+	}
+	for _, id := range []string{ids[len(ids)-1], "after"} {
+		if err := p2.Handle(ctx, jsonEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.messages(e.layout.Events())); n != len(ids)+1 {
+		t.Errorf("after the replay the stream holds %d messages, want %d", n, len(ids)+1)
+	}
+}
+
+// jsonEvent is an event whose SSE id and data id are id.
+func jsonEvent(id string) event.Event {
+	data, _ := json.Marshal(map[string]string{"id": id, "type": "GATE_IN"})
+	return event.Event{ID: id, ResumeID: id, Data: data}
+}
+
+// TestLongResumeID: when the resume point is an id too long to keep, a new publisher resumes from the
+// point before it, and the replay stores nothing twice.
+func TestLongResumeID(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := strings.Repeat("L", MaxHeaderID+1)
+	p := e.publisher(4, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One at a time, so that ev-4 is sent after the long id, which becomes its resume point.
+	for _, id := range []string{"ev-1", "ev-2", long, "ev-4"} {
+		if err := p.Handle(ctx, jsonEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := e.messages(e.layout.Events())
+	if got := msgs[len(msgs)-1].Header.Get(HeaderResumeAfter); got != HeaderID(long) {
+		t.Fatalf("ev-4 resumes after %q, want the long id's digest", got)
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+	p2 := e.publisher(4, nil)
+	last, err := p2.Resume(ctx)
+	if err != nil || last != "ev-2" {
+		t.Fatalf("new publisher: Resume = %q, %v; want ev-2", last, err)
+	}
+	for _, id := range []string{long, "ev-4", "ev-5"} {
+		if err := p2.Handle(ctx, jsonEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 5 {
+		t.Errorf("stream holds %d messages, want 5", n)
+	}
+}
+
+// TestOversizeWithoutIDKeptApart: oversize events of one size without an id are distinct dead letters,
+// and their replay after a reconnect is recognised.
+func TestOversizeWithoutIDKeptApart(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	p := e.publisher(8, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oversize := event.Event{ResumeID: "ev-1", Oversize: 2 << 20}
+	for _, x := range []event.Event{ev("ev-1", "GATE_IN"), oversize, oversize} {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resume, err := p.Resume(ctx); err != nil || resume != "ev-1" {
+		t.Fatalf("Resume = %q, %v", resume, err)
+	}
+	// A reconnect: the upstream replays what follows ev-1, then goes on.
+	for _, x := range []event.Event{oversize, oversize, ev("ev-2", "GATE_IN"), {ResumeID: "ev-2", Oversize: 2 << 20}} {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dlq := e.messages(e.layout.DLQ())
+	if len(dlq) != 3 {
+		for _, m := range dlq {
+			t.Log(m.Header.Get(HeaderMsgID), string(m.Data))
+		}
+		t.Fatalf("dead letters = %d, want 3", len(dlq))
+	}
+}
