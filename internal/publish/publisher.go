@@ -94,8 +94,8 @@ type Publisher struct {
 	loaded    bool
 	// The position of the last event in the stream: the resume id it came after and how many messages
 	// came since the message that set that id. It tells apart oversize events without an id.
-	posID string
-	posN  int
+	posID   string
+	posN    int
 	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
 	skipTTL int
 	failing bool
