@@ -737,7 +737,7 @@ func (c *Consumer) backoff(meta *jetstream.MsgMetadata) time.Duration {
 // deadLetter publishes the report to DLQSubject with its reason, then acknowledges it. When the publish
 // fails, the report is handed back for a later redelivery.
 func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string) {
-	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason)
+	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.js.Conn().MaxPayload())
 	pctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
 	_, err := c.js.PublishMsg(pctx, dl)
 	cancel()
@@ -766,8 +766,11 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 	c.ack(msg)
 }
 
-// deadLetterMsg builds the dead letter of a report (see Consumer).
-func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string) *nats.Msg {
+// deadLetterMsg builds the dead letter of a report (see Consumer). One that would exceed maxPayload (0:
+// no bound) carries a description instead of the report, and, if it is still too large, loses the
+// report's own headers: a dead letter that cannot be stored would be redelivered forever.
+func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string,
+	maxPayload int64) *nats.Msg {
 	dl := nats.NewMsg(subject)
 	dl.Data = msg.Data()
 	for k, vs := range msg.Headers() {
@@ -776,17 +779,26 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 		}
 		dl.Header[k] = append([]string(nil), vs...)
 	}
-	dl.Header.Set(publish.HeaderError, reason)
-	if status != 0 {
-		dl.Header.Set(HeaderUpstreamStatus, strconv.Itoa(status))
-	} else {
-		dl.Header.Del(HeaderUpstreamStatus)
+	setDeadLetterHeaders(dl.Header, meta, status, reason)
+	if publish.FitDeadLetter(dl, maxPayload, reportKey(meta)) && int64(publish.MsgSize(dl)) > maxPayload {
+		dl.Header = nats.Header{}
+		setDeadLetterHeaders(dl.Header, meta, status, reason+"; the data and the report's headers were dropped: the dead letter would exceed NATS max_payload")
 	}
-	dl.Header.Set(HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
-	dl.Header.Set(HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
-	dl.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
-	dl.Header.Set(publish.HeaderMsgID, reportKey(meta)+"-dlq")
 	return dl
+}
+
+// setDeadLetterHeaders sets the bridge's headers of a report's dead letter.
+func setDeadLetterHeaders(h nats.Header, meta *jetstream.MsgMetadata, status int, reason string) {
+	h.Set(publish.HeaderError, publish.Clip(reason, publish.MaxErrorHeader))
+	if status != 0 {
+		h.Set(HeaderUpstreamStatus, strconv.Itoa(status))
+	} else {
+		h.Del(HeaderUpstreamStatus)
+	}
+	h.Set(HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
+	h.Set(HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
+	h.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	h.Set(publish.HeaderMsgID, reportKey(meta)+"-dlq")
 }
 
 // ack acknowledges a settled report and waits for the server's confirmation.

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
@@ -174,6 +177,48 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 	}
 	if ok, _ := c.Ready(); !ok {
 		t.Error("consumer not ready after bad input")
+	}
+}
+
+// TestDeadLettersFitMaxPayload: reports that fit the server's max_payload but whose dead letter (the
+// report plus the bridge's headers) would not are dead-lettered as descriptions, and the work queue
+// empties; without that they would be redelivered forever.
+func TestDeadLettersFitMaxPayload(t *testing.T) {
+	const max = 16 << 10
+	e := newEnvWith(t, false, func(o *server.Options) { o.MaxPayload = max })
+	cfg := e.config()
+	cfg.MaxBytes = 1024
+	e.start(e.js, cfg)
+
+	big := `{"pad":"` + strings.Repeat("x", max-70) + `"}`
+	e.publish(big, publish.HeaderMsgID, "big-body")
+	e.publish(`{"not":"a report"`, publish.HeaderMsgID, "big-header", "Producer-Note", strings.Repeat("n", max-200))
+	e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
+
+	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	dl := e.deadLetters()
+	for i, m := range dl {
+		if size := publish.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
+			t.Errorf("dead letter %d: %d bytes", i, size)
+		}
+		var d struct {
+			Reason string
+			Size   int
+			Prefix string `json:"data_prefix"`
+		}
+		if err := json.Unmarshal(m.Data, &d); err != nil || d.Reason == "" || d.Prefix == "" {
+			t.Errorf("dead letter %d is not a description: %v: %.200s", i, err, m.Data)
+		}
+		if !strings.Contains(m.Header.Get(publish.HeaderError), "max_payload") {
+			t.Errorf("dead letter %d: Bridge-Error %q", i, m.Header.Get(publish.HeaderError))
+		}
+	}
+	if got := dl[0].Header.Get("Bridge-Original-Nats-Msg-Id"); got != "big-body" {
+		t.Errorf("the first dead letter lost the report's headers: %v", dl[0].Header)
+	}
+	if got := dl[1].Header.Get("Producer-Note"); got != "" || dl[1].Header.Get(HeaderReportSequence) != "2" {
+		t.Errorf("the second dead letter kept a header too large for it, or lost its own: %v", dl[1].Header)
 	}
 }
 

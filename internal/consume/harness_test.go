@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -42,8 +43,14 @@ type env struct {
 // newEnv starts everything. With record, every report call is recorded (the benchmark leaves it off).
 func newEnv(tb testing.TB, record bool) *env {
 	tb.Helper()
+	return newEnvWith(tb, record, nil)
+}
+
+// newEnvWith is newEnv with the server's options adjusted by configure.
+func newEnvWith(tb testing.TB, record bool, configure func(*server.Options)) *env {
+	tb.Helper()
 	e := &env{tb: tb, layout: publish.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
-		ns: testutil.StartNATS(tb, nil)}
+		ns: testutil.StartNATS(tb, configure)}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -68,9 +68,9 @@ func FuzzHeaderID(f *testing.F) {
 
 func TestClip(t *testing.T) {
 	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
-		got := clip(s, 11)
+		got := Clip(s, 11)
 		if len(got) > 11 || !utf8.ValidString(got) {
-			t.Errorf("clip(%q, 11) = %q (%d bytes)", s, got, len(got))
+			t.Errorf("Clip(%q, 11) = %q (%d bytes)", s, got, len(got))
 		}
 		if len(s) <= 11 && got != s {
 			t.Errorf("clip changed a short value: %q", got)

@@ -158,8 +158,8 @@ func MsgSize(m *nats.Msg) int {
 	return n
 }
 
-// clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
-func clip(s string, n int) string {
+// Clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -373,12 +372,8 @@ type position struct {
 	Index    int    `json:"index"`
 }
 
-// Bounds of the dead letters' free-text headers.
-const (
-	maxErrorHeader = 1024
-	maxNameHeader  = 256
-	dataPrefix     = 256 // bytes of the data kept in a description that replaces it
-)
+// maxNameHeader bounds the Sse-Event header of a dead letter.
+const maxNameHeader = 256
 
 // deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
 // such; id is the event's own id ("": none), code one of the Reason* constants, reason the human-readable
@@ -393,29 +388,20 @@ func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, cod
 	h := nats.Header{
 		HeaderMsgID:   {id},
 		HeaderEventID: {id},
-		HeaderError:   {clip(headerValue(reason), maxErrorHeader)},
+		HeaderError:   {Clip(headerValue(reason), MaxErrorHeader)},
 	}
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if ev.Name != "" {
-		h["Sse-Event"] = []string{clip(headerValue(ev.Name), maxNameHeader)}
+		h["Sse-Event"] = []string{Clip(headerValue(ev.Name), maxNameHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}
 	}
 	m := &nats.Msg{Subject: p.dlq, Header: h, Data: body}
-	if max := p.nc.MaxPayload(); max > 0 && int64(MsgSize(m)) > max {
-		m.Data, _ = json.Marshal(struct {
-			Error  string `json:"error"`
-			Reason string `json:"reason"`
-			ID     string `json:"id"`
-			Size   int    `json:"size"`
-			Prefix string `json:"data_prefix"`
-		}{"dead letter larger than the NATS server's max_payload; its data was dropped", reason, id, len(body),
-			strings.ToValidUTF8(string(body[:min(len(body), dataPrefix)]), "\uFFFD")})
-		reason += "; the data was dropped: the dead letter would exceed NATS max_payload"
-		h[HeaderError] = []string{clip(headerValue(reason), maxErrorHeader)}
+	if FitDeadLetter(m, p.nc.MaxPayload(), id) {
+		reason = m.Header.Get(HeaderError)
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
