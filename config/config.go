@@ -75,9 +75,9 @@ type Config struct {
 	// Publishing events to JetStream.
 	PublishWindow   int           `envconfig:"PUBLISH_WINDOW" default:"1024" desc:"most asynchronous JetStream publishes in flight"`
 	PublishTimeout  time.Duration `envconfig:"PUBLISH_TIMEOUT" default:"10s" desc:"time to wait for a JetStream publish acknowledgement"`
-	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events stream, when the bridge creates it"`
+	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events and dead-letter streams, when the bridge creates them"`
 	CreateStreams   bool          `envconfig:"CREATE_STREAMS" default:"true" desc:"create the JetStream streams at start-up when they are missing"`
-	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means derived from the upstream URL"`
+	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`
 
 	// Consuming reports from JetStream.
 	ReportConcurrency int           `envconfig:"REPORT_CONCURRENCY" default:"16" desc:"most reports sent upstream at the same time"`
