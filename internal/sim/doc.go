@@ -19,8 +19,8 @@
 // token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4, an unknown one
 // likewise with error_description "The access token is invalid", a missing one with a bare "Bearer"
 // challenge (RFC 6750 §3). Failures carry an ApiResponseMessage {"messages":[...]}; a validation failure
-// lists every problem, naming the property path ("unit.loadingState is missing"). Unknown JSON fields
-// are ignored.
+// lists every problem, naming the property path ("unit.loadingState is missing"). Property names are
+// matched exactly; unknown JSON fields, case variants of a property's name included, are ignored.
 //
 // # Event log
 //

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -133,12 +132,55 @@ func (s *Server) readOrder(w http.ResponseWriter, r *http.Request) (bookingOrder
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return bo, false
 	}
-	if err := json.Unmarshal(body, &bo); err != nil { // cannot fail after validation; be safe
-		writeMessages(w, http.StatusBadRequest, "body does not match BookingOrder: "+err.Error())
-		return bo, false
+	return orderFromMap(m), true
+}
+
+// orderFromMap builds the BookingOrder of a body that validateOrder accepted, from the same map, so that
+// what is stored is what was validated. (json.Unmarshal into the struct would match keys
+// case-insensitively: {"action":"PICK_UP","ACTION":"THROW"} would validate as PICK_UP and be stored as
+// THROW.) Keys are matched exactly, as validateOrder does; any other key, a case variant of a property
+// included, is an unknown field and ignored. An id in the body is ignored too.
+func orderFromMap(m map[string]any) bookingOrder {
+	u, _ := m["unit"].(map[string]any)
+	bo := bookingOrder{
+		TerminalID: strOf(m, "terminalId"),
+		Action:     strOf(m, "action"),
+		Reference:  strOf(m, "reference"),
+		Unit: bookingUnit{
+			LoadingState:             strOf(u, "loadingState"),
+			HandlingCode:             optStrOf(u, "handlingCode"),
+			IsoCode:                  optStrOf(u, "isoCode"),
+			Number:                   optStrOf(u, "number"),
+			DangerousGoodsIndication: strOf(u, "dangerousGoodsIndication"),
+			Condition:                strOf(u, "condition"),
+		},
 	}
-	bo.ID = ""
-	return bo, true
+	seals, _ := u["seals"].([]any)
+	for _, v := range seals {
+		sm, _ := v.(map[string]any)
+		bo.Unit.Seals = append(bo.Unit.Seals, seal{Type: strOf(sm, "type"), Number: strOf(sm, "number")})
+	}
+	if cc, ok := m["clientContext"].(map[string]any); ok {
+		bo.ClientContext = &bookingClientContext{InternalNote: optStrOf(cc, "internalNote")}
+		if pd, ok := cc["plannedDate"].(map[string]any); ok {
+			bo.ClientContext.PlannedDate = &bookingPlannedDate{Date: strOf(pd, "date"), TimeOfDay: strOf(pd, "timeOfDay")}
+		}
+	}
+	return bo
+}
+
+// strOf returns the string property key of m; "" when it is absent, null or not a string.
+func strOf(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// optStrOf returns the string property key of m; nil when it is absent, null or not a string.
+func optStrOf(m map[string]any, key string) *string {
+	if s, ok := m[key].(string); ok {
+		return &s
+	}
+	return nil
 }
 
 // handleCreateOrder serves operation 4.3.

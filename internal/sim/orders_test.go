@@ -238,3 +238,56 @@ func TestOrderLifecycle(t *testing.T) {
 		t.Errorf("update as text/plain: %d", r.Status)
 	}
 }
+
+// Validation matches property names exactly, so what is stored must too: a key that differs from a
+// property only in case is an unknown field, neither validated nor stored.
+func TestOrderCaseVariantKeys(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	tests := []struct {
+		name     string
+		body     string
+		wantCode int
+		want     []string // substrings of the order as read back
+		notWant  []string
+	}{
+		{name: "a variant after the property", wantCode: 201,
+			body: `{"terminalId":"L10001","action":"PICK_UP","ACTION":"THROW","reference":"R",` +
+				`"unit":{"loadingState":"FULL","handlingCode":"CT45","HANDLINGCODE":"","Condition":"BROKEN"}}`,
+			want: []string{`"action":"PICK_UP"`, `"handlingCode":"CT45"`}, notWant: []string{"THROW", "BROKEN"}},
+		{name: "a variant instead of the property", wantCode: 201,
+			body: `{"terminalId":"L10001","action":"DROP_OFF","reference":"R",` +
+				`"unit":{"loadingState":"EMPTY","isoCode":"22G1","HandlingCode":"not validated"},` +
+				`"clientContext":{"InternalNote":"not allowed: spaces and far too long"}}`,
+			want: []string{`"handlingCode":null`, `"internalNote":null`}, notWant: []string{"not validated", "not allowed"}},
+		{name: "a variant of the only unit code", wantCode: 400,
+			body: `{"terminalId":"L10001","action":"PICK_UP","reference":"R","unit":{"loadingState":"FULL","IsoCode":"45G1"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("POST", "/orders", tok, tt.body)
+			if r.Status != tt.wantCode {
+				t.Fatalf("create: %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if r.Status != 201 {
+				if m := r.messages(t); len(m) != 1 || m[0] != "unit.handlingCode or unit.isoCode must be given" {
+					t.Errorf("messages %q", m)
+				}
+				return
+			}
+			var c struct{ ID string }
+			_ = json.Unmarshal(r.Body, &c)
+			got := string(e.do("GET", "/orders/"+c.ID, tok, nil).Body)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("stored order lacks %s: %s", w, got)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("stored order holds the unvalidated %q: %s", w, got)
+				}
+			}
+		})
+	}
+}
