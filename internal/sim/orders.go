@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -82,7 +83,7 @@ func (s *Server) validateOrder(m map[string]any) []string {
 		c.enum(u, "unit", "loadingState", true, "FULL", "EMPTY", "UNKNOWN")
 		hc, _ := c.str(u, "unit", "handlingCode", false)
 		ic, _ := c.str(u, "unit", "isoCode", false)
-		if hc == "" && ic == "" {
+		if strings.TrimSpace(hc) == "" && strings.TrimSpace(ic) == "" { // a blank code gives no unit type
 			c.addf("unit.handlingCode or unit.isoCode must be given")
 		}
 		c.str(u, "unit", "number", false)
