@@ -51,20 +51,32 @@ type bookingPlannedDate struct {
 
 // order is a stored booking order.
 type order struct {
-	owner string
-	open  bool // no slot request booked from it yet (spec 3)
-	body  bookingOrder
+	owner   string
+	open    bool // no slot request booked from it yet by MarkBooked (spec 3); see orderStore.isOpen
+	created time.Time
+	body    bookingOrder
 }
 
 // orderStore holds every user's booking orders.
 type orderStore struct {
+	bookAfter time.Duration // Options.BookAfter
+
 	mu   sync.Mutex
 	seq  int
 	byID map[string]*order
 	ids  []string // creation order
 }
 
-func (o *orderStore) init() { o.byID = make(map[string]*order) }
+func (st *orderStore) init(bookAfter time.Duration) {
+	st.bookAfter = bookAfter
+	st.byID = make(map[string]*order)
+}
+
+// isOpen reports whether no slot request has been booked from o by now: neither MarkBooked nor, with
+// Options.BookAfter, the passing of that time since its creation. The caller holds st.mu.
+func (st *orderStore) isOpen(o *order, now time.Time) bool {
+	return o.open && (st.bookAfter <= 0 || now.Before(o.created.Add(st.bookAfter)))
+}
 
 // internalNoteRE is the character set of BookingClientContext.internalNote (spec 2.7).
 var internalNoteRE = regexp.MustCompile(`^[A-Za-z0-9/#\\-]*$`)
@@ -195,7 +207,7 @@ func (s *Server) handleCreateOrder(w http.ResponseWriter, r *http.Request, u *us
 	st.seq++
 	id := fmt.Sprintf("BO-%08d", st.seq)
 	bo.ID = id
-	st.byID[id] = &order{owner: u.name, open: true, body: bo}
+	st.byID[id] = &order{owner: u.name, open: true, created: time.Now(), body: bo}
 	st.ids = append(st.ids, id)
 	st.mu.Unlock()
 	s.log.Debug("order created", "user", u.name, "order_id", id)
@@ -210,8 +222,9 @@ func (s *Server) handleListOrders(w http.ResponseWriter, _ *http.Request, u *use
 	st := &s.orders
 	ids := []string{}
 	st.mu.Lock()
+	now := time.Now()
 	for _, id := range st.ids {
-		if o := st.byID[id]; o.owner == u.name && o.open {
+		if o := st.byID[id]; o.owner == u.name && st.isOpen(o, now) {
 			ids = append(ids, id)
 		}
 	}
@@ -230,7 +243,7 @@ func (st *orderStore) lookupLocked(id, user string, needOpen bool) (*order, int,
 		return nil, http.StatusNotFound, fmt.Sprintf("Order %s not found", id)
 	case o.owner != user:
 		return nil, http.StatusForbidden, fmt.Sprintf("Order %s belongs to another client", id)
-	case needOpen && !o.open:
+	case needOpen && !st.isOpen(o, time.Now()):
 		return nil, http.StatusConflict, fmt.Sprintf("Order %s is no longer open: a slot request has been booked from it", id)
 	}
 	return o, 0, ""
@@ -302,6 +315,7 @@ func (s *Server) handleDeleteOrder(w http.ResponseWriter, r *http.Request, u *us
 
 // MarkBooked marks the order as no longer open, as if a dispatcher had booked a slot request from it:
 // it leaves the list of open orders, and update and delete answer 409. It reports false for an unknown id.
+// Options.BookAfter does the same for every order, over time.
 func (s *Server) MarkBooked(id string) bool {
 	st := &s.orders
 	st.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // validOrder returns a valid BookingOrder body as a map, for tests to alter.
@@ -294,5 +295,43 @@ func TestOrderCaseVariantKeys(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With Options.BookAfter every order is booked that long after its creation, so a client of a running
+// simulator sees the open-orders rule of spec 3 without MarkBooked.
+func TestBookAfter(t *testing.T) {
+	const after = 300 * time.Millisecond
+	e := newEnv(t, Options{BookAfter: after})
+	tok := e.login("demo")
+	created := time.Now()
+	r := e.do("POST", "/orders", tok, validOrder())
+	var c struct{ ID string }
+	if err := json.Unmarshal(r.Body, &c); r.Status != 201 || err != nil {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	listed := func() bool { return strings.Contains(string(e.do("GET", "/orders", tok, nil).Body), c.ID) }
+	if !listed() {
+		t.Fatal("a new order is not listed as open")
+	}
+	upd := edit(func(o, _, _ map[string]any) { o["action"] = "DROP_OFF" })
+	if r := e.do("PUT", "/orders/"+c.ID, tok, upd); r.Status != 200 && time.Since(created) < after {
+		t.Fatalf("update while open: %d %s", r.Status, r.Body)
+	}
+	waitFor(t, "the order to be booked", func() bool { return !listed() })
+	if d := time.Since(created); d < after {
+		t.Errorf("booked after %v, before %v", d, after)
+	}
+	for _, m := range []string{"PUT", "DELETE"} {
+		var body any
+		if m == "PUT" {
+			body = upd
+		}
+		if r := e.do(m, "/orders/"+c.ID, tok, body); r.Status != 409 {
+			t.Errorf("%s booked order: %d %s", m, r.Status, r.Body)
+		}
+	}
+	if r := e.do("GET", "/orders/"+c.ID, tok, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"action":"DROP_OFF"`) {
+		t.Errorf("read booked order: %d %s", r.Status, r.Body)
 	}
 }
