@@ -201,7 +201,7 @@ func (s *Server) issue(w http.ResponseWriter, user, session string, now time.Tim
 		ExpiresIn:        seconds(s.opts.AccessTTL),
 		RefreshExpiresIn: seconds(s.opts.RefreshTTL),
 		RefreshToken:     randomToken(),
-		TokenType:        "Bearer",
+		TokenType:        "bearer", // as spec 5.1 shows it (Keycloak itself sends "Bearer"); RFC 6749 §5.1: case-insensitive
 		IDToken:          randomToken(),
 		SessionState:     session,
 		Scope:            grantedScope,

@@ -61,7 +61,7 @@ func TestTokenEndpoint(t *testing.T) {
 					t.Errorf("%s missing: %v", k, r.Body)
 				}
 			}
-			want := map[string]any{"token_type": "Bearer", "expires_in": 300.0, "refresh_expires_in": 21600.0,
+			want := map[string]any{"token_type": "bearer", "expires_in": 300.0, "refresh_expires_in": 21600.0,
 				"scope": grantedScope, "not-before-policy": 0.0}
 			for k, v := range want {
 				if r.Body[k] != v {
