@@ -168,8 +168,13 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			s.tokenError(w, http.StatusUnauthorized, "invalid_grant", "Invalid user credentials")
 			return
 		}
-		if !hasScope(form.Get("scope"), "openid") {
-			s.tokenError(w, http.StatusBadRequest, "invalid_scope", "Invalid scopes: "+form.Get("scope"))
+		// Spec 5: "The only scope is openid (default scope for OpenID Connect)"; 5.1 lists scope=openid
+		// among the fields the client sends but nowhere makes it mandatory. So a request without a scope
+		// (or a blank one) gets the default, openid, and is granted like scope=openid; Keycloak, too,
+		// accepts a password grant without scope. A scope list that is given must hold openid, the only
+		// scope the spec offers; further values beside it are tolerated.
+		if sc := form.Get("scope"); strings.TrimSpace(sc) != "" && !hasScope(sc, "openid") {
+			s.tokenError(w, http.StatusBadRequest, "invalid_scope", "Invalid scopes: "+sc)
 			return
 		}
 		s.issue(w, user, randomUUID(), now, grant)

@@ -22,6 +22,7 @@ func TestTokenEndpoint(t *testing.T) {
 		wantDesc  string
 	}{
 		{name: "password", form: passwordForm("demo", "demo"), wantCode: 200},
+		{name: "no scope: openid by default", form: with(passwordForm("demo", "demo"), "scope", ""), wantCode: 200},
 		{name: "scope with more than openid", form: with(passwordForm("demo", "demo"), "scope", "openid profile"), wantCode: 200},
 		{name: "refresh", form: refreshForm(refresh), wantCode: 200},
 		{name: "wrong password", form: passwordForm("demo", "nope"), wantCode: 401, wantError: "invalid_grant", wantDesc: "Invalid user credentials"},
