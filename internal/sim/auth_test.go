@@ -3,6 +3,7 @@ package sim
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -124,14 +125,23 @@ func TestBearerToken(t *testing.T) {
 	}
 	r.messages(t)
 
+	// Spec 5.4: scheme Bearer, error invalid_token, an error_description naming the expiry of the JWT
+	// and an error_uri pointing to RFC 6750 section 3.1.
+	before := time.Now().Truncate(time.Second)
 	e.sim.ExpireTokens()
+	after := time.Now()
 	r = e.do("GET", "/locations", tok, nil)
-	wantHdr := `Bearer error="invalid_token", error_description="The access token expired", error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
-	if r.Status != 401 || r.Header.Get("WWW-Authenticate") != wantHdr {
-		t.Errorf("expired token: %d %q", r.Status, r.Header.Get("WWW-Authenticate"))
+	hdr := r.Header.Get("WWW-Authenticate")
+	m := regexp.MustCompile(`^Bearer error="invalid_token", error_description="(Jwt expired at (\S+))", ` +
+		`error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"$`).FindStringSubmatch(hdr)
+	if r.Status != 401 || m == nil {
+		t.Fatalf("expired token: %d %q", r.Status, hdr)
 	}
-	if m := r.messages(t); len(m) != 1 {
-		t.Errorf("messages %q", m)
+	if at, err := time.Parse(time.RFC3339, m[2]); err != nil || !strings.HasSuffix(m[2], "Z") || at.Before(before) || at.After(after) {
+		t.Errorf("expiry %q is not the UTC second the token expired in (%v..%v)", m[2], before, after)
+	}
+	if msgs := r.messages(t); len(msgs) != 1 || msgs[0] != m[1] {
+		t.Errorf("messages %q, want [%q]", msgs, m[1])
 	}
 
 	// The refresh token still works and yields a working access token.

@@ -19,7 +19,8 @@
 //
 // And, outside the base path, the Keycloak-like token endpoint TokenPath ("/auth/token": password and
 // refresh_token grants, spec 5.1 and 5.2). Every API operation requires "Authorization: Bearer <access
-// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4, an unknown one
+// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4
+// (error_description "Jwt expired at <UTC instant>"), an unknown one
 // likewise with error_description "The access token is invalid", a missing one with a bare "Bearer"
 // challenge (RFC 6750 §3). Failures carry an ApiResponseMessage {"messages":[...]}; a validation failure
 // lists every problem, naming the property path ("unit.loadingState is missing"). Property names are
