@@ -92,7 +92,7 @@ func (s *Server) validateOrder(m map[string]any) []string {
 	c.enum(m, "", "action", true, "PICK_UP", "DROP_OFF")
 	c.str(m, "", "reference", true)
 	if u, ok := c.object(m, "", "unit", true); ok {
-		c.enum(u, "unit", "loadingState", true, "FULL", "EMPTY", "UNKNOWN")
+		c.enum(u, "unit", "loadingState", true, loadingStates...)
 		hc, _ := c.str(u, "unit", "handlingCode", false)
 		ic, _ := c.str(u, "unit", "isoCode", false)
 		if strings.TrimSpace(hc) == "" && strings.TrimSpace(ic) == "" { // a blank code gives no unit type
@@ -100,8 +100,8 @@ func (s *Server) validateOrder(m map[string]any) []string {
 		}
 		c.str(u, "unit", "number", false)
 		c.enum(u, "unit", "dangerousGoodsIndication", false, "DANGEROUS", "NOT_DANGEROUS", "UNKNOWN")
-		c.enum(u, "unit", "condition", false, "OK", "DAMAGED", "UNKNOWN")
-		c.sealList(u, "unit", true)
+		c.enum(u, "unit", "condition", false, conditions...)
+		c.sealList(u, "unit")
 	}
 	if cc, ok := c.object(m, "", "clientContext", false); ok {
 		if note, ok := c.str(cc, "clientContext", "internalNote", false); ok {

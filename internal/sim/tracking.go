@@ -240,11 +240,22 @@ func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, ms
 	return ev, typ, ref, nil
 }
 
-// checkObservation checks the JSON types of an Observation (spec 2.14–2.16) and returns its loading unit.
+// Enumerations of an Observation (spec 2.12, 2.15, 2.16). Unlike the event type (spec 9.2), these are
+// not declared extensible, so other values are rejected.
+var (
+	modesOfTransport = []string{"BARGE", "RAIL", "TRUCK", "UNKNOWN"}
+	containerClasses = []string{"CONTAINER", "SWAP_BODY", "TRAILER", "VEHICLE", "MAFI", "NON_MOBILE", "OTHER"}
+	identifications  = []string{"BIC", "ILU", "SOC", "OTHER"}
+	loadingStates    = []string{"FULL", "EMPTY", "UNKNOWN"}
+	conditions       = []string{"OK", "DAMAGED", "UNKNOWN"}
+)
+
+// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values and int32
+// integers. It returns the observation's loading unit.
 func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
-		c.str(mot, mp, "modeOfTransport", false)
+		c.enum(mot, mp, "modeOfTransport", false, modesOfTransport...)
 		if t, ok := c.object(mot, mp, "truck", false); ok {
 			for _, k := range []string{"countryCode", "licensePlate", "forwarder"} {
 				c.str(t, mp+".truck", k, false)
@@ -263,13 +274,13 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 	if lu, ok := c.object(obs, p, "observedLoadingUnit", false); ok {
 		lp := join(p, "observedLoadingUnit")
 		if unit, ok = c.object(lu, lp, "loadingUnit", false); ok {
-			c.str(unit, lp+".loadingUnit", "containerClass", true)
-			for _, k := range []string{"identification", "number", "sizeType"} {
-				c.str(unit, lp+".loadingUnit", k, false)
-			}
+			c.enum(unit, lp+".loadingUnit", "containerClass", true, containerClasses...)
+			c.enum(unit, lp+".loadingUnit", "identification", false, identifications...)
+			c.str(unit, lp+".loadingUnit", "number", false)
+			c.str(unit, lp+".loadingUnit", "sizeType", false)
 		}
-		c.str(lu, lp, "loadingState", false)
-		c.str(lu, lp, "condition", false)
+		c.enum(lu, lp, "loadingState", false, loadingStates...)
+		c.enum(lu, lp, "condition", false, conditions...)
 		if wt, ok := c.object(lu, lp, "weight", false); ok {
 			for _, k := range []string{"gross", "net", "tare"} {
 				c.number(wt, lp+".weight", k)
@@ -277,20 +288,21 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 		}
 		if ov, ok := c.object(lu, lp, "oversize", false); ok {
 			for _, k := range []string{"excessLengthFront", "excessLengthBack", "excessWidthRight", "excessWidthLeft", "excessHeight"} {
-				c.number(ov, lp+".oversize", k)
+				c.integer(ov, lp+".oversize", k)
 			}
 		}
 		if tp, ok := c.object(lu, lp, "observedTemperature", false); ok {
 			c.number(tp, lp+".observedTemperature", "temperature")
 			c.number(tp, lp+".observedTemperature", "humidity")
 		}
-		c.sealList(lu, lp, false)
+		c.sealList(lu, lp)
 	}
 	if loc, ok := c.object(obs, p, "location", false); ok {
 		lp := join(p, "location")
-		for _, k := range []string{"id", "designation", "type", "locationCode", "internationalPortCode", "edifactLocationCode"} {
+		for _, k := range []string{"id", "designation", "locationCode", "internationalPortCode", "edifactLocationCode"} {
 			c.str(loc, lp, k, false)
 		}
+		c.enum(loc, lp, "type", false, LocationTypes...)
 		if a, ok := c.object(loc, lp, "address", false); ok {
 			checkAddress(c, a, lp+".address")
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -40,6 +41,15 @@ func TestReportValidation(t *testing.T) {
 		f(r, r["event"].(map[string]any))
 		return r
 	}
+	// obs changes the observation's means of transport, loading unit observation, loading unit and location.
+	obs := func(f func(mot, lu, unit, loc map[string]any)) map[string]any {
+		return ev(func(_, ev map[string]any) {
+			o := ev["observation"].(map[string]any)
+			lu := o["observedLoadingUnit"].(map[string]any)
+			f(o["observedMeansOfTransport"].(map[string]any), lu, lu["loadingUnit"].(map[string]any), o["location"].(map[string]any))
+		})
+	}
+	const olu = "event.observation.observedLoadingUnit."
 	tests := []struct {
 		name     string
 		body     any
@@ -72,6 +82,39 @@ func TestReportValidation(t *testing.T) {
 			r["reporter"] = 5
 		}), wantCode: 400, wantMsgs: []string{"event.observation.observedLoadingUnit.weight.gross must be a number",
 			"event.observation.location must be an object", "reporter must be an object"}},
+		{name: "every enumeration value and int32 integers", body: obs(func(mot, lu, unit, loc map[string]any) {
+			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "UNKNOWN", "NON_MOBILE", "SOC"
+			lu["loadingState"], lu["condition"], loc["type"] = "EMPTY", "DAMAGED", "SEAPORT_TERMINAL"
+			lu["seals"] = []any{map[string]any{"type": "UNKNOWN"}, map[string]any{"type": "CUSTOMS"}}
+			lu["oversize"] = map[string]any{"excessLengthFront": 0, "excessLengthBack": json.Number("12.0"),
+				"excessWidthRight": math.MaxInt32, "excessWidthLeft": math.MinInt32, "excessHeight": json.Number("3e1")}
+		}), wantCode: 202},
+		{name: "null enumerations", body: obs(func(mot, lu, unit, _ map[string]any) {
+			mot["modeOfTransport"], unit["identification"], lu["loadingState"], lu["condition"] = nil, nil, nil, nil
+		}), wantCode: 202},
+		{name: "values outside the enumerations", body: obs(func(mot, lu, unit, loc map[string]any) {
+			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "PLANE", "BOX", "bic"
+			lu["loadingState"], lu["condition"], loc["type"] = "HALF", "BROKEN", "AIRPORT"
+			lu["seals"] = []any{map[string]any{"type": "WAX", "number": "S1"}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.observedMeansOfTransport.modeOfTransport must be one of BARGE, RAIL, TRUCK, UNKNOWN",
+			olu + "loadingUnit.containerClass must be one of CONTAINER, SWAP_BODY, TRAILER, VEHICLE, MAFI, NON_MOBILE, OTHER",
+			olu + "loadingUnit.identification must be one of BIC, ILU, SOC, OTHER",
+			olu + "loadingState must be one of FULL, EMPTY, UNKNOWN",
+			olu + "condition must be one of OK, DAMAGED, UNKNOWN",
+			olu + "seals[0].type must be one of OPERATOR, CUSTOMS, UNKNOWN",
+			"event.observation.location.type must be one of ORGANISATION,"}},
+		{name: "missing containerClass", body: obs(func(_, _, unit, _ map[string]any) { delete(unit, "containerClass") }), wantCode: 400,
+			wantMsgs: []string{olu + "loadingUnit.containerClass is missing"}},
+		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
+				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
+		}), wantCode: 400, wantMsgs: []string{
+			olu + "oversize.excessLengthFront must be an integer",
+			olu + "oversize.excessLengthBack must be an integer",
+			olu + "oversize.excessWidthRight must be an integer from -2147483648 to 2147483647",
+			olu + "oversize.excessWidthLeft must be an integer from -2147483648 to 2147483647",
+			olu + "oversize.excessHeight must be an integer"}},
 		{name: "not JSON", body: "{]", wantCode: 400, wantMsgs: []string{"body is not valid JSON"}},
 		{name: "not declared JSON", body: report("X1", "GATE_IN"), ctype: "text/plain", wantCode: 415,
 			wantMsgs: []string{"Content-Type must be application/json"}},
@@ -101,7 +144,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 3 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 5 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }
