@@ -26,6 +26,11 @@
 // An order stays open (spec 3: listed, updatable, deletable) until a slot request is booked from it:
 // Server.MarkBooked, or for every order Options.BookAfter (flag -book-after) after its creation.
 //
+// Each user has 16 tracked order positions (Server.TrackedOrders), the units operation 4.7 answers for.
+// Ownership of orders is the spec's one permission rule (5.4): a report (4.8) naming another user's
+// tracked position is answered 403, one naming a position nobody tracks 404, and 4.7 likewise; a
+// report without an order is accepted and belongs to no tracked unit.
+//
 // # Event log
 //
 // Each user has one ordered event log. Its entries are numbered 1, 2, 3, … and each entry's SSE id is

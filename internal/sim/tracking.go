@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -14,8 +13,7 @@ const maxTrackedEvents = 100
 
 // reportRef is the order a reported event belongs to, for operation 4.7.
 type reportRef struct {
-	order TrackingOrder   // orderId, positionId and the client references as reported
-	unit  json.RawMessage // event.observation.observedLoadingUnit.loadingUnit, when reported
+	order TrackingOrder // orderId, positionId and the client references as reported
 }
 
 // trackedUnit is the TrackedUnit response (spec 2.8).
@@ -27,7 +25,8 @@ type trackedUnit struct {
 }
 
 // handleTracking serves operation 4.7: the tracked unit of orderId+positionId or of the client reference
-// pair, with its most recent events (generated and reported), oldest first.
+// pair, with its most recent events (generated and reported), oldest first. The tracked units are the
+// caller's tracked order positions (TrackedOrders); another user's is answered 403, an unknown one 404.
 func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
 	q := r.URL.Query()
 	oid, pid := q.Get("orderId"), q.Get("positionId")
@@ -51,7 +50,19 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 			(cor == "" || o.ClientOrderReference == cor && o.ClientPositionReference == cpr)
 	}
 	gen := s.generator(u)
-	ship := slices.IndexFunc(gen.ships, func(sh shipment) bool { return match(&sh.order) })
+	ship, foreign := s.locate(u, match)
+	if ship < 0 {
+		what := fmt.Sprintf("orderId %s and positionId %s", oid, pid)
+		if oid == "" {
+			what = fmt.Sprintf("clientOrderReference %s and clientPositionReference %s", cor, cpr)
+		}
+		if foreign {
+			writeMessages(w, http.StatusForbidden, "The tracked unit of "+what+" belongs to another client")
+		} else {
+			writeMessages(w, http.StatusNotFound, "No tracked unit for "+what)
+		}
+		return
+	}
 
 	now := time.Now()
 	u.mu.Lock()
@@ -61,25 +72,11 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 	})
 	u.mu.Unlock()
 
-	resp := trackedUnit{ObservedUntil: now.UTC().Format(time.RFC3339Nano), Events: make([]json.RawMessage, 0, len(hits))}
-	switch {
-	case ship >= 0:
-		resp.Order, resp.LoadingUnit = gen.ships[ship].order, gen.ships[ship].unit
-	case len(hits) > 0:
-		resp.Order = hits[0].ex.ref.order // the latest report's view of the order
-		for _, h := range hits {
-			if h.ex.ref.unit != nil {
-				resp.LoadingUnit = h.ex.ref.unit
-				break
-			}
-		}
-	default:
-		if oid != "" {
-			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for orderId %s and positionId %s", oid, pid))
-		} else {
-			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for clientOrderReference %s and clientPositionReference %s", cor, cpr))
-		}
-		return
+	resp := trackedUnit{
+		ObservedUntil: now.UTC().Format(time.RFC3339Nano),
+		Order:         gen.ships[ship].order,
+		LoadingUnit:   gen.ships[ship].unit,
+		Events:        make([]json.RawMessage, 0, len(hits)),
 	}
 	for i := len(hits) - 1; i >= 0; i-- {
 		h := &hits[i]
@@ -90,6 +87,29 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// locate finds the tracked order position accepted by match: its index among u's shipments, or -1 and
+// whether another user's shipment is accepted (foreign).
+func (s *Server) locate(u *userState, match func(*TrackingOrder) bool) (ship int, foreign bool) {
+	gen := s.generator(u)
+	for i := range gen.ships {
+		if match(&gen.ships[i].order) {
+			return i, false
+		}
+	}
+	for name := range s.opts.Users {
+		if name == u.name {
+			continue
+		}
+		g := s.generator(s.user(name))
+		for i := range g.ships {
+			if match(&g.ships[i].order) {
+				return -1, true
+			}
+		}
+	}
+	return -1, false
 }
 
 // AcceptedReport is a report the simulator accepted (202) and added to the user's event log.
@@ -114,7 +134,10 @@ func (s *Server) countReportCall(h http.HandlerFunc) http.HandlerFunc {
 
 // handleReport serves operation 4.8. After the injected faults, the Content-Type check (415) and
 // RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
-// the report is validated (400 with every problem) and its event appended to the user's log.
+// the report is validated (400 with every problem), its order checked and its event appended to the
+// user's log. The only permission rule of the spec is the ownership of orders by the current user (5.4),
+// so a report may name only one of the caller's tracked order positions: another user's is answered 403,
+// one nobody tracks 404. A report without an order is the caller's and belongs to no tracked unit.
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userState) {
 	f := s.Faults()
 	if s.reportFault(w, r, &f) {
@@ -144,6 +167,18 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 	if len(msgs) > 0 {
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return
+	}
+	if ref != nil {
+		oid, pid := ref.order.OrderID, ref.order.PositionID
+		ship, foreign := s.locate(u, func(o *TrackingOrder) bool { return o.OrderID == oid && o.PositionID == pid })
+		if ship < 0 {
+			if foreign {
+				writeMessages(w, http.StatusForbidden, fmt.Sprintf("Order %s position %s belongs to another client", oid, pid))
+			} else {
+				writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for orderId %s and positionId %s", oid, pid))
+			}
+			return
+		}
 	}
 
 	now := time.Now()
@@ -205,23 +240,15 @@ func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, ms
 		}
 		typ, _ = c.str(ev, "event", "type", true)
 		if obs, ok := c.object(ev, "event", "observation", false); ok {
-			unit := checkObservation(&c, obs, "event.observation")
-			ref = &reportRef{}
-			if unit != nil {
-				ref.unit = marshalCompact(unit)
-			}
+			checkObservation(&c, obs, "event.observation")
 		}
 	}
 	if o, ok := c.object(m, "", "order", false); ok {
-		if ref == nil {
-			ref = &reportRef{}
-		}
+		ref = &reportRef{}
 		ref.order.OrderID, _ = c.str(o, "order", "orderId", true)
 		ref.order.PositionID, _ = c.str(o, "order", "positionId", true)
 		ref.order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
 		ref.order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
-	} else {
-		ref = nil // without an order the event belongs to no tracked unit of 4.7
 	}
 	if t, ok := c.object(m, "", "transport", false); ok {
 		c.str(t, "transport", "identifier", false)
@@ -251,8 +278,8 @@ var (
 )
 
 // checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values and int32
-// integers. It returns the observation's loading unit.
-func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
+// integers.
+func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
 		c.enum(mot, mp, "modeOfTransport", false, modesOfTransport...)
@@ -270,10 +297,9 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 			c.str(t, mp+".train", "identifier", false)
 		}
 	}
-	var unit map[string]any
 	if lu, ok := c.object(obs, p, "observedLoadingUnit", false); ok {
 		lp := join(p, "observedLoadingUnit")
-		if unit, ok = c.object(lu, lp, "loadingUnit", false); ok {
+		if unit, ok := c.object(lu, lp, "loadingUnit", false); ok {
 			c.enum(unit, lp+".loadingUnit", "containerClass", true, containerClasses...)
 			c.enum(unit, lp+".loadingUnit", "identification", false, identifications...)
 			c.str(unit, lp+".loadingUnit", "number", false)
@@ -307,7 +333,6 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 			checkAddress(c, a, lp+".address")
 		}
 	}
-	return unit
 }
 
 // checkAddress checks the JSON types of an Address.
@@ -374,9 +399,10 @@ func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
 	return EventID(seq), s.generator(u).appendData(nil, e.seq, e.k, e.ts)
 }
 
-// TrackedOrders returns user's tracked order positions: the orders that generated events belong to and
-// operation 4.7 knows without any report (8 orders of 2 positions). Generated event k belongs to
-// position k mod 16 of this list.
+// TrackedOrders returns user's tracked order positions (8 orders of 2 positions): the orders that
+// generated events belong to, the tracked units operation 4.7 answers for user, and the only orders
+// user may report events for (operation 4.8). Generated event k belongs to position k mod 16 of this
+// list.
 func (s *Server) TrackedOrders(user string) []TrackingOrder {
 	gen := s.generator(s.user(user))
 	out := make([]TrackingOrder, len(gen.ships))

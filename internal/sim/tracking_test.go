@@ -11,10 +11,11 @@ import (
 	"testing"
 )
 
-// report returns a valid TrackingEventReport body for order orderID.
-func report(orderID, typ string) map[string]any {
+// report returns a valid TrackingEventReport body for the tracked order position o.
+func report(o TrackingOrder, typ string) map[string]any {
 	return map[string]any{
-		"order":     map[string]any{"orderId": orderID, "positionId": "10", "clientOrderReference": "C-" + orderID, "clientPositionReference": "C-" + orderID + "/1"},
+		"order": map[string]any{"orderId": o.OrderID, "positionId": o.PositionID,
+			"clientOrderReference": o.ClientOrderReference, "clientPositionReference": o.ClientPositionReference},
 		"transport": map[string]any{"identifier": "T-1", "voyageNumber": "V-2"},
 		"event": map[string]any{
 			"timestamp": "2025-03-14T10:15:00.5+01:00",
@@ -36,8 +37,9 @@ func report(orderID, typ string) map[string]any {
 func TestReportValidation(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
+	x1 := e.sim.TrackedOrders("demo")[1]
 	ev := func(f func(r, ev map[string]any)) map[string]any {
-		r := report("X1", "GATE_IN")
+		r := report(x1, "GATE_IN")
 		f(r, r["event"].(map[string]any))
 		return r
 	}
@@ -57,8 +59,8 @@ func TestReportValidation(t *testing.T) {
 		wantCode int
 		wantMsgs []string
 	}{
-		{name: "valid", body: report("X1", "GATE_IN"), wantCode: 202},
-		{name: "unknown type", body: report("X1", "CUSTOMS_CLEARED"), wantCode: 202},
+		{name: "valid", body: report(x1, "GATE_IN"), wantCode: 202},
+		{name: "unknown type", body: report(x1, "CUSTOMS_CLEARED"), wantCode: 202},
 		{name: "only the event", body: map[string]any{"event": map[string]any{"timestamp": "2025-03-14T09:00:00Z", "type": "ARRIVED"}}, wantCode: 202},
 		{name: "missing event", body: map[string]any{"order": map[string]any{"orderId": "1", "positionId": "2"}}, wantCode: 400,
 			wantMsgs: []string{"event is missing"}},
@@ -116,9 +118,9 @@ func TestReportValidation(t *testing.T) {
 			olu + "oversize.excessWidthLeft must be an integer from -2147483648 to 2147483647",
 			olu + "oversize.excessHeight must be an integer"}},
 		{name: "not JSON", body: "{]", wantCode: 400, wantMsgs: []string{"body is not valid JSON"}},
-		{name: "not declared JSON", body: report("X1", "GATE_IN"), ctype: "text/plain", wantCode: 415,
+		{name: "not declared JSON", body: report(x1, "GATE_IN"), ctype: "text/plain", wantCode: 415,
 			wantMsgs: []string{"Content-Type must be application/json"}},
-		{name: "no Content-Type", body: report("X1", "GATE_IN"), ctype: "", wantCode: 415},
+		{name: "no Content-Type", body: report(x1, "GATE_IN"), ctype: "", wantCode: 415},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,7 +156,8 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	tok := e.login("demo")
 	rd := newSSEReader(t, e.openStream(tok, ""))
 
-	body := report("X42", "GATE_OUT")
+	x42 := e.sim.TrackedOrders("demo")[2]
+	body := report(x42, "GATE_OUT")
 	r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1")
 	if r.Status != 202 || string(bytes.TrimSpace(r.Body)) != `{"messages":[]}` {
 		t.Fatalf("report: %d %s", r.Status, r.Body)
@@ -178,7 +181,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	if r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1"); r.Status != 202 {
 		t.Fatalf("repeat: %d", r.Status)
 	}
-	if r := e.do("POST", "/tracking/events", tok, report("X42", "GATE_IN"), "Idempotency-Key", "k-2"); r.Status != 202 {
+	if r := e.do("POST", "/tracking/events", tok, report(x42, "GATE_IN"), "Idempotency-Key", "k-2"); r.Status != 202 {
 		t.Fatalf("second report: %d", r.Status)
 	}
 	if ev := rd.next(); ev.Id() != EventID(2) || ev.Event() != "GATE_IN" {
@@ -196,13 +199,18 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	}
 	// The same key of another user is that user's own.
 	other := e.login("other")
-	if r := e.do("POST", "/tracking/events", other, body, "Idempotency-Key", "k-1"); r.Status != 202 || len(e.sim.Reports("other")) != 1 {
+	otherBody := report(e.sim.TrackedOrders("other")[2], "GATE_OUT")
+	if r := e.do("POST", "/tracking/events", other, otherBody, "Idempotency-Key", "k-1"); r.Status != 202 || len(e.sim.Reports("other")) != 1 {
 		t.Errorf("other user's report with the same key: %d, %d reports", r.Status, len(e.sim.Reports("other")))
 	}
 
-	// Operation 4.7 returns both events of the reported order, oldest first, with the reported unit.
-	for _, q := range []string{"?orderId=X42&positionId=10", "?clientOrderReference=C-X42&clientPositionReference=C-X42/1"} {
-		r = e.do("GET", "/tracking"+q, tok, nil)
+	// Operation 4.7 returns both events of the reported order, oldest first, with its unit.
+	wantUnit := e.sim.generator(e.sim.user("demo")).ships[2].unit
+	for _, q := range []url.Values{
+		{"orderId": {x42.OrderID}, "positionId": {x42.PositionID}},
+		{"clientOrderReference": {x42.ClientOrderReference}, "clientPositionReference": {x42.ClientPositionReference}},
+	} {
+		r = e.do("GET", "/tracking?"+q.Encode(), tok, nil)
 		var tu struct {
 			ObservedUntil string
 			Order         TrackingOrder
@@ -212,21 +220,90 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
 			t.Fatalf("query %s: %d %s", q, r.Status, r.Body)
 		}
-		if tu.Order.OrderID != "X42" || tu.Order.ClientPositionReference != "C-X42/1" || len(tu.Events) != 2 ||
+		if tu.Order.OrderID != x42.OrderID || tu.Order.ClientPositionReference != x42.ClientPositionReference || len(tu.Events) != 2 ||
 			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[1]["id"] != EventID(2) ||
-			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != "CSQU3054383" || tu.ObservedUntil == "" {
+			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != *wantUnit.Number || tu.ObservedUntil == "" {
 			t.Errorf("tracked unit %s", r.Body)
 		}
 	}
 	// Each user sees only their own reports.
-	r = e.do("GET", "/tracking?orderId=X42&positionId=10", other, nil)
+	o2 := e.sim.TrackedOrders("other")[2]
+	r = e.do("GET", "/tracking?orderId="+o2.OrderID+"&positionId="+o2.PositionID, other, nil)
 	var tu struct{ Events []json.RawMessage }
 	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil || len(tu.Events) != 1 {
 		t.Errorf("other's query: %d %s", r.Status, r.Body)
 	}
-	third := e.do("GET", "/tracking?orderId=X42&positionId=20", tok, nil)
+	third := e.do("GET", "/tracking?orderId="+x42.OrderID+"&positionId=30", tok, nil)
 	if third.Status != 404 {
 		t.Errorf("unknown position: %d", third.Status)
+	}
+}
+
+// The spec's only permission rule is the ownership of orders by the current user (5.4): a user reports
+// events only for their own tracked orders, and those events reach only the owner's stream and 4.7.
+func TestReportOwnership(t *testing.T) {
+	e := newEnv(t, Options{})
+	demo, other := e.login("demo"), e.login("other")
+	own, foreign := e.sim.TrackedOrders("demo")[4], e.sim.TrackedOrders("other")[4]
+	withPosition := func(o TrackingOrder, pos string) TrackingOrder { o.PositionID = pos; return o }
+	tests := []struct {
+		name     string
+		body     map[string]any
+		wantCode int
+		wantMsg  string
+	}{
+		{"own order", report(own, "GATE_IN"), 202, ""},
+		{"another user's order", report(foreign, "GATE_IN"), 403,
+			"Order " + foreign.OrderID + " position " + foreign.PositionID + " belongs to another client"},
+		{"unknown order", report(TrackingOrder{OrderID: "TO-NOPE", PositionID: "10"}, "GATE_IN"), 404,
+			"No tracked unit for orderId TO-NOPE and positionId 10"},
+		{"unknown position of an own order", report(withPosition(own, "99"), "GATE_IN"), 404,
+			"No tracked unit for orderId " + own.OrderID + " and positionId 99"},
+		{"no order", map[string]any{"event": map[string]any{"timestamp": "2025-03-14T09:00:00Z", "type": "ARRIVED"}}, 202, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("POST", "/tracking/events", demo, tt.body)
+			if r.Status != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if m := r.messages(t); tt.wantMsg != "" && (len(m) != 1 || m[0] != tt.wantMsg) {
+				t.Errorf("messages %q, want [%q]", m, tt.wantMsg)
+			}
+		})
+	}
+	if n := len(e.sim.Reports("demo")); n != 2 {
+		t.Errorf("demo has %d accepted reports, want 2", n)
+	}
+	if n := len(e.sim.Reports("other")); n != 0 {
+		t.Errorf("other has %d accepted reports, want 0", n)
+	}
+	events := func(tok string, o TrackingOrder) int {
+		t.Helper()
+		r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+		var tu struct{ Events []json.RawMessage }
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query: %d %s", r.Status, r.Body)
+		}
+		return len(tu.Events)
+	}
+	if n := events(demo, own); n != 1 {
+		t.Errorf("demo's order shows %d events, want the one reported", n)
+	}
+	if n := events(other, foreign); n != 0 {
+		t.Errorf("other's order shows %d events, want none", n)
+	}
+	// The owner's stream carries the two accepted reports and nothing else; the other user's carries none.
+	rd := newSSEReader(t, e.openStream(demo, ""))
+	if ev := rd.next(); ev.Id() != EventID(1) || ev.Event() != "GATE_IN" {
+		t.Errorf("demo's first event %q %q", ev.Id(), ev.Event())
+	}
+	if ev := rd.next(); ev.Id() != EventID(2) || ev.Event() != "ARRIVED" {
+		t.Errorf("demo's second event %q %q", ev.Id(), ev.Event())
+	}
+	e.sim.Inject("other", "marker", "MARKER", []byte("{}"))
+	if ev := newSSEReader(t, e.openStream(other, "")).next(); ev.Id() != "marker" {
+		t.Errorf("other's stream starts with %q, want only the injected marker", ev.Id())
 	}
 }
 
@@ -238,6 +315,7 @@ func TestTrackingQueryParameters(t *testing.T) {
 		t.Fatalf("%d tracked orders", len(orders))
 	}
 	o := orders[3]
+	foreign := e.sim.TrackedOrders("other")[3]
 	tests := []struct {
 		name     string
 		query    url.Values
@@ -257,6 +335,11 @@ func TestTrackingQueryParameters(t *testing.T) {
 		{"two lone halves", url.Values{"orderId": {"1"}, "clientOrderReference": {"x"}}, 400, []string{
 			"orderId and positionId must be given together", "clientOrderReference and clientPositionReference must be given together"}},
 		{"unknown", url.Values{"orderId": {"nope"}, "positionId": {"10"}}, 404, []string{"No tracked unit for orderId nope and positionId 10"}},
+		{"another user's order pair", url.Values{"orderId": {foreign.OrderID}, "positionId": {foreign.PositionID}}, 403,
+			[]string{"The tracked unit of orderId " + foreign.OrderID + " and positionId " + foreign.PositionID + " belongs to another client"}},
+		{"another user's client pair", url.Values{"clientOrderReference": {foreign.ClientOrderReference}, "clientPositionReference": {foreign.ClientPositionReference}}, 403,
+			[]string{"The tracked unit of clientOrderReference " + foreign.ClientOrderReference + " and clientPositionReference " +
+				foreign.ClientPositionReference + " belongs to another client"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,7 +399,8 @@ func TestTrackingQueryGeneratedEvents(t *testing.T) {
 func TestReportFaults(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
-	body := report("F1", "ARRIVED")
+	f1 := e.sim.TrackedOrders("demo")[0]
+	body := report(f1, "ARRIVED")
 
 	e.sim.SetFaults(Faults{Report429: true, RetryAfter: 2_000_000_000})
 	r := e.do("POST", "/tracking/events", tok, body)
@@ -343,7 +427,7 @@ func TestReportFaults(t *testing.T) {
 		}
 		return 0, nil, false
 	}})
-	r = e.do("POST", "/tracking/events", tok, report("F1", "POISON"))
+	r = e.do("POST", "/tracking/events", tok, report(f1, "POISON"))
 	if r.Status != http.StatusUnprocessableEntity || r.messages(t)[0] != "event cannot be processed" {
 		t.Errorf("rejected: %d %s", r.Status, r.Body)
 	}
