@@ -11,7 +11,7 @@ type explicitEvent struct {
 	id   string // SSE id; "" = no id: line
 	name string // SSE event name
 	data []byte
-	ref  *reportRef // the order a reported event belongs to; nil for injected events and reports without one
+	ref  *reportRef // the tracked unit a reported event belongs to; nil for injected events and reports without an order
 }
 
 // segment is a run of consecutive log entries: n generated events, or one explicit event (ex != nil).

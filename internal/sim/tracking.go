@@ -11,9 +11,9 @@ import (
 // maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
 const maxTrackedEvents = 100
 
-// reportRef is the order a reported event belongs to, for operation 4.7.
+// reportRef is the tracked unit a reported event belongs to, for operation 4.7.
 type reportRef struct {
-	order TrackingOrder // orderId, positionId and the client references as reported
+	ship int // the unit's index among the shipments of the reporting user, its owner
 }
 
 // trackedUnit is the TrackedUnit response (spec 2.8).
@@ -68,7 +68,7 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 	u.mu.Lock()
 	u.log.catchUp(now)
 	hits := u.log.recent(maxTrackedEvents, ship, func(ex *explicitEvent) bool {
-		return ex.ref != nil && match(&ex.ref.order)
+		return ex.ref != nil && ex.ref.ship == ship // whichever references the report carried
 	})
 	u.mu.Unlock()
 
@@ -163,13 +163,17 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 		writeMessages(w, http.StatusAccepted)
 		return
 	}
-	ev, typ, ref, msgs := parseReport(body)
+	ev, typ, order, msgs := parseReport(body)
 	if len(msgs) > 0 {
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return
 	}
-	if ref != nil {
-		oid, pid := ref.order.OrderID, ref.order.PositionID
+	// The event belongs to the unit the report's orderId and positionId (both required, spec 2.10) name,
+	// so 4.7 finds it by that pair and by the unit's client reference pair alike (spec 6.5), whatever
+	// client references the report carried (optional; not checked against the unit's).
+	var ref *reportRef
+	if order != nil {
+		oid, pid := order.OrderID, order.PositionID
 		ship, foreign := s.locate(u, func(o *TrackingOrder) bool { return o.OrderID == oid && o.PositionID == pid })
 		if ship < 0 {
 			if foreign {
@@ -179,6 +183,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 			}
 			return
 		}
+		ref = &reportRef{ship: ship}
 	}
 
 	now := time.Now()
@@ -223,8 +228,8 @@ func (s *Server) duplicate(u *userState, key string) bool {
 }
 
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
-// type and the order reference; or every problem found.
-func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, msgs []string) {
+// type and its order (nil when absent); or every problem found.
+func parseReport(body []byte) (ev map[string]any, typ string, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
 		return nil, "", nil, []string{err.Error()}
@@ -244,11 +249,11 @@ func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, ms
 		}
 	}
 	if o, ok := c.object(m, "", "order", false); ok {
-		ref = &reportRef{}
-		ref.order.OrderID, _ = c.str(o, "order", "orderId", true)
-		ref.order.PositionID, _ = c.str(o, "order", "positionId", true)
-		ref.order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
-		ref.order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
+		order = &TrackingOrder{}
+		order.OrderID, _ = c.str(o, "order", "orderId", true)
+		order.PositionID, _ = c.str(o, "order", "positionId", true)
+		order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
+		order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
 	}
 	if t, ok := c.object(m, "", "transport", false); ok {
 		c.str(t, "transport", "identifier", false)
@@ -264,7 +269,7 @@ func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, ms
 	if c.failed() {
 		return nil, "", nil, c.msgs
 	}
-	return ev, typ, ref, nil
+	return ev, typ, order, nil
 }
 
 // Enumerations of an Observation (spec 2.12, 2.15, 2.16). Unlike the event type (spec 9.2), these are

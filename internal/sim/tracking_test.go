@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -304,6 +305,59 @@ func TestReportOwnership(t *testing.T) {
 	e.sim.Inject("other", "marker", "MARKER", []byte("{}"))
 	if ev := newSSEReader(t, e.openStream(other, "")).next(); ev.Id() != "marker" {
 		t.Errorf("other's stream starts with %q, want only the injected marker", ev.Id())
+	}
+}
+
+// A reported event belongs to the unit its orderId and positionId name, so every query that finds the
+// unit's events finds it (spec 6.5), the client reference pair included, whatever client references the
+// report itself carried.
+func TestReportedEventFoundByEveryQuery(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[5]
+	refs := []struct {
+		name       string
+		order, pos any // the report's client references; nil: absent
+	}{
+		{"the unit's client references", o.ClientOrderReference, o.ClientPositionReference},
+		{"no client references", nil, nil},
+		{"other client references", "PO-OTHER", "PO-OTHER/9"},
+	}
+	for i, r := range refs {
+		body := report(o, "GATE_IN")
+		ord := body["order"].(map[string]any)
+		ord["clientOrderReference"], ord["clientPositionReference"] = r.order, r.pos
+		if r.order == nil {
+			delete(ord, "clientOrderReference")
+			delete(ord, "clientPositionReference")
+		}
+		body["event"].(map[string]any)["type"] = fmt.Sprintf("T%d", i)
+		if res := e.do("POST", "/tracking/events", tok, body); res.Status != 202 {
+			t.Fatalf("report with %s: %d %s", r.name, res.Status, res.Body)
+		}
+	}
+	for _, q := range []url.Values{
+		{"orderId": {o.OrderID}, "positionId": {o.PositionID}},
+		{"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}},
+		{"orderId": {o.OrderID}, "positionId": {o.PositionID},
+			"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}},
+	} {
+		r := e.do("GET", "/tracking?"+q.Encode(), tok, nil)
+		var tu struct{ Events []struct{ Type string } }
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query %s: %d %s", q.Encode(), r.Status, r.Body)
+		}
+		var types []string
+		for _, ev := range tu.Events {
+			types = append(types, ev.Type)
+		}
+		if got := strings.Join(types, ","); got != "T0,T1,T2" {
+			t.Errorf("query %s: events %s, want the three reported (T0,T1,T2)", q.Encode(), got)
+		}
+	}
+	// The references the report carried name no unit of their own.
+	if r := e.do("GET", "/tracking?clientOrderReference=PO-OTHER&clientPositionReference=PO-OTHER/9", tok, nil); r.Status != 404 {
+		t.Errorf("query by the report's own other references: %d %s", r.Status, r.Body)
 	}
 }
 
