@@ -13,7 +13,8 @@ const maxTrackedEvents = 100
 
 // reportRef is the tracked unit a reported event belongs to, for operation 4.7.
 type reportRef struct {
-	ship int // the unit's index among the shipments of the reporting user, its owner
+	ship int       // the unit's index among the shipments of the reporting user, its owner
+	ts   time.Time // the event's timestamp
 }
 
 // trackedUnit is the TrackedUnit response (spec 2.8).
@@ -25,7 +26,9 @@ type trackedUnit struct {
 }
 
 // handleTracking serves operation 4.7: the tracked unit of orderId+positionId or of the client reference
-// pair, with its most recent events (generated and reported), oldest first. The tracked units are the
+// pair, with its most recent events (generated and reported), oldest first. observedUntil is the time
+// of the query; events stamped later (reports may carry any timestamp) are not part of the answer
+// (spec 2.8), and the 100-event bound counts only those that are. The tracked units are the
 // caller's tracked order positions (TrackedOrders); another user's is answered 403, an unknown one 404.
 func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
 	q := r.URL.Query()
@@ -67,8 +70,8 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 	now := time.Now()
 	u.mu.Lock()
 	u.log.catchUp(now)
-	hits := u.log.recent(maxTrackedEvents, ship, func(ex *explicitEvent) bool {
-		return ex.ref != nil && ex.ref.ship == ship // whichever references the report carried
+	hits := u.log.recent(maxTrackedEvents, ship, now, func(ex *explicitEvent) bool {
+		return ex.ref != nil && ex.ref.ship == ship && !ex.ref.ts.After(now) // whichever references the report carried
 	})
 	u.mu.Unlock()
 
@@ -163,7 +166,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 		writeMessages(w, http.StatusAccepted)
 		return
 	}
-	ev, typ, order, msgs := parseReport(body)
+	ev, typ, ts, order, msgs := parseReport(body)
 	if len(msgs) > 0 {
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return
@@ -183,7 +186,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 			}
 			return
 		}
-		ref = &reportRef{ship: ship}
+		ref = &reportRef{ship: ship, ts: ts}
 	}
 
 	now := time.Now()
@@ -228,18 +231,18 @@ func (s *Server) duplicate(u *userState, key string) bool {
 }
 
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
-// type and its order (nil when absent); or every problem found.
-func parseReport(body []byte) (ev map[string]any, typ string, order *TrackingOrder, msgs []string) {
+// type and timestamp and its order (nil when absent); or every problem found.
+func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
-		return nil, "", nil, []string{err.Error()}
+		return nil, "", ts, nil, []string{err.Error()}
 	}
 	var c checker
 	ev, ok := c.object(m, "", "event", true)
 	if ok {
 		c.str(ev, "event", "id", false)
-		if ts, ok := c.str(ev, "event", "timestamp", true); ok {
-			if _, err := time.Parse(time.RFC3339, ts); err != nil {
+		if s, ok := c.str(ev, "event", "timestamp", true); ok {
+			if ts, err = time.Parse(time.RFC3339, s); err != nil {
 				c.addf("event.timestamp must be an RFC 3339 date-time")
 			}
 		}
@@ -267,9 +270,9 @@ func parseReport(body []byte) (ev map[string]any, typ string, order *TrackingOrd
 		}
 	}
 	if c.failed() {
-		return nil, "", nil, c.msgs
+		return nil, "", ts, nil, c.msgs
 	}
-	return ev, typ, order, nil
+	return ev, typ, ts, order, nil
 }
 
 // Enumerations of an Observation (spec 2.12, 2.15, 2.16). Unlike the event type (spec 9.2), these are

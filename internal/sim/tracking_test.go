@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // report returns a valid TrackingEventReport body for the tracked order position o.
@@ -359,6 +360,61 @@ func TestReportedEventFoundByEveryQuery(t *testing.T) {
 	if r := e.do("GET", "/tracking?clientOrderReference=PO-OTHER&clientPositionReference=PO-OTHER/9", tok, nil); r.Status != 404 {
 		t.Errorf("query by the report's own other references: %d %s", r.Status, r.Body)
 	}
+}
+
+// observedUntil is the point in time until which events are included; later events are not part of the
+// response (spec 2.8). Reports may carry any timestamp, later ones too.
+func TestTrackingObservedUntil(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[6]
+	soon := time.Now().Add(700 * time.Millisecond).UTC()
+	for _, r := range []struct{ typ, ts string }{ // in log order
+		{"FUTURE", time.Now().Add(time.Hour).Format(time.RFC3339)},
+		{"PAST", "2025-03-14T10:15:00.5+01:00"},
+		{"LATER", "2999-01-01T00:00:00Z"},
+		{"SOON", soon.Format(time.RFC3339Nano)},
+	} {
+		typ := r.typ
+		body := report(o, typ)
+		body["event"].(map[string]any)["timestamp"] = r.ts
+		if r := e.do("POST", "/tracking/events", tok, body); r.Status != 202 {
+			t.Fatalf("report %s: %d %s", typ, r.Status, r.Body)
+		}
+	}
+	query := func() (until time.Time, types []string) {
+		t.Helper()
+		r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+		var tu struct {
+			ObservedUntil time.Time
+			Events        []struct {
+				Type      string
+				Timestamp time.Time
+			}
+		}
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query: %d %s", r.Status, r.Body)
+		}
+		for _, ev := range tu.Events {
+			if ev.Timestamp.After(tu.ObservedUntil) {
+				t.Errorf("event %s at %v is later than observedUntil %v", ev.Type, ev.Timestamp, tu.ObservedUntil)
+			}
+			types = append(types, ev.Type)
+		}
+		return tu.ObservedUntil, types
+	}
+	until, types := query()
+	want := "PAST"
+	if !soon.After(until) {
+		want = "PAST,SOON" // a slow machine
+	}
+	if got := strings.Join(types, ","); got != want {
+		t.Errorf("events %s at observedUntil %v, want %s", got, until, want)
+	}
+	waitFor(t, "the SOON event to be included", func() bool {
+		_, types := query()
+		return strings.Join(types, ",") == "PAST,SOON"
+	})
 }
 
 func TestTrackingQueryParameters(t *testing.T) {
