@@ -165,14 +165,19 @@ func (e *env) publishN(n int) {
 	}
 }
 
-// report returns a valid report, distinct for each i.
+// demoOrders are the order positions the simulator tracks for user demo: the only ones demo may report
+// events for (another user's are answered 403, unknown ones 404).
+var demoOrders = sim.New(sim.Options{}).TrackedOrders("demo")
+
+// report returns a valid report about one of demo's tracked order positions, distinct for each i.
 func report(i int) []byte {
-	return fmt.Appendf(nil, `{"order":{"orderId":"o-%d","positionId":"1"},"transport":{"identifier":"truck-7"},`+
+	o := demoOrders[i%len(demoOrders)]
+	return fmt.Appendf(nil, `{"order":{"orderId":%q,"positionId":%q},"transport":{"identifier":"truck-7"},`+
 		`"event":{"timestamp":"2024-05-01T12:%02d:%02dZ","type":"GATE_IN","observation":{"observedMeansOfTransport":`+
 		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-TB %d"}},"observedLoadingUnit":`+
 		`{"loadingUnit":{"containerClass":"CONTAINER","number":"MSCU1234565"},"loadingState":"FULL",`+
 		`"seals":[{"type":"CUSTOMS","number":"S-%d"}]}}},"reporter":{"id":"op-1","name":"Test Operator"}}`,
-		i, i/60%60, i%60, i, i)
+		o.OrderID, o.PositionID, i/60%60, i%60, i, i)
 }
 
 // streamMsgs returns the number of messages stored in a stream.

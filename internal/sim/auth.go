@@ -16,11 +16,22 @@ const grantedScope = "openid email profile tracking-api"
 
 // WWW-Authenticate values of 401 answers (spec 5.4).
 const (
-	authExpired = `Bearer error="invalid_token", error_description="The access token expired", ` +
-		`error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
-	authInvalid = `Bearer error="invalid_token", error_description="The access token is invalid", ` +
-		`error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
+	errorURI    = `error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
+	authInvalid = `Bearer error="invalid_token", error_description="The access token is invalid", ` + errorURI
 )
+
+// expiredDescription is the error_description of an expired access token. Spec 5.4 gives no literal
+// text, only "an error_description naming the expiry of the JWT" (with error invalid_token and that
+// error_uri); this names the JWT and its expiry instant in whole seconds (a JWT's exp claim), in the
+// words Spring Security's resource server uses for it.
+func expiredDescription(expires time.Time) string {
+	return "Jwt expired at " + expires.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+// authExpired is the WWW-Authenticate value of an expired access token (spec 5.4).
+func authExpired(expires time.Time) string {
+	return `Bearer error="invalid_token", error_description="` + expiredDescription(expires) + `", ` + errorURI
+}
 
 // tokenInfo is what the store knows of one issued token.
 type tokenInfo struct {
@@ -168,8 +179,13 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			s.tokenError(w, http.StatusUnauthorized, "invalid_grant", "Invalid user credentials")
 			return
 		}
-		if !hasScope(form.Get("scope"), "openid") {
-			s.tokenError(w, http.StatusBadRequest, "invalid_scope", "Invalid scopes: "+form.Get("scope"))
+		// Spec 5: "The only scope is openid (default scope for OpenID Connect)"; 5.1 lists scope=openid
+		// among the fields the client sends but nowhere makes it mandatory. So a request without a scope
+		// (or a blank one) gets the default, openid, and is granted like scope=openid; Keycloak, too,
+		// accepts a password grant without scope. A scope list that is given must hold openid, the only
+		// scope the spec offers; further values beside it are tolerated.
+		if sc := form.Get("scope"); strings.TrimSpace(sc) != "" && !hasScope(sc, "openid") {
+			s.tokenError(w, http.StatusBadRequest, "invalid_scope", "Invalid scopes: "+sc)
 			return
 		}
 		s.issue(w, user, randomUUID(), now, grant)
@@ -201,7 +217,7 @@ func (s *Server) issue(w http.ResponseWriter, user, session string, now time.Tim
 		ExpiresIn:        seconds(s.opts.AccessTTL),
 		RefreshExpiresIn: seconds(s.opts.RefreshTTL),
 		RefreshToken:     randomToken(),
-		TokenType:        "Bearer",
+		TokenType:        "bearer", // as spec 5.1 shows it (Keycloak itself sends "Bearer"); RFC 6749 §5.1: case-insensitive
 		IDToken:          randomToken(),
 		SessionState:     session,
 		Scope:            grantedScope,
@@ -241,8 +257,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (string, b
 	info := s.tokens.access[tok]
 	var user string
 	var expired bool
+	var expires time.Time
 	if info != nil {
-		user, expired = info.user, !now.Before(info.expires)
+		user, expired, expires = info.user, !now.Before(info.expires), info.expires
 	}
 	s.tokens.mu.Unlock()
 	switch {
@@ -250,7 +267,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (string, b
 		s.unauthorized(w, authInvalid, "The access token is invalid")
 		return "", false
 	case expired:
-		s.unauthorized(w, authExpired, "The access token expired")
+		s.unauthorized(w, authExpired(expires), expiredDescription(expires))
 		return "", false
 	}
 	return user, true

@@ -3,6 +3,7 @@ package sim
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ func TestTokenEndpoint(t *testing.T) {
 		wantDesc  string
 	}{
 		{name: "password", form: passwordForm("demo", "demo"), wantCode: 200},
+		{name: "no scope: openid by default", form: with(passwordForm("demo", "demo"), "scope", ""), wantCode: 200},
 		{name: "scope with more than openid", form: with(passwordForm("demo", "demo"), "scope", "openid profile"), wantCode: 200},
 		{name: "refresh", form: refreshForm(refresh), wantCode: 200},
 		{name: "wrong password", form: passwordForm("demo", "nope"), wantCode: 401, wantError: "invalid_grant", wantDesc: "Invalid user credentials"},
@@ -61,7 +63,7 @@ func TestTokenEndpoint(t *testing.T) {
 					t.Errorf("%s missing: %v", k, r.Body)
 				}
 			}
-			want := map[string]any{"token_type": "Bearer", "expires_in": 300.0, "refresh_expires_in": 21600.0,
+			want := map[string]any{"token_type": "bearer", "expires_in": 300.0, "refresh_expires_in": 21600.0,
 				"scope": grantedScope, "not-before-policy": 0.0}
 			for k, v := range want {
 				if r.Body[k] != v {
@@ -123,14 +125,23 @@ func TestBearerToken(t *testing.T) {
 	}
 	r.messages(t)
 
+	// Spec 5.4: scheme Bearer, error invalid_token, an error_description naming the expiry of the JWT
+	// and an error_uri pointing to RFC 6750 section 3.1.
+	before := time.Now().Truncate(time.Second)
 	e.sim.ExpireTokens()
+	after := time.Now()
 	r = e.do("GET", "/locations", tok, nil)
-	wantHdr := `Bearer error="invalid_token", error_description="The access token expired", error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
-	if r.Status != 401 || r.Header.Get("WWW-Authenticate") != wantHdr {
-		t.Errorf("expired token: %d %q", r.Status, r.Header.Get("WWW-Authenticate"))
+	hdr := r.Header.Get("WWW-Authenticate")
+	m := regexp.MustCompile(`^Bearer error="invalid_token", error_description="(Jwt expired at (\S+))", ` +
+		`error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"$`).FindStringSubmatch(hdr)
+	if r.Status != 401 || m == nil {
+		t.Fatalf("expired token: %d %q", r.Status, hdr)
 	}
-	if m := r.messages(t); len(m) != 1 {
-		t.Errorf("messages %q", m)
+	if at, err := time.Parse(time.RFC3339, m[2]); err != nil || !strings.HasSuffix(m[2], "Z") || at.Before(before) || at.After(after) {
+		t.Errorf("expiry %q is not the UTC second the token expired in (%v..%v)", m[2], before, after)
+	}
+	if msgs := r.messages(t); len(msgs) != 1 || msgs[0] != m[1] {
+		t.Errorf("messages %q, want [%q]", msgs, m[1])
 	}
 
 	// The refresh token still works and yields a working access token.

@@ -16,11 +16,20 @@
 //
 // and, outside the base path, the Keycloak-like token endpoint TokenPath ("/auth/token": password and
 // refresh_token grants, spec 5.1 and 5.2). Every API operation requires "Authorization: Bearer <access
-// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4, an unknown one
-// likewise with error_description "The access token is invalid", a missing one with a bare "Bearer"
-// challenge (RFC 6750 §3). Failures carry an ApiResponseMessage {"messages":[...]}; a validation failure
-// lists every problem, naming the property path ("unit.loadingState is missing"). Unknown JSON fields
-// are ignored.
+// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4 (error_description
+// "Jwt expired at <UTC instant>"), an unknown one likewise with error_description "The access token is
+// invalid", a missing one with a bare "Bearer" challenge (RFC 6750 §3). Failures carry an
+// ApiResponseMessage {"messages":[...]}; a validation failure lists every problem, naming the property
+// path ("unit.loadingState is missing"). Property names are matched exactly; unknown JSON fields, case
+// variants of a property's name included, are ignored.
+//
+// An order stays open (spec 3: listed, updatable, deletable) until a slot request is booked from it:
+// Server.MarkBooked, or for every order Options.BookAfter (flag -book-after) after its creation.
+//
+// Each user has 16 tracked order positions (Server.TrackedOrders), the units operation 4.7 answers for.
+// Ownership of orders is the spec's one permission rule (5.4): a report (4.8) naming another user's
+// tracked position is answered 403, one naming a position nobody tracks 404, and 4.7 likewise; a
+// report without an order is accepted and belongs to no tracked unit.
 //
 // # Event log
 //

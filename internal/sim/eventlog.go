@@ -11,7 +11,7 @@ type explicitEvent struct {
 	id   string // SSE id; "" = no id: line
 	name string // SSE event name
 	data []byte
-	ref  *reportRef // the order a reported event belongs to; nil for injected events and reports without one
+	ref  *reportRef // the tracked unit a reported event belongs to; nil for injected events and reports without an order
 }
 
 // segment is a run of consecutive log entries: n generated events, or one explicit event (ex != nil).
@@ -232,8 +232,8 @@ func (l *eventLog) resolve(id string) (from int64, known bool) {
 }
 
 // recent returns, newest first, up to n retained entries that are generated events of shipment ship
-// (none when ship < 0) or explicit entries accepted by match.
-func (l *eventLog) recent(n, ship int, match func(*explicitEvent) bool) []entry {
+// (none when ship < 0) stamped no later than until, or explicit entries accepted by match.
+func (l *eventLog) recent(n, ship int, until time.Time, match func(*explicitEvent) bool) []entry {
 	var out []entry
 	for i := len(l.segs) - 1; i >= 0 && len(out) < n; i-- {
 		s := &l.segs[i]
@@ -249,7 +249,9 @@ func (l *eventLog) recent(n, ship int, match func(*explicitEvent) bool) []entry 
 		last := s.k + s.n - 1
 		k := last - ((last-int64(ship))%numShipments+numShipments)%numShipments
 		for ; k >= s.k && len(out) < n; k -= numShipments {
-			out = append(out, entry{seq: s.seq + k - s.k, k: k, ts: l.timestamp(s, k)})
+			if ts := l.timestamp(s, k); !ts.After(until) {
+				out = append(out, entry{seq: s.seq + k - s.k, k: k, ts: ts})
+			}
 		}
 	}
 	return out

@@ -106,7 +106,7 @@ func TestEventLogFloodMemory(t *testing.T) {
 	if from, ok := l.resolve(EventID(int(l.first - 1))); !ok || from != l.first {
 		t.Errorf("resolve(just before the first) = %d, %v", from, ok)
 	}
-	if e := l.recent(maxTrackedEvents, 3, func(*explicitEvent) bool { return false }); len(e) != maxTrackedEvents || e[0].k%numShipments != 3 {
+	if e := l.recent(maxTrackedEvents, 3, now, func(*explicitEvent) bool { return false }); len(e) != maxTrackedEvents || e[0].k%numShipments != 3 {
 		t.Errorf("recent: %d entries", len(e))
 	}
 }
@@ -128,5 +128,22 @@ func TestEventLogRetentionTrimsRuns(t *testing.T) {
 	}
 	if _, ok := l.ids["a"]; ok {
 		t.Error("dropped id still known")
+	}
+}
+
+// recent leaves out generated events stamped after until: a flood burst appended by a stream while a
+// tracking query was taking its time.
+func TestEventLogRecentUntil(t *testing.T) {
+	l := newLog(-1, 0, 1000)
+	now := time.Now()
+	l.startGeneration(now)
+	l.flood(numShipments*3, now)
+	l.flood(numShipments*2, now.Add(time.Millisecond))
+	all := func(*explicitEvent) bool { return true }
+	if e := l.recent(maxTrackedEvents, 0, now, all); len(e) != 3 {
+		t.Errorf("%d entries until now, want the 3 stamped now", len(e))
+	}
+	if e := l.recent(maxTrackedEvents, 0, now.Add(time.Millisecond), all); len(e) != 5 {
+		t.Errorf("%d entries until a millisecond later, want 5", len(e))
 	}
 }

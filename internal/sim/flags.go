@@ -22,6 +22,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.EventSize, "size", o.EventSize, "approximate bytes of a generated event's data")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", o.Heartbeat, "keep-alive comment interval on idle streams; negative disables")
 	fs.DurationVar(&o.Retry, "retry", o.Retry, "retry: hint sent at the start of each stream connection; 0 none")
+	fs.DurationVar(&o.BookAfter, "book-after", o.BookAfter, "book a slot request from every order this long after its creation, closing it (update and delete then answer 409); 0 never")
 	fs.IntVar(&o.Retention, "retention", o.Retention, "retained event log entries per user")
 	f := &o.Faults
 	fs.IntVar(&f.DropEvery, "drop-every", f.DropEvery, "fault: close a stream connection after every N events; 0 never")

@@ -7,10 +7,13 @@ import (
 	"strings"
 )
 
-// Paging bounds of operation 4.1 (spec 4.1, 8).
+// Paging of operation 4.1. The spec bounds pageSize only below (4.1, 8: >= 1, default 50) and a page's
+// data to 0..1000 items (2.3, 8). So a larger pageSize is accepted and pages hold at most maxPageItems:
+// the effective page size, reported in pagination.pageSize ("maximum size of the current page") and
+// used to compute the page's offset, is min(pageSize, maxPageItems).
 const (
 	defaultPageSize = 50
-	maxPageSize     = 1000
+	maxPageItems    = 1000
 )
 
 type pagination struct {
@@ -32,12 +35,13 @@ func (s *Server) handleLocations(w http.ResponseWriter, r *http.Request, _ *user
 	if typ != "" && !slices.Contains(LocationTypes, typ) {
 		c.addf("type must be one of %s", strings.Join(LocationTypes, ", "))
 	}
-	page := intParam(&c, q.Get("page"), "page", 1, 1, 0)
-	size := intParam(&c, q.Get("pageSize"), "pageSize", defaultPageSize, 1, maxPageSize)
+	page := intParam(&c, q.Get("page"), "page", 1, 1)
+	size := intParam(&c, q.Get("pageSize"), "pageSize", defaultPageSize, 1)
 	if c.failed() {
 		writeMessages(w, http.StatusBadRequest, c.msgs...)
 		return
 	}
+	size = min(size, maxPageItems)
 	name := strings.ToLower(q.Get("name"))
 	var match []Location
 	for i := range s.seed {
@@ -60,8 +64,8 @@ func (s *Server) handleLocations(w http.ResponseWriter, r *http.Request, _ *user
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// intParam parses an optional int32 query parameter with a lower and (when hi > 0) upper bound.
-func intParam(c *checker, v, name string, def, lo, hi int) int {
+// intParam parses an optional int32 query parameter with a lower bound.
+func intParam(c *checker, v, name string, def, lo int) int {
 	if v == "" {
 		return def
 	}
@@ -71,8 +75,6 @@ func intParam(c *checker, v, name string, def, lo, hi int) int {
 		c.addf("%s must be an integer", name)
 	case int(n) < lo:
 		c.addf("%s must be at least %d", name, lo)
-	case hi > 0 && int(n) > hi:
-		c.addf("%s must be at most %d", name, hi)
 	default:
 		return int(n)
 	}

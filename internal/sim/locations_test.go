@@ -2,6 +2,8 @@ package sim
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,7 @@ func TestSearchLocations(t *testing.T) {
 		wantCode  int
 		wantTotal int      // -1: do not check
 		wantLen   int      // items on the page; -1: do not check
+		wantSize  int      // pagination.pageSize; 0: the pageSize asked for, else 50
 		wantMsgs  []string // substrings, one per expected message
 		check     func(t *testing.T, l Location)
 	}{
@@ -74,7 +77,8 @@ func TestSearchLocations(t *testing.T) {
 		{name: "page 0", query: "?page=0", wantCode: 400, wantMsgs: []string{"page must be at least 1"}},
 		{name: "page not an integer", query: "?page=two", wantCode: 400, wantMsgs: []string{"page must be an integer"}},
 		{name: "pageSize 0", query: "?pageSize=0", wantCode: 400, wantMsgs: []string{"pageSize must be at least 1"}},
-		{name: "pageSize too large", query: "?pageSize=1001", wantCode: 400, wantMsgs: []string{"pageSize must be at most 1000"}},
+		{name: "pageSize above the page limit", query: "?pageSize=1001", wantCode: 200, wantTotal: all, wantLen: all, wantSize: 1000},
+		{name: "largest pageSize", query: "?pageSize=2147483647&page=2", wantCode: 200, wantTotal: all, wantLen: 0, wantSize: 1000},
 		{name: "pageSize beyond int32", query: "?pageSize=99999999999", wantCode: 400, wantMsgs: []string{"pageSize must be an integer"}},
 		{name: "every problem at once", query: "?type=x&page=-1&pageSize=1.5", wantCode: 400,
 			wantMsgs: []string{"type must be one of", "page must be at least 1", "pageSize must be an integer"}},
@@ -107,8 +111,15 @@ func TestSearchLocations(t *testing.T) {
 			if p.Pagination.Total != tt.wantTotal || len(p.Data) != tt.wantLen {
 				t.Errorf("total %d items %d, want %d and %d", p.Pagination.Total, len(p.Data), tt.wantTotal, tt.wantLen)
 			}
-			if p.Pagination.CurrentPage < 1 || p.Pagination.PageSize < 1 {
-				t.Errorf("pagination %+v", p.Pagination)
+			wantSize := tt.wantSize
+			if wantSize == 0 {
+				wantSize = 50
+				if s := regexp.MustCompile(`pageSize=(\d+)`).FindStringSubmatch(tt.query); s != nil {
+					wantSize, _ = strconv.Atoi(s[1])
+				}
+			}
+			if p.Pagination.CurrentPage < 1 || p.Pagination.PageSize != wantSize {
+				t.Errorf("pagination %+v, want pageSize %d", p.Pagination, wantSize)
 			}
 			for _, l := range p.Data {
 				if tt.check != nil {

@@ -1,11 +1,11 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -51,20 +51,32 @@ type bookingPlannedDate struct {
 
 // order is a stored booking order.
 type order struct {
-	owner string
-	open  bool // no slot request booked from it yet (spec 3)
-	body  bookingOrder
+	owner   string
+	open    bool // no slot request booked from it yet by MarkBooked (spec 3); see orderStore.isOpen
+	created time.Time
+	body    bookingOrder
 }
 
 // orderStore holds every user's booking orders.
 type orderStore struct {
+	bookAfter time.Duration // Options.BookAfter
+
 	mu   sync.Mutex
 	seq  int
 	byID map[string]*order
 	ids  []string // creation order
 }
 
-func (o *orderStore) init() { o.byID = make(map[string]*order) }
+func (st *orderStore) init(bookAfter time.Duration) {
+	st.bookAfter = bookAfter
+	st.byID = make(map[string]*order)
+}
+
+// isOpen reports whether no slot request has been booked from o by now: neither MarkBooked nor, with
+// Options.BookAfter, the passing of that time since its creation. The caller holds st.mu.
+func (st *orderStore) isOpen(o *order, now time.Time) bool {
+	return o.open && (st.bookAfter <= 0 || now.Before(o.created.Add(st.bookAfter)))
+}
 
 // internalNoteRE is the character set of BookingClientContext.internalNote (spec 2.7).
 var internalNoteRE = regexp.MustCompile(`^[A-Za-z0-9/#\\-]*$`)
@@ -80,16 +92,16 @@ func (s *Server) validateOrder(m map[string]any) []string {
 	c.enum(m, "", "action", true, "PICK_UP", "DROP_OFF")
 	c.str(m, "", "reference", true)
 	if u, ok := c.object(m, "", "unit", true); ok {
-		c.enum(u, "unit", "loadingState", true, "FULL", "EMPTY", "UNKNOWN")
+		c.enum(u, "unit", "loadingState", true, loadingStates...)
 		hc, _ := c.str(u, "unit", "handlingCode", false)
 		ic, _ := c.str(u, "unit", "isoCode", false)
-		if hc == "" && ic == "" {
+		if strings.TrimSpace(hc) == "" && strings.TrimSpace(ic) == "" { // a blank code gives no unit type
 			c.addf("unit.handlingCode or unit.isoCode must be given")
 		}
 		c.str(u, "unit", "number", false)
 		c.enum(u, "unit", "dangerousGoodsIndication", false, "DANGEROUS", "NOT_DANGEROUS", "UNKNOWN")
-		c.enum(u, "unit", "condition", false, "OK", "DAMAGED", "UNKNOWN")
-		c.sealList(u, "unit", true)
+		c.enum(u, "unit", "condition", false, conditions...)
+		c.sealList(u, "unit")
 	}
 	if cc, ok := c.object(m, "", "clientContext", false); ok {
 		if note, ok := c.str(cc, "clientContext", "internalNote", false); ok {
@@ -133,12 +145,55 @@ func (s *Server) readOrder(w http.ResponseWriter, r *http.Request) (bookingOrder
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return bo, false
 	}
-	if err := json.Unmarshal(body, &bo); err != nil { // cannot fail after validation; be safe
-		writeMessages(w, http.StatusBadRequest, "body does not match BookingOrder: "+err.Error())
-		return bo, false
+	return orderFromMap(m), true
+}
+
+// orderFromMap builds the BookingOrder of a body that validateOrder accepted, from the same map, so that
+// what is stored is what was validated. (json.Unmarshal into the struct would match keys
+// case-insensitively: {"action":"PICK_UP","ACTION":"THROW"} would validate as PICK_UP and be stored as
+// THROW.) Keys are matched exactly, as validateOrder does; any other key, a case variant of a property
+// included, is an unknown field and ignored. An id in the body is ignored too.
+func orderFromMap(m map[string]any) bookingOrder {
+	u, _ := m["unit"].(map[string]any)
+	bo := bookingOrder{
+		TerminalID: strOf(m, "terminalId"),
+		Action:     strOf(m, "action"),
+		Reference:  strOf(m, "reference"),
+		Unit: bookingUnit{
+			LoadingState:             strOf(u, "loadingState"),
+			HandlingCode:             optStrOf(u, "handlingCode"),
+			IsoCode:                  optStrOf(u, "isoCode"),
+			Number:                   optStrOf(u, "number"),
+			DangerousGoodsIndication: strOf(u, "dangerousGoodsIndication"),
+			Condition:                strOf(u, "condition"),
+		},
 	}
-	bo.ID = ""
-	return bo, true
+	seals, _ := u["seals"].([]any)
+	for _, v := range seals {
+		sm, _ := v.(map[string]any)
+		bo.Unit.Seals = append(bo.Unit.Seals, seal{Type: strOf(sm, "type"), Number: strOf(sm, "number")})
+	}
+	if cc, ok := m["clientContext"].(map[string]any); ok {
+		bo.ClientContext = &bookingClientContext{InternalNote: optStrOf(cc, "internalNote")}
+		if pd, ok := cc["plannedDate"].(map[string]any); ok {
+			bo.ClientContext.PlannedDate = &bookingPlannedDate{Date: strOf(pd, "date"), TimeOfDay: strOf(pd, "timeOfDay")}
+		}
+	}
+	return bo
+}
+
+// strOf returns the string property key of m; "" when it is absent, null or not a string.
+func strOf(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// optStrOf returns the string property key of m; nil when it is absent, null or not a string.
+func optStrOf(m map[string]any, key string) *string {
+	if s, ok := m[key].(string); ok {
+		return &s
+	}
+	return nil
 }
 
 // handleCreateOrder serves operation 4.3.
@@ -152,7 +207,7 @@ func (s *Server) handleCreateOrder(w http.ResponseWriter, r *http.Request, u *us
 	st.seq++
 	id := fmt.Sprintf("BO-%08d", st.seq)
 	bo.ID = id
-	st.byID[id] = &order{owner: u.name, open: true, body: bo}
+	st.byID[id] = &order{owner: u.name, open: true, created: time.Now(), body: bo}
 	st.ids = append(st.ids, id)
 	st.mu.Unlock()
 	s.log.Debug("order created", "user", u.name, "order_id", id)
@@ -167,8 +222,9 @@ func (s *Server) handleListOrders(w http.ResponseWriter, _ *http.Request, u *use
 	st := &s.orders
 	ids := []string{}
 	st.mu.Lock()
+	now := time.Now()
 	for _, id := range st.ids {
-		if o := st.byID[id]; o.owner == u.name && o.open {
+		if o := st.byID[id]; o.owner == u.name && st.isOpen(o, now) {
 			ids = append(ids, id)
 		}
 	}
@@ -187,7 +243,7 @@ func (st *orderStore) lookupLocked(id, user string, needOpen bool) (*order, int,
 		return nil, http.StatusNotFound, fmt.Sprintf("Order %s not found", id)
 	case o.owner != user:
 		return nil, http.StatusForbidden, fmt.Sprintf("Order %s belongs to another client", id)
-	case needOpen && !o.open:
+	case needOpen && !st.isOpen(o, time.Now()):
 		return nil, http.StatusConflict, fmt.Sprintf("Order %s is no longer open: a slot request has been booked from it", id)
 	}
 	return o, 0, ""
@@ -259,6 +315,7 @@ func (s *Server) handleDeleteOrder(w http.ResponseWriter, r *http.Request, u *us
 
 // MarkBooked marks the order as no longer open, as if a dispatcher had booked a slot request from it:
 // it leaves the list of open orders, and update and delete answer 409. It reports false for an unknown id.
+// Options.BookAfter does the same for every order, over time.
 func (s *Server) MarkBooked(id string) bool {
 	st := &s.orders
 	st.mu.Lock()

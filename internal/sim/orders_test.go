@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // validOrder returns a valid BookingOrder body as a map, for tests to alter.
@@ -83,6 +84,11 @@ func TestCreateOrderValidation(t *testing.T) {
 			wantCode: 400, wantMsgs: []string{"unit.loadingState must be one of FULL, EMPTY, UNKNOWN"}},
 		{name: "neither handlingCode nor isoCode", body: edit(func(_, u, _ map[string]any) { delete(u, "isoCode"); u["handlingCode"] = nil }),
 			wantCode: 400, wantMsgs: []string{"unit.handlingCode or unit.isoCode must be given"}},
+		{name: "blank handlingCode and no isoCode", body: edit(func(_, u, _ map[string]any) { delete(u, "isoCode"); u["handlingCode"] = "  " }),
+			wantCode: 400, wantMsgs: []string{"unit.handlingCode or unit.isoCode must be given"}},
+		{name: "empty isoCode and blank handlingCode", body: edit(func(_, u, _ map[string]any) { u["isoCode"] = ""; u["handlingCode"] = "\t" }),
+			wantCode: 400, wantMsgs: []string{"unit.handlingCode or unit.isoCode must be given"}},
+		{name: "blank handlingCode beside an isoCode", body: edit(func(_, u, _ map[string]any) { u["handlingCode"] = " " }), wantCode: 201},
 		{name: "bad dangerous goods indication", body: edit(func(_, u, _ map[string]any) { u["dangerousGoodsIndication"] = "MAYBE" }),
 			wantCode: 400, wantMsgs: []string{"unit.dangerousGoodsIndication must be one of"}},
 		{name: "bad condition", body: edit(func(_, u, _ map[string]any) { u["condition"] = "BROKEN" }),
@@ -236,5 +242,96 @@ func TestOrderLifecycle(t *testing.T) {
 	}
 	if r := e.do("PUT", "/orders/"+c, other, upd, "Content-Type", "text/plain"); r.Status != 415 {
 		t.Errorf("update as text/plain: %d", r.Status)
+	}
+}
+
+// Validation matches property names exactly, so what is stored must too: a key that differs from a
+// property only in case is an unknown field, neither validated nor stored.
+func TestOrderCaseVariantKeys(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	tests := []struct {
+		name     string
+		body     string
+		wantCode int
+		want     []string // substrings of the order as read back
+		notWant  []string
+	}{
+		{name: "a variant after the property", wantCode: 201,
+			body: `{"terminalId":"L10001","action":"PICK_UP","ACTION":"THROW","reference":"R",` +
+				`"unit":{"loadingState":"FULL","handlingCode":"CT45","HANDLINGCODE":"","Condition":"BROKEN"}}`,
+			want: []string{`"action":"PICK_UP"`, `"handlingCode":"CT45"`}, notWant: []string{"THROW", "BROKEN"}},
+		{name: "a variant instead of the property", wantCode: 201,
+			body: `{"terminalId":"L10001","action":"DROP_OFF","reference":"R",` +
+				`"unit":{"loadingState":"EMPTY","isoCode":"22G1","HandlingCode":"not validated"},` +
+				`"clientContext":{"InternalNote":"not allowed: spaces and far too long"}}`,
+			want: []string{`"handlingCode":null`, `"internalNote":null`}, notWant: []string{"not validated", "not allowed"}},
+		{name: "a variant of the only unit code", wantCode: 400,
+			body: `{"terminalId":"L10001","action":"PICK_UP","reference":"R","unit":{"loadingState":"FULL","IsoCode":"45G1"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("POST", "/orders", tok, tt.body)
+			if r.Status != tt.wantCode {
+				t.Fatalf("create: %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if r.Status != 201 {
+				if m := r.messages(t); len(m) != 1 || m[0] != "unit.handlingCode or unit.isoCode must be given" {
+					t.Errorf("messages %q", m)
+				}
+				return
+			}
+			var c struct{ ID string }
+			_ = json.Unmarshal(r.Body, &c)
+			got := string(e.do("GET", "/orders/"+c.ID, tok, nil).Body)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("stored order lacks %s: %s", w, got)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("stored order holds the unvalidated %q: %s", w, got)
+				}
+			}
+		})
+	}
+}
+
+// With Options.BookAfter every order is booked that long after its creation, so a client of a running
+// simulator sees the open-orders rule of spec 3 without MarkBooked.
+func TestBookAfter(t *testing.T) {
+	const after = 300 * time.Millisecond
+	e := newEnv(t, Options{BookAfter: after})
+	tok := e.login("demo")
+	created := time.Now()
+	r := e.do("POST", "/orders", tok, validOrder())
+	var c struct{ ID string }
+	if err := json.Unmarshal(r.Body, &c); r.Status != 201 || err != nil {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	listed := func() bool { return strings.Contains(string(e.do("GET", "/orders", tok, nil).Body), c.ID) }
+	if !listed() {
+		t.Fatal("a new order is not listed as open")
+	}
+	upd := edit(func(o, _, _ map[string]any) { o["action"] = "DROP_OFF" })
+	if r := e.do("PUT", "/orders/"+c.ID, tok, upd); r.Status != 200 && time.Since(created) < after {
+		t.Fatalf("update while open: %d %s", r.Status, r.Body)
+	}
+	waitFor(t, "the order to be booked", func() bool { return !listed() })
+	if d := time.Since(created); d < after {
+		t.Errorf("booked after %v, before %v", d, after)
+	}
+	for _, m := range []string{"PUT", "DELETE"} {
+		var body any
+		if m == "PUT" {
+			body = upd
+		}
+		if r := e.do(m, "/orders/"+c.ID, tok, body); r.Status != 409 {
+			t.Errorf("%s booked order: %d %s", m, r.Status, r.Body)
+		}
+	}
+	if r := e.do("GET", "/orders/"+c.ID, tok, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"action":"DROP_OFF"`) {
+		t.Errorf("read booked order: %d %s", r.Status, r.Body)
 	}
 }

@@ -47,6 +47,11 @@ type Options struct {
 	Heartbeat time.Duration
 	// Retry, when positive, is sent once as the retry: field at the start of every stream connection.
 	Retry time.Duration
+	// BookAfter, when positive, books a slot request from every booking order this long after the order
+	// was created, as MarkBooked does: the order leaves the list of open orders, and update and delete
+	// answer 409. It lets a client exercise the open-orders rule of spec 3 against a running simulator.
+	// Zero keeps orders open until MarkBooked.
+	BookAfter time.Duration
 	// Retention bounds the entries of each user's event log (oldest dropped first), and the accepted
 	// reports kept for Reports and for recognising a repeated Idempotency-Key. Default 1,000,000.
 	Retention int
@@ -127,7 +132,7 @@ func New(o Options) *Server {
 	}
 	s.SetFaults(o.Faults)
 	s.tokens.init()
-	s.orders.init()
+	s.orders.init(o.BookAfter)
 	s.seed = seedLocations()
 	s.byID = make(map[string]*Location, len(s.seed))
 	for i := range s.seed {

@@ -49,12 +49,12 @@ func TestBindFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{"-users", "a:1, b:x:y", "-rate", "-1", "-limit", "5", "-size", "1000",
 		"-access-ttl", "2s", "-drop-every", "3", "-drop-mid-event", "-error-rate", "0.5", "-stream-status", "403",
-		"-report-429", "-retry-after", "3s", "-retry", "250ms", "-client-id", "c"})
+		"-report-429", "-retry-after", "3s", "-retry", "250ms", "-client-id", "c", "-book-after", "2m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(o.Users) != 2 || o.Users["a"] != "1" || o.Users["b"] != "x:y" || o.EventRate != -1 || o.EventLimit != 5 ||
-		o.EventSize != 1000 || o.AccessTTL != 2*time.Second || o.Retry != 250*time.Millisecond || o.ClientID != "c" {
+		o.EventSize != 1000 || o.AccessTTL != 2*time.Second || o.Retry != 250*time.Millisecond || o.ClientID != "c" || o.BookAfter != 2*time.Minute {
 		t.Errorf("options %+v", o)
 	}
 	f := o.Faults

@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 )
 
 // maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
 const maxTrackedEvents = 100
 
-// reportRef is the order a reported event belongs to, for operation 4.7.
+// reportRef is the tracked unit a reported event belongs to, for operation 4.7.
 type reportRef struct {
-	order TrackingOrder   // orderId, positionId and the client references as reported
-	unit  json.RawMessage // event.observation.observedLoadingUnit.loadingUnit, when reported
+	ship int       // the unit's index among the shipments of the reporting user, its owner
+	ts   time.Time // the event's timestamp
 }
 
 // trackedUnit is the TrackedUnit response (spec 2.8).
@@ -27,7 +26,10 @@ type trackedUnit struct {
 }
 
 // handleTracking serves operation 4.7: the tracked unit of orderId+positionId or of the client reference
-// pair, with its most recent events (generated and reported), oldest first.
+// pair, with its most recent events (generated and reported), oldest first. observedUntil is the time
+// of the query; events stamped later (reports may carry any timestamp) are not part of the answer
+// (spec 2.8), and the 100-event bound counts only those that are. The tracked units are the
+// caller's tracked order positions (TrackedOrders); another user's is answered 403, an unknown one 404.
 func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
 	q := r.URL.Query()
 	oid, pid := q.Get("orderId"), q.Get("positionId")
@@ -51,35 +53,33 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 			(cor == "" || o.ClientOrderReference == cor && o.ClientPositionReference == cpr)
 	}
 	gen := s.generator(u)
-	ship := slices.IndexFunc(gen.ships, func(sh shipment) bool { return match(&sh.order) })
+	ship, foreign := s.locate(u, match)
+	if ship < 0 {
+		what := fmt.Sprintf("orderId %s and positionId %s", oid, pid)
+		if oid == "" {
+			what = fmt.Sprintf("clientOrderReference %s and clientPositionReference %s", cor, cpr)
+		}
+		if foreign {
+			writeMessages(w, http.StatusForbidden, "The tracked unit of "+what+" belongs to another client")
+		} else {
+			writeMessages(w, http.StatusNotFound, "No tracked unit for "+what)
+		}
+		return
+	}
 
 	now := time.Now()
 	u.mu.Lock()
 	u.log.catchUp(now)
-	hits := u.log.recent(maxTrackedEvents, ship, func(ex *explicitEvent) bool {
-		return ex.ref != nil && match(&ex.ref.order)
+	hits := u.log.recent(maxTrackedEvents, ship, now, func(ex *explicitEvent) bool {
+		return ex.ref != nil && ex.ref.ship == ship && !ex.ref.ts.After(now) // whichever references the report carried
 	})
 	u.mu.Unlock()
 
-	resp := trackedUnit{ObservedUntil: now.UTC().Format(time.RFC3339Nano), Events: make([]json.RawMessage, 0, len(hits))}
-	switch {
-	case ship >= 0:
-		resp.Order, resp.LoadingUnit = gen.ships[ship].order, gen.ships[ship].unit
-	case len(hits) > 0:
-		resp.Order = hits[0].ex.ref.order // the latest report's view of the order
-		for _, h := range hits {
-			if h.ex.ref.unit != nil {
-				resp.LoadingUnit = h.ex.ref.unit
-				break
-			}
-		}
-	default:
-		if oid != "" {
-			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for orderId %s and positionId %s", oid, pid))
-		} else {
-			writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for clientOrderReference %s and clientPositionReference %s", cor, cpr))
-		}
-		return
+	resp := trackedUnit{
+		ObservedUntil: now.UTC().Format(time.RFC3339Nano),
+		Order:         gen.ships[ship].order,
+		LoadingUnit:   gen.ships[ship].unit,
+		Events:        make([]json.RawMessage, 0, len(hits)),
 	}
 	for i := len(hits) - 1; i >= 0; i-- {
 		h := &hits[i]
@@ -90,6 +90,29 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// locate finds the tracked order position accepted by match: its index among u's shipments, or -1 and
+// whether another user's shipment is accepted (foreign).
+func (s *Server) locate(u *userState, match func(*TrackingOrder) bool) (ship int, foreign bool) {
+	gen := s.generator(u)
+	for i := range gen.ships {
+		if match(&gen.ships[i].order) {
+			return i, false
+		}
+	}
+	for name := range s.opts.Users {
+		if name == u.name {
+			continue
+		}
+		g := s.generator(s.user(name))
+		for i := range g.ships {
+			if match(&g.ships[i].order) {
+				return -1, true
+			}
+		}
+	}
+	return -1, false
 }
 
 // AcceptedReport is a report the simulator accepted (202) and added to the user's event log.
@@ -114,7 +137,10 @@ func (s *Server) countReportCall(h http.HandlerFunc) http.HandlerFunc {
 
 // handleReport serves operation 4.8. After the injected faults, the Content-Type check (415) and
 // RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
-// the report is validated (400 with every problem) and its event appended to the user's log.
+// the report is validated (400 with every problem), its order checked and its event appended to the
+// user's log. The only permission rule of the spec is the ownership of orders by the current user (5.4),
+// so a report may name only one of the caller's tracked order positions: another user's is answered 403,
+// one nobody tracks 404. A report without an order is the caller's and belongs to no tracked unit.
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userState) {
 	f := s.Faults()
 	if s.reportFault(w, r, &f) {
@@ -140,10 +166,27 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 		writeMessages(w, http.StatusAccepted)
 		return
 	}
-	ev, typ, ref, msgs := parseReport(body)
+	ev, typ, ts, order, msgs := parseReport(body)
 	if len(msgs) > 0 {
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return
+	}
+	// The event belongs to the unit the report's orderId and positionId (both required, spec 2.10) name,
+	// so 4.7 finds it by that pair and by the unit's client reference pair alike (spec 6.5), whatever
+	// client references the report carried (optional; not checked against the unit's).
+	var ref *reportRef
+	if order != nil {
+		oid, pid := order.OrderID, order.PositionID
+		ship, foreign := s.locate(u, func(o *TrackingOrder) bool { return o.OrderID == oid && o.PositionID == pid })
+		if ship < 0 {
+			if foreign {
+				writeMessages(w, http.StatusForbidden, fmt.Sprintf("Order %s position %s belongs to another client", oid, pid))
+			} else {
+				writeMessages(w, http.StatusNotFound, fmt.Sprintf("No tracked unit for orderId %s and positionId %s", oid, pid))
+			}
+			return
+		}
+		ref = &reportRef{ship: ship, ts: ts}
 	}
 
 	now := time.Now()
@@ -188,40 +231,32 @@ func (s *Server) duplicate(u *userState, key string) bool {
 }
 
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
-// type and the order reference; or every problem found.
-func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, msgs []string) {
+// type and timestamp and its order (nil when absent); or every problem found.
+func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
-		return nil, "", nil, []string{err.Error()}
+		return nil, "", ts, nil, []string{err.Error()}
 	}
 	var c checker
 	ev, ok := c.object(m, "", "event", true)
 	if ok {
 		c.str(ev, "event", "id", false)
-		if ts, ok := c.str(ev, "event", "timestamp", true); ok {
-			if _, err := time.Parse(time.RFC3339, ts); err != nil {
+		if s, ok := c.str(ev, "event", "timestamp", true); ok {
+			if ts, err = time.Parse(time.RFC3339, s); err != nil {
 				c.addf("event.timestamp must be an RFC 3339 date-time")
 			}
 		}
 		typ, _ = c.str(ev, "event", "type", true)
 		if obs, ok := c.object(ev, "event", "observation", false); ok {
-			unit := checkObservation(&c, obs, "event.observation")
-			ref = &reportRef{}
-			if unit != nil {
-				ref.unit = marshalCompact(unit)
-			}
+			checkObservation(&c, obs, "event.observation")
 		}
 	}
 	if o, ok := c.object(m, "", "order", false); ok {
-		if ref == nil {
-			ref = &reportRef{}
-		}
-		ref.order.OrderID, _ = c.str(o, "order", "orderId", true)
-		ref.order.PositionID, _ = c.str(o, "order", "positionId", true)
-		ref.order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
-		ref.order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
-	} else {
-		ref = nil // without an order the event belongs to no tracked unit of 4.7
+		order = &TrackingOrder{}
+		order.OrderID, _ = c.str(o, "order", "orderId", true)
+		order.PositionID, _ = c.str(o, "order", "positionId", true)
+		order.ClientOrderReference, _ = c.str(o, "order", "clientOrderReference", false)
+		order.ClientPositionReference, _ = c.str(o, "order", "clientPositionReference", false)
 	}
 	if t, ok := c.object(m, "", "transport", false); ok {
 		c.str(t, "transport", "identifier", false)
@@ -235,16 +270,27 @@ func parseReport(body []byte) (ev map[string]any, typ string, ref *reportRef, ms
 		}
 	}
 	if c.failed() {
-		return nil, "", nil, c.msgs
+		return nil, "", ts, nil, c.msgs
 	}
-	return ev, typ, ref, nil
+	return ev, typ, ts, order, nil
 }
 
-// checkObservation checks the JSON types of an Observation (spec 2.14–2.16) and returns its loading unit.
-func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
+// Enumerations of an Observation (spec 2.12, 2.15, 2.16). Unlike the event type (spec 9.2), these are
+// not declared extensible, so other values are rejected.
+var (
+	modesOfTransport = []string{"BARGE", "RAIL", "TRUCK", "UNKNOWN"}
+	containerClasses = []string{"CONTAINER", "SWAP_BODY", "TRAILER", "VEHICLE", "MAFI", "NON_MOBILE", "OTHER"}
+	identifications  = []string{"BIC", "ILU", "SOC", "OTHER"}
+	loadingStates    = []string{"FULL", "EMPTY", "UNKNOWN"}
+	conditions       = []string{"OK", "DAMAGED", "UNKNOWN"}
+)
+
+// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values and int32
+// integers.
+func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
-		c.str(mot, mp, "modeOfTransport", false)
+		c.enum(mot, mp, "modeOfTransport", false, modesOfTransport...)
 		if t, ok := c.object(mot, mp, "truck", false); ok {
 			for _, k := range []string{"countryCode", "licensePlate", "forwarder"} {
 				c.str(t, mp+".truck", k, false)
@@ -259,17 +305,16 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 			c.str(t, mp+".train", "identifier", false)
 		}
 	}
-	var unit map[string]any
 	if lu, ok := c.object(obs, p, "observedLoadingUnit", false); ok {
 		lp := join(p, "observedLoadingUnit")
-		if unit, ok = c.object(lu, lp, "loadingUnit", false); ok {
-			c.str(unit, lp+".loadingUnit", "containerClass", true)
-			for _, k := range []string{"identification", "number", "sizeType"} {
-				c.str(unit, lp+".loadingUnit", k, false)
-			}
+		if unit, ok := c.object(lu, lp, "loadingUnit", false); ok {
+			c.enum(unit, lp+".loadingUnit", "containerClass", true, containerClasses...)
+			c.enum(unit, lp+".loadingUnit", "identification", false, identifications...)
+			c.str(unit, lp+".loadingUnit", "number", false)
+			c.str(unit, lp+".loadingUnit", "sizeType", false)
 		}
-		c.str(lu, lp, "loadingState", false)
-		c.str(lu, lp, "condition", false)
+		c.enum(lu, lp, "loadingState", false, loadingStates...)
+		c.enum(lu, lp, "condition", false, conditions...)
 		if wt, ok := c.object(lu, lp, "weight", false); ok {
 			for _, k := range []string{"gross", "net", "tare"} {
 				c.number(wt, lp+".weight", k)
@@ -277,25 +322,25 @@ func checkObservation(c *checker, obs map[string]any, p string) map[string]any {
 		}
 		if ov, ok := c.object(lu, lp, "oversize", false); ok {
 			for _, k := range []string{"excessLengthFront", "excessLengthBack", "excessWidthRight", "excessWidthLeft", "excessHeight"} {
-				c.number(ov, lp+".oversize", k)
+				c.integer(ov, lp+".oversize", k)
 			}
 		}
 		if tp, ok := c.object(lu, lp, "observedTemperature", false); ok {
 			c.number(tp, lp+".observedTemperature", "temperature")
 			c.number(tp, lp+".observedTemperature", "humidity")
 		}
-		c.sealList(lu, lp, false)
+		c.sealList(lu, lp)
 	}
 	if loc, ok := c.object(obs, p, "location", false); ok {
 		lp := join(p, "location")
-		for _, k := range []string{"id", "designation", "type", "locationCode", "internationalPortCode", "edifactLocationCode"} {
+		for _, k := range []string{"id", "designation", "locationCode", "internationalPortCode", "edifactLocationCode"} {
 			c.str(loc, lp, k, false)
 		}
+		c.enum(loc, lp, "type", false, LocationTypes...)
 		if a, ok := c.object(loc, lp, "address", false); ok {
 			checkAddress(c, a, lp+".address")
 		}
 	}
-	return unit
 }
 
 // checkAddress checks the JSON types of an Address.
@@ -362,9 +407,10 @@ func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
 	return EventID(seq), s.generator(u).appendData(nil, e.seq, e.k, e.ts)
 }
 
-// TrackedOrders returns user's tracked order positions: the orders that generated events belong to and
-// operation 4.7 knows without any report (8 orders of 2 positions). Generated event k belongs to
-// position k mod 16 of this list.
+// TrackedOrders returns user's tracked order positions (8 orders of 2 positions): the orders that
+// generated events belong to, the tracked units operation 4.7 answers for user, and the only orders
+// user may report events for (operation 4.8). Generated event k belongs to position k mod 16 of this
+// list.
 func (s *Server) TrackedOrders(user string) []TrackingOrder {
 	gen := s.generator(s.user(user))
 	out := make([]TrackingOrder, len(gen.ships))

@@ -3,17 +3,21 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// report returns a valid TrackingEventReport body for order orderID.
-func report(orderID, typ string) map[string]any {
+// report returns a valid TrackingEventReport body for the tracked order position o.
+func report(o TrackingOrder, typ string) map[string]any {
 	return map[string]any{
-		"order":     map[string]any{"orderId": orderID, "positionId": "10", "clientOrderReference": "C-" + orderID, "clientPositionReference": "C-" + orderID + "/1"},
+		"order": map[string]any{"orderId": o.OrderID, "positionId": o.PositionID,
+			"clientOrderReference": o.ClientOrderReference, "clientPositionReference": o.ClientPositionReference},
 		"transport": map[string]any{"identifier": "T-1", "voyageNumber": "V-2"},
 		"event": map[string]any{
 			"timestamp": "2025-03-14T10:15:00.5+01:00",
@@ -35,11 +39,21 @@ func report(orderID, typ string) map[string]any {
 func TestReportValidation(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
+	x1 := e.sim.TrackedOrders("demo")[1]
 	ev := func(f func(r, ev map[string]any)) map[string]any {
-		r := report("X1", "GATE_IN")
+		r := report(x1, "GATE_IN")
 		f(r, r["event"].(map[string]any))
 		return r
 	}
+	// obs changes the observation's means of transport, loading unit observation, loading unit and location.
+	obs := func(f func(mot, lu, unit, loc map[string]any)) map[string]any {
+		return ev(func(_, ev map[string]any) {
+			o := ev["observation"].(map[string]any)
+			lu := o["observedLoadingUnit"].(map[string]any)
+			f(o["observedMeansOfTransport"].(map[string]any), lu, lu["loadingUnit"].(map[string]any), o["location"].(map[string]any))
+		})
+	}
+	const olu = "event.observation.observedLoadingUnit."
 	tests := []struct {
 		name     string
 		body     any
@@ -47,8 +61,8 @@ func TestReportValidation(t *testing.T) {
 		wantCode int
 		wantMsgs []string
 	}{
-		{name: "valid", body: report("X1", "GATE_IN"), wantCode: 202},
-		{name: "unknown type", body: report("X1", "CUSTOMS_CLEARED"), wantCode: 202},
+		{name: "valid", body: report(x1, "GATE_IN"), wantCode: 202},
+		{name: "unknown type", body: report(x1, "CUSTOMS_CLEARED"), wantCode: 202},
 		{name: "only the event", body: map[string]any{"event": map[string]any{"timestamp": "2025-03-14T09:00:00Z", "type": "ARRIVED"}}, wantCode: 202},
 		{name: "missing event", body: map[string]any{"order": map[string]any{"orderId": "1", "positionId": "2"}}, wantCode: 400,
 			wantMsgs: []string{"event is missing"}},
@@ -72,10 +86,43 @@ func TestReportValidation(t *testing.T) {
 			r["reporter"] = 5
 		}), wantCode: 400, wantMsgs: []string{"event.observation.observedLoadingUnit.weight.gross must be a number",
 			"event.observation.location must be an object", "reporter must be an object"}},
+		{name: "every enumeration value and int32 integers", body: obs(func(mot, lu, unit, loc map[string]any) {
+			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "UNKNOWN", "NON_MOBILE", "SOC"
+			lu["loadingState"], lu["condition"], loc["type"] = "EMPTY", "DAMAGED", "SEAPORT_TERMINAL"
+			lu["seals"] = []any{map[string]any{"type": "UNKNOWN"}, map[string]any{"type": "CUSTOMS"}}
+			lu["oversize"] = map[string]any{"excessLengthFront": 0, "excessLengthBack": json.Number("12.0"),
+				"excessWidthRight": math.MaxInt32, "excessWidthLeft": math.MinInt32, "excessHeight": json.Number("3e1")}
+		}), wantCode: 202},
+		{name: "null enumerations", body: obs(func(mot, lu, unit, _ map[string]any) {
+			mot["modeOfTransport"], unit["identification"], lu["loadingState"], lu["condition"] = nil, nil, nil, nil
+		}), wantCode: 202},
+		{name: "values outside the enumerations", body: obs(func(mot, lu, unit, loc map[string]any) {
+			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "PLANE", "BOX", "bic"
+			lu["loadingState"], lu["condition"], loc["type"] = "HALF", "BROKEN", "AIRPORT"
+			lu["seals"] = []any{map[string]any{"type": "WAX", "number": "S1"}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.observedMeansOfTransport.modeOfTransport must be one of BARGE, RAIL, TRUCK, UNKNOWN",
+			olu + "loadingUnit.containerClass must be one of CONTAINER, SWAP_BODY, TRAILER, VEHICLE, MAFI, NON_MOBILE, OTHER",
+			olu + "loadingUnit.identification must be one of BIC, ILU, SOC, OTHER",
+			olu + "loadingState must be one of FULL, EMPTY, UNKNOWN",
+			olu + "condition must be one of OK, DAMAGED, UNKNOWN",
+			olu + "seals[0].type must be one of OPERATOR, CUSTOMS, UNKNOWN",
+			"event.observation.location.type must be one of ORGANISATION,"}},
+		{name: "missing containerClass", body: obs(func(_, _, unit, _ map[string]any) { delete(unit, "containerClass") }), wantCode: 400,
+			wantMsgs: []string{olu + "loadingUnit.containerClass is missing"}},
+		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
+				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
+		}), wantCode: 400, wantMsgs: []string{
+			olu + "oversize.excessLengthFront must be an integer",
+			olu + "oversize.excessLengthBack must be an integer",
+			olu + "oversize.excessWidthRight must be an integer from -2147483648 to 2147483647",
+			olu + "oversize.excessWidthLeft must be an integer from -2147483648 to 2147483647",
+			olu + "oversize.excessHeight must be an integer"}},
 		{name: "not JSON", body: "{]", wantCode: 400, wantMsgs: []string{"body is not valid JSON"}},
-		{name: "not declared JSON", body: report("X1", "GATE_IN"), ctype: "text/plain", wantCode: 415,
+		{name: "not declared JSON", body: report(x1, "GATE_IN"), ctype: "text/plain", wantCode: 415,
 			wantMsgs: []string{"Content-Type must be application/json"}},
-		{name: "no Content-Type", body: report("X1", "GATE_IN"), ctype: "", wantCode: 415},
+		{name: "no Content-Type", body: report(x1, "GATE_IN"), ctype: "", wantCode: 415},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +148,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 3 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 5 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }
@@ -111,7 +158,8 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	tok := e.login("demo")
 	rd := newSSEReader(t, e.openStream(tok, ""))
 
-	body := report("X42", "GATE_OUT")
+	x42 := e.sim.TrackedOrders("demo")[2]
+	body := report(x42, "GATE_OUT")
 	r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1")
 	if r.Status != 202 || string(bytes.TrimSpace(r.Body)) != `{"messages":[]}` {
 		t.Fatalf("report: %d %s", r.Status, r.Body)
@@ -135,7 +183,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	if r := e.do("POST", "/tracking/events", tok, body, "Idempotency-Key", "k-1"); r.Status != 202 {
 		t.Fatalf("repeat: %d", r.Status)
 	}
-	if r := e.do("POST", "/tracking/events", tok, report("X42", "GATE_IN"), "Idempotency-Key", "k-2"); r.Status != 202 {
+	if r := e.do("POST", "/tracking/events", tok, report(x42, "GATE_IN"), "Idempotency-Key", "k-2"); r.Status != 202 {
 		t.Fatalf("second report: %d", r.Status)
 	}
 	if ev := rd.next(); ev.Id() != EventID(2) || ev.Event() != "GATE_IN" {
@@ -153,13 +201,18 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	}
 	// The same key of another user is that user's own.
 	other := e.login("other")
-	if r := e.do("POST", "/tracking/events", other, body, "Idempotency-Key", "k-1"); r.Status != 202 || len(e.sim.Reports("other")) != 1 {
+	otherBody := report(e.sim.TrackedOrders("other")[2], "GATE_OUT")
+	if r := e.do("POST", "/tracking/events", other, otherBody, "Idempotency-Key", "k-1"); r.Status != 202 || len(e.sim.Reports("other")) != 1 {
 		t.Errorf("other user's report with the same key: %d, %d reports", r.Status, len(e.sim.Reports("other")))
 	}
 
-	// Operation 4.7 returns both events of the reported order, oldest first, with the reported unit.
-	for _, q := range []string{"?orderId=X42&positionId=10", "?clientOrderReference=C-X42&clientPositionReference=C-X42/1"} {
-		r = e.do("GET", "/tracking"+q, tok, nil)
+	// Operation 4.7 returns both events of the reported order, oldest first, with its unit.
+	wantUnit := e.sim.generator(e.sim.user("demo")).ships[2].unit
+	for _, q := range []url.Values{
+		{"orderId": {x42.OrderID}, "positionId": {x42.PositionID}},
+		{"clientOrderReference": {x42.ClientOrderReference}, "clientPositionReference": {x42.ClientPositionReference}},
+	} {
+		r = e.do("GET", "/tracking?"+q.Encode(), tok, nil)
 		var tu struct {
 			ObservedUntil string
 			Order         TrackingOrder
@@ -169,22 +222,199 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
 			t.Fatalf("query %s: %d %s", q, r.Status, r.Body)
 		}
-		if tu.Order.OrderID != "X42" || tu.Order.ClientPositionReference != "C-X42/1" || len(tu.Events) != 2 ||
+		if tu.Order.OrderID != x42.OrderID || tu.Order.ClientPositionReference != x42.ClientPositionReference || len(tu.Events) != 2 ||
 			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[1]["id"] != EventID(2) ||
-			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != "CSQU3054383" || tu.ObservedUntil == "" {
+			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != *wantUnit.Number || tu.ObservedUntil == "" {
 			t.Errorf("tracked unit %s", r.Body)
 		}
 	}
 	// Each user sees only their own reports.
-	r = e.do("GET", "/tracking?orderId=X42&positionId=10", other, nil)
+	o2 := e.sim.TrackedOrders("other")[2]
+	r = e.do("GET", "/tracking?orderId="+o2.OrderID+"&positionId="+o2.PositionID, other, nil)
 	var tu struct{ Events []json.RawMessage }
 	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil || len(tu.Events) != 1 {
 		t.Errorf("other's query: %d %s", r.Status, r.Body)
 	}
-	third := e.do("GET", "/tracking?orderId=X42&positionId=20", tok, nil)
+	third := e.do("GET", "/tracking?orderId="+x42.OrderID+"&positionId=30", tok, nil)
 	if third.Status != 404 {
 		t.Errorf("unknown position: %d", third.Status)
 	}
+}
+
+// The spec's only permission rule is the ownership of orders by the current user (5.4): a user reports
+// events only for their own tracked orders, and those events reach only the owner's stream and 4.7.
+func TestReportOwnership(t *testing.T) {
+	e := newEnv(t, Options{})
+	demo, other := e.login("demo"), e.login("other")
+	own, foreign := e.sim.TrackedOrders("demo")[4], e.sim.TrackedOrders("other")[4]
+	withPosition := func(o TrackingOrder, pos string) TrackingOrder { o.PositionID = pos; return o }
+	tests := []struct {
+		name     string
+		body     map[string]any
+		wantCode int
+		wantMsg  string
+	}{
+		{"own order", report(own, "GATE_IN"), 202, ""},
+		{"another user's order", report(foreign, "GATE_IN"), 403,
+			"Order " + foreign.OrderID + " position " + foreign.PositionID + " belongs to another client"},
+		{"unknown order", report(TrackingOrder{OrderID: "TO-NOPE", PositionID: "10"}, "GATE_IN"), 404,
+			"No tracked unit for orderId TO-NOPE and positionId 10"},
+		{"unknown position of an own order", report(withPosition(own, "99"), "GATE_IN"), 404,
+			"No tracked unit for orderId " + own.OrderID + " and positionId 99"},
+		{"no order", map[string]any{"event": map[string]any{"timestamp": "2025-03-14T09:00:00Z", "type": "ARRIVED"}}, 202, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("POST", "/tracking/events", demo, tt.body)
+			if r.Status != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if m := r.messages(t); tt.wantMsg != "" && (len(m) != 1 || m[0] != tt.wantMsg) {
+				t.Errorf("messages %q, want [%q]", m, tt.wantMsg)
+			}
+		})
+	}
+	if n := len(e.sim.Reports("demo")); n != 2 {
+		t.Errorf("demo has %d accepted reports, want 2", n)
+	}
+	if n := len(e.sim.Reports("other")); n != 0 {
+		t.Errorf("other has %d accepted reports, want 0", n)
+	}
+	events := func(tok string, o TrackingOrder) int {
+		t.Helper()
+		r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+		var tu struct{ Events []json.RawMessage }
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query: %d %s", r.Status, r.Body)
+		}
+		return len(tu.Events)
+	}
+	if n := events(demo, own); n != 1 {
+		t.Errorf("demo's order shows %d events, want the one reported", n)
+	}
+	if n := events(other, foreign); n != 0 {
+		t.Errorf("other's order shows %d events, want none", n)
+	}
+	// The owner's stream carries the two accepted reports and nothing else; the other user's carries none.
+	rd := newSSEReader(t, e.openStream(demo, ""))
+	if ev := rd.next(); ev.Id() != EventID(1) || ev.Event() != "GATE_IN" {
+		t.Errorf("demo's first event %q %q", ev.Id(), ev.Event())
+	}
+	if ev := rd.next(); ev.Id() != EventID(2) || ev.Event() != "ARRIVED" {
+		t.Errorf("demo's second event %q %q", ev.Id(), ev.Event())
+	}
+	e.sim.Inject("other", "marker", "MARKER", []byte("{}"))
+	if ev := newSSEReader(t, e.openStream(other, "")).next(); ev.Id() != "marker" {
+		t.Errorf("other's stream starts with %q, want only the injected marker", ev.Id())
+	}
+}
+
+// A reported event belongs to the unit its orderId and positionId name, so every query that finds the
+// unit's events finds it (spec 6.5), the client reference pair included, whatever client references the
+// report itself carried.
+func TestReportedEventFoundByEveryQuery(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[5]
+	refs := []struct {
+		name       string
+		order, pos any // the report's client references; nil: absent
+	}{
+		{"the unit's client references", o.ClientOrderReference, o.ClientPositionReference},
+		{"no client references", nil, nil},
+		{"other client references", "PO-OTHER", "PO-OTHER/9"},
+	}
+	for i, r := range refs {
+		body := report(o, "GATE_IN")
+		ord := body["order"].(map[string]any)
+		ord["clientOrderReference"], ord["clientPositionReference"] = r.order, r.pos
+		if r.order == nil {
+			delete(ord, "clientOrderReference")
+			delete(ord, "clientPositionReference")
+		}
+		body["event"].(map[string]any)["type"] = fmt.Sprintf("T%d", i)
+		if res := e.do("POST", "/tracking/events", tok, body); res.Status != 202 {
+			t.Fatalf("report with %s: %d %s", r.name, res.Status, res.Body)
+		}
+	}
+	for _, q := range []url.Values{
+		{"orderId": {o.OrderID}, "positionId": {o.PositionID}},
+		{"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}},
+		{"orderId": {o.OrderID}, "positionId": {o.PositionID},
+			"clientOrderReference": {o.ClientOrderReference}, "clientPositionReference": {o.ClientPositionReference}},
+	} {
+		r := e.do("GET", "/tracking?"+q.Encode(), tok, nil)
+		var tu struct{ Events []struct{ Type string } }
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query %s: %d %s", q.Encode(), r.Status, r.Body)
+		}
+		var types []string
+		for _, ev := range tu.Events {
+			types = append(types, ev.Type)
+		}
+		if got := strings.Join(types, ","); got != "T0,T1,T2" {
+			t.Errorf("query %s: events %s, want the three reported (T0,T1,T2)", q.Encode(), got)
+		}
+	}
+	// The references the report carried name no unit of their own.
+	if r := e.do("GET", "/tracking?clientOrderReference=PO-OTHER&clientPositionReference=PO-OTHER/9", tok, nil); r.Status != 404 {
+		t.Errorf("query by the report's own other references: %d %s", r.Status, r.Body)
+	}
+}
+
+// observedUntil is the point in time until which events are included; later events are not part of the
+// response (spec 2.8). Reports may carry any timestamp, later ones too.
+func TestTrackingObservedUntil(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[6]
+	soon := time.Now().Add(700 * time.Millisecond).UTC()
+	for _, r := range []struct{ typ, ts string }{ // in log order
+		{"FUTURE", time.Now().Add(time.Hour).Format(time.RFC3339)},
+		{"PAST", "2025-03-14T10:15:00.5+01:00"},
+		{"LATER", "2999-01-01T00:00:00Z"},
+		{"SOON", soon.Format(time.RFC3339Nano)},
+	} {
+		typ := r.typ
+		body := report(o, typ)
+		body["event"].(map[string]any)["timestamp"] = r.ts
+		if r := e.do("POST", "/tracking/events", tok, body); r.Status != 202 {
+			t.Fatalf("report %s: %d %s", typ, r.Status, r.Body)
+		}
+	}
+	query := func() (until time.Time, types []string) {
+		t.Helper()
+		r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+		var tu struct {
+			ObservedUntil time.Time
+			Events        []struct {
+				Type      string
+				Timestamp time.Time
+			}
+		}
+		if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil {
+			t.Fatalf("query: %d %s", r.Status, r.Body)
+		}
+		for _, ev := range tu.Events {
+			if ev.Timestamp.After(tu.ObservedUntil) {
+				t.Errorf("event %s at %v is later than observedUntil %v", ev.Type, ev.Timestamp, tu.ObservedUntil)
+			}
+			types = append(types, ev.Type)
+		}
+		return tu.ObservedUntil, types
+	}
+	until, types := query()
+	want := "PAST"
+	if !soon.After(until) {
+		want = "PAST,SOON" // a slow machine
+	}
+	if got := strings.Join(types, ","); got != want {
+		t.Errorf("events %s at observedUntil %v, want %s", got, until, want)
+	}
+	waitFor(t, "the SOON event to be included", func() bool {
+		_, types := query()
+		return strings.Join(types, ",") == "PAST,SOON"
+	})
 }
 
 func TestTrackingQueryParameters(t *testing.T) {
@@ -195,6 +425,7 @@ func TestTrackingQueryParameters(t *testing.T) {
 		t.Fatalf("%d tracked orders", len(orders))
 	}
 	o := orders[3]
+	foreign := e.sim.TrackedOrders("other")[3]
 	tests := []struct {
 		name     string
 		query    url.Values
@@ -214,6 +445,11 @@ func TestTrackingQueryParameters(t *testing.T) {
 		{"two lone halves", url.Values{"orderId": {"1"}, "clientOrderReference": {"x"}}, 400, []string{
 			"orderId and positionId must be given together", "clientOrderReference and clientPositionReference must be given together"}},
 		{"unknown", url.Values{"orderId": {"nope"}, "positionId": {"10"}}, 404, []string{"No tracked unit for orderId nope and positionId 10"}},
+		{"another user's order pair", url.Values{"orderId": {foreign.OrderID}, "positionId": {foreign.PositionID}}, 403,
+			[]string{"The tracked unit of orderId " + foreign.OrderID + " and positionId " + foreign.PositionID + " belongs to another client"}},
+		{"another user's client pair", url.Values{"clientOrderReference": {foreign.ClientOrderReference}, "clientPositionReference": {foreign.ClientPositionReference}}, 403,
+			[]string{"The tracked unit of clientOrderReference " + foreign.ClientOrderReference + " and clientPositionReference " +
+				foreign.ClientPositionReference + " belongs to another client"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,7 +509,8 @@ func TestTrackingQueryGeneratedEvents(t *testing.T) {
 func TestReportFaults(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
-	body := report("F1", "ARRIVED")
+	f1 := e.sim.TrackedOrders("demo")[0]
+	body := report(f1, "ARRIVED")
 
 	e.sim.SetFaults(Faults{Report429: true, RetryAfter: 2_000_000_000})
 	r := e.do("POST", "/tracking/events", tok, body)
@@ -300,7 +537,7 @@ func TestReportFaults(t *testing.T) {
 		}
 		return 0, nil, false
 	}})
-	r = e.do("POST", "/tracking/events", tok, report("F1", "POISON"))
+	r = e.do("POST", "/tracking/events", tok, report(f1, "POISON"))
 	if r.Status != http.StatusUnprocessableEntity || r.messages(t)[0] != "event cannot be processed" {
 		t.Errorf("rejected: %d %s", r.Status, r.Body)
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -107,9 +109,26 @@ func (c *checker) number(m map[string]any, prefix, key string) {
 	}
 }
 
-// sealList checks a seals array (spec 2.6): at most 100 objects with a string type (with enumType, one
-// of the Seal types) and a string number.
-func (c *checker) sealList(m map[string]any, prefix string, enumType bool) {
+// integer checks that the property key of m, when present, is a JSON number whose value is an integer in
+// the range of an int32 (spec "integer int32"); 12, -3 and 12.0 are, 1.5 and "12" are not.
+func (c *checker) integer(m map[string]any, prefix, key string) {
+	v, ok := c.value(m, prefix, key, false)
+	if !ok {
+		return
+	}
+	n, ok := v.(json.Number)
+	f, err := strconv.ParseFloat(string(n), 64)
+	switch {
+	case !ok || err != nil && !errors.Is(err, strconv.ErrRange) || f != math.Trunc(f):
+		c.addf("%s must be an integer", join(prefix, key))
+	case err != nil || f < math.MinInt32 || f > math.MaxInt32:
+		c.addf("%s must be an integer from %d to %d", join(prefix, key), math.MinInt32, math.MaxInt32)
+	}
+}
+
+// sealList checks a seals array (spec 2.6): at most 100 objects with a type of the Seal types and a
+// string number.
+func (c *checker) sealList(m map[string]any, prefix string) {
 	a, _ := c.array(m, prefix, "seals", 100)
 	for i, v := range a {
 		p := fmt.Sprintf("%s[%d]", join(prefix, "seals"), i)
@@ -118,11 +137,7 @@ func (c *checker) sealList(m map[string]any, prefix string, enumType bool) {
 			c.addf("%s must be an object", p)
 			continue
 		}
-		if enumType {
-			c.enum(o, p, "type", false, "OPERATOR", "CUSTOMS", "UNKNOWN")
-		} else {
-			c.str(o, p, "type", false)
-		}
+		c.enum(o, p, "type", false, "OPERATOR", "CUSTOMS", "UNKNOWN")
 		c.str(o, p, "number", false)
 	}
 }
