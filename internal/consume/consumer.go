@@ -766,25 +766,57 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 	c.ack(msg)
 }
 
-// deadLetterMsg builds the dead letter of a report (see Consumer). One that would exceed maxPayload (0:
-// no bound) carries a description instead of the report, and, if it is still too large, loses the
-// report's own headers: a dead letter that cannot be stored would be redelivered forever.
+// deadLetterMsg builds the dead letter of a report (see Consumer). It is always storable: headers whose
+// names nats.go cannot send are left out; when the report's headers would take the header block past
+// what JetStream stores, or the message past maxPayload (0: no bound) even with a description in place
+// of the report, the report's headers go; a report too large with the headers is described (see
+// publish.FitDeadLetter). A dead letter that cannot be stored would be redelivered forever.
 func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string,
 	maxPayload int64) *nats.Msg {
+	key := reportKey(meta)
 	dl := nats.NewMsg(subject)
 	dl.Data = msg.Data()
+	left := 0
 	for k, vs := range msg.Headers() {
 		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") {
 			k = HeaderOriginalPrefix + k
 		}
+		if !sendableHeaderKey(k) {
+			left++
+			continue
+		}
 		dl.Header[k] = append([]string(nil), vs...)
 	}
-	setDeadLetterHeaders(dl.Header, meta, status, reason)
-	if publish.FitDeadLetter(dl, maxPayload, reportKey(meta)) && int64(publish.MsgSize(dl)) > maxPayload {
-		dl.Header = nats.Header{}
-		setDeadLetterHeaders(dl.Header, meta, status, reason+"; the data and the report's headers were dropped: the dead letter would exceed NATS max_payload")
+	if left > 0 {
+		reason += fmt.Sprintf("; %d report header(s) with names a NATS client cannot send were left out", left)
 	}
+	setDeadLetterHeaders(dl.Header, meta, status, reason)
+	if publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
+		fitted := publish.FitDeadLetter(dl, maxPayload, key)
+		if !fitted || int64(publish.MsgSize(dl)) <= maxPayload {
+			return dl
+		}
+	}
+	dl.Header = nats.Header{}
+	dl.Data = msg.Data()
+	setDeadLetterHeaders(dl.Header, meta, status, reason+"; the report's headers were dropped: too large for a dead letter")
+	publish.FitDeadLetter(dl, maxPayload, key)
 	return dl
+}
+
+// sendableHeaderKey reports whether nats.go sends a header of this name (printable ASCII without
+// separators, as ADR-4 and nats.go's stricter check have it); the server accepts others from other
+// clients.
+func sendableHeaderKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 33 || c > 126 || strings.IndexByte(`"()/,:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // setDeadLetterHeaders sets the bridge's headers of a report's dead letter.

@@ -1,10 +1,14 @@
 package consume
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -181,8 +185,9 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 }
 
 // TestDeadLettersFitMaxPayload: reports that fit the server's max_payload but whose dead letter (the
-// report plus the bridge's headers) would not are dead-lettered as descriptions, and the work queue
-// empties; without that they would be redelivered forever.
+// report plus the bridge's headers) would not are dead-lettered all the same, a large body as its
+// description, large headers by leaving them out, and the work queue empties; without that they would
+// be redelivered forever.
 func TestDeadLettersFitMaxPayload(t *testing.T) {
 	const max = 16 << 10
 	e := newEnvWith(t, false, func(o *server.Options) { o.MaxPayload = max })
@@ -197,28 +202,75 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
-	dl := e.deadLetters()
-	for i, m := range dl {
+	dl := map[string]*jetstream.RawStreamMsg{} // by report sequence: reports are handled concurrently
+	for i, m := range e.deadLetters() {
 		if size := publish.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
 			t.Errorf("dead letter %d: %d bytes", i, size)
 		}
-		var d struct {
-			Reason string
-			Size   int
-			Prefix string `json:"data_prefix"`
-		}
-		if err := json.Unmarshal(m.Data, &d); err != nil || d.Reason == "" || d.Prefix == "" {
-			t.Errorf("dead letter %d is not a description: %v: %.200s", i, err, m.Data)
-		}
-		if !strings.Contains(m.Header.Get(publish.HeaderError), "max_payload") {
-			t.Errorf("dead letter %d: Bridge-Error %q", i, m.Header.Get(publish.HeaderError))
-		}
+		dl[m.Header.Get(HeaderReportSequence)] = m
 	}
-	if got := dl[0].Header.Get("Bridge-Original-Nats-Msg-Id"); got != "big-body" {
-		t.Errorf("the first dead letter lost the report's headers: %v", dl[0].Header)
+	if dl["1"] == nil || dl["2"] == nil {
+		t.Fatalf("dead letters of reports %v, want 1 and 2", slices.Sorted(maps.Keys(dl)))
 	}
-	if got := dl[1].Header.Get("Producer-Note"); got != "" || dl[1].Header.Get(HeaderReportSequence) != "2" {
-		t.Errorf("the second dead letter kept a header too large for it, or lost its own: %v", dl[1].Header)
+	// The large report: described, with the report's headers.
+	var d struct {
+		Reason string
+		Size   int
+		Prefix string `json:"data_prefix"`
+	}
+	if err := json.Unmarshal(dl["1"].Data, &d); err != nil || !strings.Contains(d.Reason, "more than the limit") ||
+		d.Size != len(big) || d.Prefix != big[:256] {
+		t.Errorf("the large report's dead letter is not its description: %v: %.200s", err, dl["1"].Data)
+	}
+	if got := dl["1"].Header.Get(publish.HeaderError); !strings.Contains(got, "the data was dropped") {
+		t.Errorf("the large report's Bridge-Error: %q", got)
+	}
+	if got := dl["1"].Header.Get("Bridge-Original-Nats-Msg-Id"); got != "big-body" {
+		t.Errorf("the large report's dead letter lost the report's headers: %v", dl["1"].Header)
+	}
+	// The small report with a large header: verbatim, without the report's headers.
+	if string(dl["2"].Data) != `{"not":"a report"` || dl["2"].Header.Get("Producer-Note") != "" ||
+		!strings.Contains(dl["2"].Header.Get(publish.HeaderError), "the report's headers were dropped") {
+		t.Errorf("the large-header report's dead letter: %.100s %v", dl["2"].Data, dl["2"].Header)
+	}
+}
+
+// TestDeadLettersWithUnsendableHeaders: a report with headers that fit JetStream's 64 KiB header block
+// but not once the bridge's are added, and one with a header name the server accepts from other clients
+// but nats.go refuses to send, are both dead-lettered instead of redelivered forever.
+func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
+	e := newEnv(t, false)
+	e.start(e.js, e.config())
+	e.publish(`{"not":"a report"`, publish.HeaderMsgID, "r-1", "Producer-Note", strings.Repeat("n", 65400))
+
+	// A raw HPUB, as another client library may send it.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.ns.URL(), "nats://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hdr, body := "NATS/1.0\r\nTrace/Id: 1\r\nProducer: scanner-7\r\n\r\n", `{"not":"a report"`
+	fmt.Fprintf(conn, "CONNECT {\"headers\":true,\"verbose\":false}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
+		e.layout.ReportsSubject(), len(hdr), len(hdr)+len(body), hdr, body)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO") {
+		t.Fatalf("raw client: %q, %v", line, err)
+	}
+
+	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
+	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+	for _, m := range e.deadLetters() {
+		if size := publish.HeaderSize(&nats.Msg{Header: m.Header}); size > publish.MaxHeaderBlock {
+			t.Errorf("a dead letter's header block is %d bytes", size)
+		}
+		if m.Header.Get(HeaderReportSequence) == "2" {
+			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get("Trace/Id") != "" ||
+				!strings.Contains(m.Header.Get(publish.HeaderError), "1 report header(s) with names a NATS client cannot send") {
+				t.Errorf("raw report's dead letter: %v", m.Header)
+			}
+		} else if m.Header.Get("Producer-Note") != "" || !strings.Contains(m.Header.Get(publish.HeaderError), "headers were dropped") {
+			t.Errorf("large-header report's dead letter kept its headers or does not say so: %.200s", m.Header.Get(publish.HeaderError))
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ import (
 // ids that look like the encoded forms, and an id too long to carry.
 var awkwardIDs = []string{
 	"a b", "a\nb", "a\rb", " a b", "a b ", "\t", " ", "x\x00y", "base64url:YQ", "sha256-id:00",
-	"Zöll-7", strings.Repeat("L", MaxHeaderID+1),
+	"Zöll-7", "\u00a0nbsp\u00a0", strings.Repeat("L", MaxHeaderID+1),
 }
 
 func TestHeaderIDRoundTrip(t *testing.T) {
@@ -30,7 +32,7 @@ func TestHeaderIDRoundTrip(t *testing.T) {
 			t.Errorf("ids %q and %q share the header %q", prev, id, h)
 		}
 		seen[h] = id
-		if h == "" || strings.TrimSpace(h) != h || strings.ContainsAny(h, "\r\n\x00") || len(h) > MaxHeaderID+100 {
+		if h == "" || textproto.TrimString(h) != h || strings.ContainsAny(h, "\r\n\x00") || len(h) > MaxHeaderID+100 {
 			t.Errorf("HeaderID(%q) = %q: not a safe header value", id, h)
 		}
 		back, ok := ParseHeaderID(h)
@@ -57,7 +59,7 @@ func FuzzHeaderID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, id string) {
 		h := HeaderID(id)
-		if h == "" || strings.TrimSpace(h) != h || strings.ContainsAny(h, "\r\n") {
+		if h == "" || textproto.TrimString(h) != h || strings.ContainsAny(h, "\r\n") {
 			t.Fatalf("HeaderID(%q) = %q", id, h)
 		}
 		if back, ok := ParseHeaderID(h); len(id) <= MaxHeaderID && (!ok || back != id) {
@@ -219,8 +221,8 @@ func jsonEvent(id string) event.Event {
 	return event.Event{ID: id, ResumeID: id, Data: data}
 }
 
-// TestLongResumeID: when the resume point is an id too long to keep, a new publisher resumes from the
-// point before it, and the replay stores nothing twice.
+// TestLongResumeID: an id too long to keep never becomes a resume point: a new publisher resumes from
+// the id before it, and the replay stores nothing twice.
 func TestLongResumeID(t *testing.T) {
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -240,8 +242,8 @@ func TestLongResumeID(t *testing.T) {
 		}
 	}
 	msgs := e.messages(e.layout.Events())
-	if got := msgs[len(msgs)-1].Header.Get(HeaderResumeAfter); got != HeaderID(long) {
-		t.Fatalf("ev-4 resumes after %q, want the long id's digest", got)
+	if got := msgs[len(msgs)-1].Header.Get(HeaderResumeAfter); got != "ev-2" {
+		t.Fatalf("ev-4 names %q as its resume point, want ev-2 (a digest cannot be resumed from)", got)
 	}
 	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
 	p2 := e.publisher(4, nil)
@@ -296,5 +298,164 @@ func TestOversizeWithoutIDKeptApart(t *testing.T) {
 			t.Log(m.Header.Get(HeaderMsgID), string(m.Data))
 		}
 		t.Fatalf("dead letters = %d, want 3", len(dlq))
+	}
+}
+
+// TestLongIDDeadLetterKeepsCursor: a dead-lettered event with an id too long to keep (its dead letter is
+// in the DLQ stream, where the cursor does not look) leaves the resume cursor usable: after a restart
+// past the duplicate window and the tail the cursor reads, no event is stored twice.
+func TestLongIDDeadLetterKeepsCursor(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const window, before = 8, 1100 // the cursor reads at most 2*8+1000 messages back
+	long := strings.Repeat("L", MaxHeaderID+1)
+	var all []event.Event
+	for i := range before {
+		all = append(all, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED"))
+	}
+	all = append(all, event.Event{ID: long, ResumeID: long, Data: []byte("not json")}, ev("ev-after", "ARRIVED"))
+	p := e.publisher(window, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range all {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		if i == before { // the long id is the acknowledged resume point when ev-after is sent
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	p2 := e.publisher(window, nil)
+	resume, err := p2.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := -1
+	for i, x := range all {
+		if x.ResumeID == resume {
+			from = i
+		}
+	}
+	if from < before-1 {
+		t.Fatalf("resume after %.20q: the upstream would replay %d events the cursor cannot recognise", resume, before-1-from)
+	}
+	for _, x := range all[from+1:] {
+		if err := p2.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.messages(e.layout.Events())); n != before+1 {
+		t.Errorf("events stream holds %d messages, want %d", n, before+1)
+	}
+	// The replay may dead-letter the long-id event again: the cursor reads the events stream only, and
+	// the duplicate window has passed. A second dead letter is the price of resuming from a usable id.
+	if n := len(e.messages(e.layout.DLQ())); n < 1 || n > 2 {
+		t.Errorf("%d dead letters, want 1 or 2", n)
+	}
+}
+
+// TestHugeHeaderValuesDoNotStall: a type or a timestamp longer than JetStream's 64 KiB header block
+// allows (though the message fits max_payload) is cut or left out of the headers, and the stream goes on.
+func TestHugeHeaderValuesDoNotStall(t *testing.T) {
+	for name, data := range map[string]string{
+		"type": `{"id":"big","type":"` + strings.Repeat("T", 70000) + `"}`,
+		"time": `{"id":"big","type":"GATE_IN","timestamp":"2024-01-01T00:00:00.` + strings.Repeat("0", 70000) + `Z"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, time.Minute)
+			p := e.publisher(8, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range []event.Event{{ID: "big", ResumeID: "big", Data: []byte(data)}, ev("ok-2", "GATE_IN")} {
+				if err := p.Handle(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if last, err := p.Resume(ctx); err != nil || last != "ok-2" {
+				t.Fatalf("Resume = %q, %v: the stream stopped behind a 70,000-byte %s", last, err, name)
+			}
+			msgs := e.messages(e.layout.Events())
+			if len(msgs) != 2 || string(msgs[0].Data) != data {
+				t.Fatalf("stored %d messages; the first verbatim: %v", len(msgs), len(msgs) > 0 && string(msgs[0].Data) == data)
+			}
+			if typ := msgs[0].Header.Get(HeaderEventType); len(typ) > maxTypeHeader {
+				t.Errorf("Tracking-Event-Type of %d bytes", len(typ))
+			}
+			if name == "time" && msgs[0].Header.Get("ce-time") != "" {
+				t.Errorf("ce-time kept: %.40q…", msgs[0].Header.Get("ce-time"))
+			}
+		})
+	}
+}
+
+// TestFitDeadLetterAlwaysFits: whatever the reason (HTML-like characters included, which json.Marshal
+// would triple) and the max_payload, a replaced dead letter fits.
+func TestFitDeadLetterAlwaysFits(t *testing.T) {
+	for _, max := range []int64{2 << 10, 4 << 10, 16 << 10} {
+		m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{
+			HeaderMsgID: {"x"}, HeaderError: {Clip(strings.Repeat("<&>", 5000), MaxErrorHeader)}}, Data: make([]byte, max)}
+		if !FitDeadLetter(m, max, "x") {
+			t.Fatalf("max %d: not replaced", max)
+		}
+		if size := MsgSize(m); size > int(max) {
+			t.Errorf("max %d: the dead letter is still %d bytes", max, size)
+		}
+		if !strings.Contains(m.Header.Get(HeaderError), "the data was dropped") {
+			t.Errorf("max %d: Bridge-Error does not say the data was dropped: %.80q…", max, m.Header.Get(HeaderError))
+		}
+	}
+}
+
+// TestPositionAfterIDOnlyBlock: an SSE block with an id and no data sets the resume id without an event;
+// an oversize event without an id behind it keeps its description, so its replay after that id is
+// recognised.
+func TestPositionAfterIDOnlyBlock(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	p := e.publisher(8, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The stream: b, "id: c" alone (never handed over), y (no id), x (oversize, no id).
+	y := event.Event{ResumeID: "c", Data: []byte(`{"type":"GATE_IN","n":1}`)}
+	x := event.Event{ResumeID: "c", Oversize: 2 << 20}
+	for _, m := range []event.Event{ev("b", "GATE_IN"), y, x} {
+		if err := p.Handle(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := p.Resume(ctx); err != nil || r != "c" {
+		t.Fatalf("Resume = %q, %v", r, err)
+	}
+	// A reconnect with Last-Event-ID c: the upstream replays y and x.
+	for _, m := range []event.Event{y, x} {
+		if err := p.Handle(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dlq := e.messages(e.layout.DLQ()); len(dlq) != 1 {
+		for _, m := range dlq {
+			t.Logf("%s", m.Data)
+		}
+		t.Errorf("dead letters = %d, want 1", len(dlq))
 	}
 }

@@ -221,7 +221,12 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 		e.resumeH = HeaderID(ev.ResumeID)
 	}
 	if ev.ResumeID != p.posID {
+		// Position 0 is the message that set the id: this one, or a block without data before it (never
+		// handed over), which a reconnect after that id would not replay either.
 		p.posID, p.posN = ev.ResumeID, 0
+		if ev.ID != ev.ResumeID {
+			p.posN = 1
+		}
 	} else {
 		p.posN++
 	}
@@ -338,9 +343,9 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	e.token = TypeToken(f.Type, f.TypeKind)
 	e.subject = p.events + e.token
 	if f.TypeKind == KindString {
-		e.typ, e.hasType = headerValue(f.Type), true
+		e.typ, e.hasType = Clip(headerValue(f.Type), maxTypeHeader), true
 	}
-	if f.Timestamp != "" && validTime(f.Timestamp) {
+	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && validTime(f.Timestamp) {
 		e.time = f.Timestamp
 	}
 	if ev.ResumeID != id {
@@ -372,8 +377,13 @@ type position struct {
 	Index    int    `json:"index"`
 }
 
-// maxNameHeader bounds the Sse-Event header of a dead letter.
-const maxNameHeader = 256
+// Bounds of headers whose values come from the upstream's data, which keep every header block far below
+// MaxHeaderBlock.
+const (
+	maxNameHeader = 256  // Sse-Event of a dead letter
+	maxTypeHeader = 1024 // Tracking-Event-Type
+	maxTimeHeader = 64   // ce-time: an RFC 3339 time with nanoseconds takes 35 bytes
+)
 
 // deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
 // such; id is the event's own id ("": none), code one of the Reason* constants, reason the human-readable
@@ -515,7 +525,12 @@ func (p *Publisher) settleFront(ctx context.Context) error {
 
 func (p *Publisher) pop() {
 	e := &p.ring[p.head]
-	p.resume, p.resumeHdr = e.resume, e.resumeH
+	p.resume = e.resume
+	if _, ok := ParseHeaderID(e.resumeH); ok {
+		// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message names
+		// the last id a restart can resume from, and the skip list covers the rest.
+		p.resumeHdr = e.resumeH
+	}
 	p.setLastResume(e.resume)
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
@@ -615,17 +630,8 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			own = m.Header.Get(HeaderEventID)
 		}
 		if after != "" && own == after {
-			if _, ok := ParseHeaderID(after); ok {
-				found = true
-				break
-			}
-			// The id was too long to keep (a digest stands for it): resume from the point this message
-			// was sent after, skipping it and what followed it.
-			after = m.Header.Get(HeaderResumeAfter)
-			if found = after == ""; found {
-				skip[m.Header.Get(HeaderMsgID)] = struct{}{}
-				break
-			}
+			found = true
+			break
 		}
 		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
 	}
@@ -635,7 +641,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	}
 	resume, ok := ParseHeaderID(after)
 	if !ok {
-		p.log.Warn("resume point not usable (an id too long to keep); relying on the duplicate window",
+		p.log.Warn("resume point not usable (not written by this version); relying on the duplicate window",
 			"stream", p.cfg.EventsStream, "resume_after", after)
 		after = ""
 	}
