@@ -257,6 +257,13 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if resume != "" {
+		if !sendableHeaderValue(resume) {
+			// Connecting without it would replay from wherever the upstream starts: not exact.
+			c.err = fmt.Errorf("the last stored event id %q holds control characters, which HTTP cannot carry as "+
+				"Last-Event-ID: the stream cannot resume after it (retrying; the upstream's ids must be "+
+				"printable)", resume)
+			return c
+		}
 		req.Header.Set("Last-Event-ID", resume)
 	}
 	resp, err := s.cfg.Client.Do(req)
@@ -394,4 +401,15 @@ func disconnectReason(err error) string {
 	default:
 		return DisconnectError
 	}
+}
+
+// sendableHeaderValue reports whether Go's HTTP client sends v as a header value: no control characters
+// other than tab.
+func sendableHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

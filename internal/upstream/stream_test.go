@@ -49,6 +49,7 @@ type scripted struct {
 	attempts []time.Time
 	lastIDs  []string
 	script   []http.HandlerFunc
+	stream   *Stream // set by runScripted
 }
 
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +109,7 @@ func runScripted(t *testing.T, script ...http.HandlerFunc) (*scripted, *memSink,
 		Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
 		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
 	})
+	sc.stream = st
 	sink := &memSink{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -201,5 +203,26 @@ func TestStreamRetriesAfter401And5xx(t *testing.T) {
 	want := []string{"Bearer at", "Bearer at2", "Bearer at2"}
 	if fmt.Sprint(auth) != fmt.Sprint(want) {
 		t.Fatalf("bearer per attempt %q, want %q: a new token after the 401 only", auth, want)
+	}
+}
+
+// An id that HTTP cannot carry as Last-Event-ID (a control character) stops the reconnect with a clear
+// error, rather than a connection without it, which would not resume where the stream stopped.
+func TestStreamUnsendableResumeID(t *testing.T) {
+	sc, sink, stop := runScripted(t, sse("id: a\x01b\ndata: {\"type\":\"GATE_IN\"}\n\n"))
+	defer stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for sc.stream.LastError() == nil || !strings.Contains(sc.stream.LastError().Error(), "Last-Event-ID") {
+		if time.Now().After(deadline) {
+			t.Fatalf("last error %v, want one about Last-Event-ID", sc.stream.LastError())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // several reconnect attempts (10–20 ms apart)
+	if at, _ := sc.seen(); len(at) != 1 {
+		t.Errorf("%d connections, want 1: the bridge connected without the id", len(at))
+	}
+	if evs := sink.snapshot(); len(evs) != 1 || evs[0].ResumeID != "a\x01b" {
+		t.Errorf("events %+v", evs)
 	}
 }
