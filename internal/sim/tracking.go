@@ -285,8 +285,9 @@ var (
 	conditions       = []string{"OK", "DAMAGED", "UNKNOWN"}
 )
 
-// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values and int32
-// integers.
+// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values, int32
+// integers and the required fields of its objects (a loading unit's containerClass, a location's
+// designation, spec 2.1).
 func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
@@ -333,7 +334,8 @@ func checkObservation(c *checker, obs map[string]any, p string) {
 	}
 	if loc, ok := c.object(obs, p, "location", false); ok {
 		lp := join(p, "location")
-		for _, k := range []string{"id", "designation", "locationCode", "internationalPortCode", "edifactLocationCode"} {
+		c.str(loc, lp, "designation", true)
+		for _, k := range []string{"id", "locationCode", "internationalPortCode", "edifactLocationCode"} {
 			c.str(loc, lp, k, false)
 		}
 		c.enum(loc, lp, "type", false, LocationTypes...)

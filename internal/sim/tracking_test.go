@@ -110,6 +110,12 @@ func TestReportValidation(t *testing.T) {
 			"event.observation.location.type must be one of ORGANISATION,"}},
 		{name: "missing containerClass", body: obs(func(_, _, unit, _ map[string]any) { delete(unit, "containerClass") }), wantCode: 400,
 			wantMsgs: []string{olu + "loadingUnit.containerClass is missing"}},
+		{name: "location without designation", body: obs(func(_, _, _, loc map[string]any) { delete(loc, "designation") }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation is missing"}},
+		{name: "null designation", body: obs(func(_, _, _, loc map[string]any) { loc["designation"] = nil }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation is missing"}},
+		{name: "blank designation", body: obs(func(_, _, _, loc map[string]any) { loc["designation"] = " " }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation must not be empty"}},
 		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
 				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
