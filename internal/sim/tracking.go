@@ -286,7 +286,7 @@ var (
 )
 
 // checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values, int32
-// integers and the required fields of its objects (a loading unit's containerClass, a location's
+// integers, the location's coordinates and the required fields of its objects (a loading unit's containerClass, a location's
 // designation, spec 2.1).
 func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
@@ -342,6 +342,19 @@ func checkObservation(c *checker, obs map[string]any, p string) {
 		if a, ok := c.object(loc, lp, "address", false); ok {
 			checkAddress(c, a, lp+".address")
 		}
+		if g, ok := c.object(loc, lp, "geoLocation", false); ok {
+			checkGeoLocation(c, g, lp+".geoLocation")
+		}
+	}
+}
+
+// checkGeoLocation checks a GeoLocation (spec 2.2): its coordinates, an object or null, hold a latitude
+// and a longitude, each a double in decimal degrees, so from -90 (south) to 90 (north) and from -180
+// (west) to 180 (east). The spec marks neither as required.
+func checkGeoLocation(c *checker, g map[string]any, p string) {
+	if co, ok := c.object(g, p, "coordinates", false); ok {
+		c.doubleIn(co, p+".coordinates", "latitude", -90, 90)
+		c.doubleIn(co, p+".coordinates", "longitude", -180, 180)
 	}
 }
 

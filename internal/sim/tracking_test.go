@@ -116,6 +116,31 @@ func TestReportValidation(t *testing.T) {
 			wantMsgs: []string{"event.observation.location.designation is missing"}},
 		{name: "blank designation", body: obs(func(_, _, _, loc map[string]any) { loc["designation"] = " " }), wantCode: 400,
 			wantMsgs: []string{"event.observation.location.designation must not be empty"}},
+		{name: "geoLocation at the bounds", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": -90, "longitude": json.Number("180.0")}}
+		}), wantCode: 202},
+		{name: "geoLocation without coordinates", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": nil}
+		}), wantCode: 202},
+		{name: "geoLocation not an object", body: obs(func(_, _, _, loc map[string]any) { loc["geoLocation"] = "51.4,6.7" }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.geoLocation must be an object"}},
+		{name: "coordinates not an object", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": []any{51.4, 6.7}}
+		}), wantCode: 400, wantMsgs: []string{"event.observation.location.geoLocation.coordinates must be an object"}},
+		{name: "coordinates not numbers", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": "51.4", "longitude": true}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be a number",
+			"event.observation.location.geoLocation.coordinates.longitude must be a number"}},
+		{name: "coordinates out of range", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": 90.5, "longitude": -180.01}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be from -90 to 90",
+			"event.observation.location.geoLocation.coordinates.longitude must be from -180 to 180"}},
+		{name: "coordinates beyond a double", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": json.Number("1e400"), "longitude": 6.7}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be a number within the range of a double"}},
 		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
 				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
@@ -154,7 +179,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 5 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 7 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }

@@ -109,6 +109,33 @@ func (c *checker) number(m map[string]any, prefix, key string) {
 	}
 }
 
+// double checks that the property key of m, when present, is a JSON number within the range of a double
+// (spec "number double", IEEE 754 binary64: 1e400 is not) and returns its value.
+func (c *checker) double(m map[string]any, prefix, key string) (float64, bool) {
+	v, ok := c.value(m, prefix, key, false)
+	if !ok {
+		return 0, false
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		c.addf("%s must be a number", join(prefix, key))
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		c.addf("%s must be a number within the range of a double", join(prefix, key))
+		return 0, false
+	}
+	return f, true
+}
+
+// doubleIn checks that the property key of m, when present, is a double from lo to hi.
+func (c *checker) doubleIn(m map[string]any, prefix, key string, lo, hi float64) {
+	if f, ok := c.double(m, prefix, key); ok && (f < lo || f > hi) {
+		c.addf("%s must be from %g to %g", join(prefix, key), lo, hi)
+	}
+}
+
 // integer checks that the property key of m, when present, is a JSON number whose value is an integer in
 // the range of an int32 (spec "integer int32"); 12, -3 and 12.0 are, 1.5 and "12" are not.
 func (c *checker) integer(m map[string]any, prefix, key string) {
