@@ -327,8 +327,8 @@ func checkObservation(c *checker, obs map[string]any, p string) {
 			}
 		}
 		if tp, ok := c.object(lu, lp, "observedTemperature", false); ok {
-			c.number(tp, lp+".observedTemperature", "temperature")
-			c.number(tp, lp+".observedTemperature", "humidity")
+			c.double(tp, lp+".observedTemperature", "temperature")
+			c.double(tp, lp+".observedTemperature", "humidity")
 		}
 		c.sealList(lu, lp)
 	}

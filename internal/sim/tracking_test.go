@@ -141,6 +141,14 @@ func TestReportValidation(t *testing.T) {
 			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": json.Number("1e400"), "longitude": 6.7}}
 		}), wantCode: 400, wantMsgs: []string{
 			"event.observation.location.geoLocation.coordinates.latitude must be a number within the range of a double"}},
+		{name: "temperature and humidity", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["observedTemperature"] = map[string]any{"temperature": -18.5, "humidity": json.Number("1.7976931348623157e308")}
+		}), wantCode: 202},
+		{name: "temperature and humidity beyond a double", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["observedTemperature"] = map[string]any{"temperature": json.Number("-1e309"), "humidity": "85"}
+		}), wantCode: 400, wantMsgs: []string{
+			olu + "observedTemperature.temperature must be a number within the range of a double",
+			olu + "observedTemperature.humidity must be a number"}},
 		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
 				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
@@ -179,7 +187,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 7 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 8 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }
