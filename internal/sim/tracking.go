@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
@@ -358,14 +359,18 @@ func checkGeoLocation(c *checker, g map[string]any, p string) {
 	}
 }
 
-// checkAddress checks the JSON types of an Address.
+// checkAddress checks an Address (spec 2.2): the JSON types of its fields, and that its country's code,
+// when given, is a two-character UN country code: two characters, as "DE". Unlike a truck's
+// countryCode (spec 2.15), it is not said to be left empty when unknown, so "" is not one either.
 func checkAddress(c *checker, a map[string]any, p string) {
 	for _, k := range []string{"street", "postalCode", "city"} {
 		c.str(a, p, k, false)
 	}
 	if co, ok := c.object(a, p, "country", false); ok {
 		c.str(co, p+".country", "name", false)
-		c.str(co, p+".country", "code", false)
+		if code, ok := c.str(co, p+".country", "code", false); ok && utf8.RuneCountInString(code) != 2 {
+			c.addf("%s.country.code must be a two-character UN country code", p)
+		}
 	}
 }
 

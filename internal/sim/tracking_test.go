@@ -149,6 +149,16 @@ func TestReportValidation(t *testing.T) {
 		}), wantCode: 400, wantMsgs: []string{
 			olu + "observedTemperature.temperature must be a number within the range of a double",
 			olu + "observedTemperature.humidity must be a number"}},
+		{name: "country codes", body: obs(func(_, _, _, loc map[string]any) {
+			loc["address"] = map[string]any{"city": "Duisburg", "country": map[string]any{"name": "Germany", "code": "DE"}}
+		}), wantCode: 202},
+		{name: "country codes not of two characters", body: ev(func(r, ev map[string]any) {
+			loc := ev["observation"].(map[string]any)["location"].(map[string]any)
+			loc["address"] = map[string]any{"country": map[string]any{"name": "Germany", "code": "DEU"}}
+			r["reporter"].(map[string]any)["address"] = map[string]any{"country": map[string]any{"code": ""}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.address.country.code must be a two-character UN country code",
+			"reporter.address.country.code must be a two-character UN country code"}},
 		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
 				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
@@ -187,7 +197,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 8 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 9 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }
