@@ -243,7 +243,7 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 	if ok {
 		c.str(ev, "event", "id", false)
 		if s, ok := c.str(ev, "event", "timestamp", true); ok {
-			if ts, err = time.Parse(time.RFC3339, s); err != nil {
+			if ts, _, _, ok = parseDateTime(s); !ok {
 				c.addf("event.timestamp must be an RFC 3339 date-time")
 			}
 		}

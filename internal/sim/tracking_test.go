@@ -202,6 +202,44 @@ func TestReportValidation(t *testing.T) {
 	}
 }
 
+// event.timestamp is a date-time (spec 2.13): RFC 3339 section 5.6, as the OpenAPI format defines it.
+func TestReportTimestampSyntax(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	for _, tt := range []struct {
+		ts   string
+		want int
+	}{
+		{"2025-03-14T10:15:00Z", 202},
+		{"2025-03-14T10:15:00.123456789123Z", 202},
+		{"2025-03-14T10:15:00+00:00", 202},
+		{"2025-03-14T10:15:00-00:00", 202},
+		{"2025-03-14T10:15:00+23:59", 202},
+		{"2025-03-14T10:15:00-05:30", 202},
+		{"2024-02-29T23:59:59.5Z", 202},
+		{"2025-03-14T10:15:00,5Z", 400}, // a comma before the fraction is ISO 8601, not RFC 3339
+		{"2025-03-14T10:15:00+24:00", 400},
+		{"2025-03-14T10:15:00+01:60", 400},
+		{"2025-03-14T10:15:00+0100", 400},
+		{"2025-03-14T10:15:00.Z", 400},
+		{"2025-03-14T10:15:00", 400},
+		{"2025-03-14 10:15:00Z", 400},
+		{"2025-02-29T10:15:00Z", 400},
+		{"2025-03-14T24:00:00Z", 400},
+		{"2025-03-14", 400},
+	} {
+		body := map[string]any{"event": map[string]any{"timestamp": tt.ts, "type": "GATE_IN"}}
+		r := e.do("POST", "/tracking/events", tok, body)
+		if r.Status != tt.want {
+			t.Errorf("timestamp %s: %d %s, want %d", tt.ts, r.Status, r.Body, tt.want)
+			continue
+		}
+		if m := r.messages(t); tt.want == 400 && (len(m) != 1 || m[0] != "event.timestamp must be an RFC 3339 date-time") {
+			t.Errorf("timestamp %s: messages %q", tt.ts, m)
+		}
+	}
+}
+
 func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	e := newEnv(t, Options{Heartbeat: -1})
 	tok := e.login("demo")
