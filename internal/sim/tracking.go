@@ -233,6 +233,12 @@ func (s *Server) duplicate(u *userState, key string) bool {
 
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
 // type and timestamp and its order (nil when absent); or every problem found.
+//
+// The event's timestamp is "the exact time of the event, in UTC" (spec 2.13), of type date-time,
+// which RFC 3339 writes with any offset. One with a non-zero offset names one exact instant all the same,
+// so it is accepted, and converted to UTC in the returned event (the fraction kept as written:
+// 2025-03-14T10:15:00.50+01:00 becomes 2025-03-14T09:15:00.50Z), so that the stream and operation 4.7
+// carry it in UTC. A UTC one (Z, +00:00 or -00:00) is kept as sent.
 func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
@@ -243,8 +249,13 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 	if ok {
 		c.str(ev, "event", "id", false)
 		if s, ok := c.str(ev, "event", "timestamp", true); ok {
-			if ts, _, _, ok = parseDateTime(s); !ok {
+			var frac, zone string
+			switch ts, frac, zone, ok = parseDateTime(s); {
+			case !ok:
 				c.addf("event.timestamp must be an RFC 3339 date-time")
+			case zone != "Z" && zone != "+00:00" && zone != "-00:00":
+				// The exact time of the event, in UTC (spec 2.13): the same instant, in UTC.
+				ev["timestamp"] = ts.UTC().Format("2006-01-02T15:04:05") + frac + "Z"
 			}
 		}
 		typ, _ = c.str(ev, "event", "type", true)

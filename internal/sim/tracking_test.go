@@ -240,6 +240,47 @@ func TestReportTimestampSyntax(t *testing.T) {
 	}
 }
 
+// The timestamp is "the exact time of the event, in UTC" (spec 2.13): one with a non-zero offset is
+// accepted and the event carries the same instant in UTC, the fraction as written; a UTC one is kept.
+func TestReportTimestampInUTC(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[7]
+	tests := []struct{ sent, want string }{
+		{"2025-03-14T10:15:00Z", "2025-03-14T10:15:00Z"},
+		{"2025-03-14T10:15:00.000+00:00", "2025-03-14T10:15:00.000+00:00"},
+		{"2025-03-14T10:15:00-00:00", "2025-03-14T10:15:00-00:00"},
+		{"2025-03-14T10:15:00.50+01:00", "2025-03-14T09:15:00.50Z"},
+		{"2025-03-14T04:45:00-05:30", "2025-03-14T10:15:00Z"},
+		{"2025-01-01T00:30:00.123456789123+01:00", "2024-12-31T23:30:00.123456789123Z"},
+	}
+	for _, tt := range tests {
+		body := report(o, "GATE_IN")
+		body["event"].(map[string]any)["timestamp"] = tt.sent
+		if r := e.do("POST", "/tracking/events", tok, body); r.Status != 202 {
+			t.Fatalf("report at %s: %d %s", tt.sent, r.Status, r.Body)
+		}
+	}
+	r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+	var tu struct{ Events []struct{ Timestamp string } }
+	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil || len(tu.Events) != len(tests) {
+		t.Fatalf("query: %d %s", r.Status, r.Body)
+	}
+	rd := newSSEReader(t, e.openStream(tok, ""))
+	for i, tt := range tests {
+		if got := tu.Events[i].Timestamp; got != tt.want {
+			t.Errorf("4.7: sent %s, got %s, want %s", tt.sent, got, tt.want)
+		}
+		var data struct{ Timestamp string }
+		if ev := rd.next(); json.Unmarshal([]byte(ev.Data()), &data) != nil || data.Timestamp != tt.want {
+			t.Errorf("stream: sent %s, got %s, want %s", tt.sent, ev.Data(), tt.want)
+		}
+	}
+	if got := e.sim.Reports("demo")[3].Body; !bytes.Contains(got, []byte(`"2025-03-14T10:15:00.50+01:00"`)) {
+		t.Errorf("the recorded report is not the body as received: %s", got)
+	}
+}
+
 func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	e := newEnv(t, Options{Heartbeat: -1})
 	tok := e.login("demo")
@@ -259,7 +300,8 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	if err := json.Unmarshal([]byte(ev.Data()), &data); err != nil {
 		t.Fatalf("data %q: %v", ev.Data(), err)
 	}
-	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T10:15:00.5+01:00" {
+	// The report's timestamp 2025-03-14T10:15:00.5+01:00, in UTC (spec 2.13).
+	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T09:15:00.5Z" {
 		t.Errorf("data %s", ev.Data())
 	}
 	if !strings.Contains(ev.Data(), "Duisburg <Gate>") {
@@ -310,7 +352,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 			t.Fatalf("query %s: %d %s", q, r.Status, r.Body)
 		}
 		if tu.Order.OrderID != x42.OrderID || tu.Order.ClientPositionReference != x42.ClientPositionReference || len(tu.Events) != 2 ||
-			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[1]["id"] != EventID(2) ||
+			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[0]["timestamp"] != "2025-03-14T09:15:00.5Z" || tu.Events[1]["id"] != EventID(2) ||
 			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != *wantUnit.Number || tu.ObservedUntil == "" {
 			t.Errorf("tracked unit %s", r.Body)
 		}
