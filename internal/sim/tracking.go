@@ -238,7 +238,8 @@ func (s *Server) duplicate(u *userState, key string) bool {
 // which RFC 3339 writes with any offset. One with a non-zero offset names one exact instant all the same,
 // so it is accepted, and converted to UTC in the returned event (the fraction kept as written:
 // 2025-03-14T10:15:00.50+01:00 becomes 2025-03-14T09:15:00.50Z), so that the stream and operation 4.7
-// carry it in UTC. A UTC one (Z, +00:00 or -00:00) is kept as sent.
+// carry it in UTC. A UTC one (Z, +00:00 or -00:00) is kept as sent. One whose instant falls outside the
+// four-digit years in UTC (0000-01-01T00:30:00+01:00) cannot be written in UTC and is rejected.
 func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
@@ -253,6 +254,8 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 			switch ts, frac, zone, ok = parseDateTime(s); {
 			case !ok:
 				c.addf("event.timestamp must be an RFC 3339 date-time")
+			case ts.UTC().Year() < 0 || ts.UTC().Year() > 9999:
+				c.addf("event.timestamp must be in the years 0000 to 9999 in UTC")
 			case zone != "Z" && zone != "+00:00" && zone != "-00:00":
 				// The exact time of the event, in UTC (spec 2.13): the same instant, in UTC.
 				ev["timestamp"] = ts.UTC().Format("2006-01-02T15:04:05") + frac + "Z"
@@ -298,8 +301,8 @@ var (
 )
 
 // checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values, int32
-// integers, the location's coordinates and the required fields of its objects (a loading unit's containerClass, a location's
-// designation, spec 2.1).
+// integers, the location's coordinates and the required fields of its objects (a loading unit's
+// containerClass, a location's designation, spec 2.1).
 func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")

@@ -276,6 +276,14 @@ func TestReportTimestampInUTC(t *testing.T) {
 			t.Errorf("stream: sent %s, got %s, want %s", tt.sent, ev.Data(), tt.want)
 		}
 	}
+	for _, ts := range []string{"0000-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"} {
+		body := report(o, "GATE_IN")
+		body["event"].(map[string]any)["timestamp"] = ts
+		r := e.do("POST", "/tracking/events", tok, body)
+		if m := r.messages(t); r.Status != 400 || len(m) != 1 || m[0] != "event.timestamp must be in the years 0000 to 9999 in UTC" {
+			t.Errorf("report at %s, not to be written in UTC: %d %s", ts, r.Status, r.Body)
+		}
+	}
 	if got := e.sim.Reports("demo")[3].Body; !bytes.Contains(got, []byte(`"2025-03-14T10:15:00.50+01:00"`)) {
 		t.Errorf("the recorded report is not the body as received: %s", got)
 	}
