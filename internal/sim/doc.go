@@ -43,8 +43,8 @@
 //     EventRate < 0 (flood) events are appended as fast as a stream reader takes them, in bursts whose
 //     events share the burst's time as timestamp. Generated events are not stored: their bytes are
 //     computed from (seq, k, timestamp), so a long flood costs no memory. GeneratedEvent returns them;
-//   - reported events (4.8): the report's event object with "id" set to the entry's SSE id, event name
-//     its type;
+//   - reported events (4.8): the report's event object with "id" set to the entry's SSE id and a
+//     timestamp with a non-zero offset converted to UTC (spec 2.13), event name its type;
 //   - injected events (Server.Inject): any bytes, for testing clients.
 //
 // A stream connection replays the retained log after its Last-Event-ID (from the beginning of the

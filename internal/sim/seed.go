@@ -28,10 +28,10 @@ type Address struct {
 	Country    Country `json:"country"`    // country
 }
 
-// Country is a country by UN name and two-letter code (spec 2.2).
+// Country is a country by UN name and two-character code (spec 2.2).
 type Country struct {
 	Name string `json:"name"` // English name per the UN country code mapping
-	Code string `json:"code"` // two-letter UN country code
+	Code string `json:"code"` // two-character UN country code
 }
 
 // GeoLocation is a geographic position (spec 2.2).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
@@ -232,6 +233,13 @@ func (s *Server) duplicate(u *userState, key string) bool {
 
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
 // type and timestamp and its order (nil when absent); or every problem found.
+//
+// The event's timestamp is "the exact time of the event, in UTC" (spec 2.13), of type date-time,
+// which RFC 3339 writes with any offset. One with a non-zero offset names one exact instant all the same,
+// so it is accepted, and converted to UTC in the returned event (the fraction kept as written:
+// 2025-03-14T10:15:00.50+01:00 becomes 2025-03-14T09:15:00.50Z), so that the stream and operation 4.7
+// carry it in UTC. A UTC one (Z, +00:00 or -00:00) is kept as sent. One whose instant falls outside the
+// four-digit years in UTC (0000-01-01T00:30:00+01:00) cannot be written in UTC and is rejected.
 func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
@@ -242,8 +250,15 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 	if ok {
 		c.str(ev, "event", "id", false)
 		if s, ok := c.str(ev, "event", "timestamp", true); ok {
-			if ts, err = time.Parse(time.RFC3339, s); err != nil {
+			var frac, zone string
+			switch ts, frac, zone, ok = parseDateTime(s); {
+			case !ok:
 				c.addf("event.timestamp must be an RFC 3339 date-time")
+			case ts.UTC().Year() < 0 || ts.UTC().Year() > 9999:
+				c.addf("event.timestamp must be in the years 0000 to 9999 in UTC")
+			case zone != "Z" && zone != "+00:00" && zone != "-00:00":
+				// The exact time of the event, in UTC (spec 2.13): the same instant, in UTC.
+				ev["timestamp"] = ts.UTC().Format("2006-01-02T15:04:05") + frac + "Z"
 			}
 		}
 		typ, _ = c.str(ev, "event", "type", true)
@@ -285,8 +300,9 @@ var (
 	conditions       = []string{"OK", "DAMAGED", "UNKNOWN"}
 )
 
-// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values and int32
-// integers.
+// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values, int32
+// integers, the location's coordinates and the required fields of its objects (a loading unit's
+// containerClass, a location's designation, spec 2.1).
 func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
@@ -326,31 +342,49 @@ func checkObservation(c *checker, obs map[string]any, p string) {
 			}
 		}
 		if tp, ok := c.object(lu, lp, "observedTemperature", false); ok {
-			c.number(tp, lp+".observedTemperature", "temperature")
-			c.number(tp, lp+".observedTemperature", "humidity")
+			c.double(tp, lp+".observedTemperature", "temperature")
+			c.double(tp, lp+".observedTemperature", "humidity")
 		}
 		c.sealList(lu, lp)
 	}
 	if loc, ok := c.object(obs, p, "location", false); ok {
 		lp := join(p, "location")
-		for _, k := range []string{"id", "designation", "locationCode", "internationalPortCode", "edifactLocationCode"} {
+		c.str(loc, lp, "designation", true)
+		for _, k := range []string{"id", "locationCode", "internationalPortCode", "edifactLocationCode"} {
 			c.str(loc, lp, k, false)
 		}
 		c.enum(loc, lp, "type", false, LocationTypes...)
 		if a, ok := c.object(loc, lp, "address", false); ok {
 			checkAddress(c, a, lp+".address")
 		}
+		if g, ok := c.object(loc, lp, "geoLocation", false); ok {
+			checkGeoLocation(c, g, lp+".geoLocation")
+		}
 	}
 }
 
-// checkAddress checks the JSON types of an Address.
+// checkGeoLocation checks a GeoLocation (spec 2.2): its coordinates, an object or null, hold a latitude
+// and a longitude, each a double in decimal degrees, so from -90 (south) to 90 (north) and from -180
+// (west) to 180 (east). The spec marks neither as required.
+func checkGeoLocation(c *checker, g map[string]any, p string) {
+	if co, ok := c.object(g, p, "coordinates", false); ok {
+		c.doubleIn(co, p+".coordinates", "latitude", -90, 90)
+		c.doubleIn(co, p+".coordinates", "longitude", -180, 180)
+	}
+}
+
+// checkAddress checks an Address (spec 2.2): the JSON types of its fields, and that its country's code,
+// when given, is a two-character UN country code: two characters, as "DE". Unlike a truck's
+// countryCode (spec 2.15), it is not said to be left empty when unknown, so "" is not one either.
 func checkAddress(c *checker, a map[string]any, p string) {
 	for _, k := range []string{"street", "postalCode", "city"} {
 		c.str(a, p, k, false)
 	}
 	if co, ok := c.object(a, p, "country", false); ok {
 		c.str(co, p+".country", "name", false)
-		c.str(co, p+".country", "code", false)
+		if code, ok := c.str(co, p+".country", "code", false); ok && utf8.RuneCountInString(code) != 2 {
+			c.addf("%s.country.code must be a two-character UN country code", p)
+		}
 	}
 }
 

@@ -110,6 +110,55 @@ func TestReportValidation(t *testing.T) {
 			"event.observation.location.type must be one of ORGANISATION,"}},
 		{name: "missing containerClass", body: obs(func(_, _, unit, _ map[string]any) { delete(unit, "containerClass") }), wantCode: 400,
 			wantMsgs: []string{olu + "loadingUnit.containerClass is missing"}},
+		{name: "location without designation", body: obs(func(_, _, _, loc map[string]any) { delete(loc, "designation") }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation is missing"}},
+		{name: "null designation", body: obs(func(_, _, _, loc map[string]any) { loc["designation"] = nil }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation is missing"}},
+		{name: "blank designation", body: obs(func(_, _, _, loc map[string]any) { loc["designation"] = " " }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.designation must not be empty"}},
+		{name: "geoLocation at the bounds", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": -90, "longitude": json.Number("180.0")}}
+		}), wantCode: 202},
+		{name: "geoLocation without coordinates", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": nil}
+		}), wantCode: 202},
+		{name: "geoLocation not an object", body: obs(func(_, _, _, loc map[string]any) { loc["geoLocation"] = "51.4,6.7" }), wantCode: 400,
+			wantMsgs: []string{"event.observation.location.geoLocation must be an object"}},
+		{name: "coordinates not an object", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": []any{51.4, 6.7}}
+		}), wantCode: 400, wantMsgs: []string{"event.observation.location.geoLocation.coordinates must be an object"}},
+		{name: "coordinates not numbers", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": "51.4", "longitude": true}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be a number",
+			"event.observation.location.geoLocation.coordinates.longitude must be a number"}},
+		{name: "coordinates out of range", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": 90.5, "longitude": -180.01}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be from -90 to 90",
+			"event.observation.location.geoLocation.coordinates.longitude must be from -180 to 180"}},
+		{name: "coordinates beyond a double", body: obs(func(_, _, _, loc map[string]any) {
+			loc["geoLocation"] = map[string]any{"coordinates": map[string]any{"latitude": json.Number("1e400"), "longitude": 6.7}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.geoLocation.coordinates.latitude must be a number within the range of a double"}},
+		{name: "temperature and humidity", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["observedTemperature"] = map[string]any{"temperature": -18.5, "humidity": json.Number("1.7976931348623157e308")}
+		}), wantCode: 202},
+		{name: "temperature and humidity beyond a double", body: obs(func(_, lu, _, _ map[string]any) {
+			lu["observedTemperature"] = map[string]any{"temperature": json.Number("-1e309"), "humidity": "85"}
+		}), wantCode: 400, wantMsgs: []string{
+			olu + "observedTemperature.temperature must be a number within the range of a double",
+			olu + "observedTemperature.humidity must be a number"}},
+		{name: "country codes", body: obs(func(_, _, _, loc map[string]any) {
+			loc["address"] = map[string]any{"city": "Duisburg", "country": map[string]any{"name": "Germany", "code": "DE"}}
+		}), wantCode: 202},
+		{name: "country codes not of two characters", body: ev(func(r, ev map[string]any) {
+			loc := ev["observation"].(map[string]any)["location"].(map[string]any)
+			loc["address"] = map[string]any{"country": map[string]any{"name": "Germany", "code": "DEU"}}
+			r["reporter"].(map[string]any)["address"] = map[string]any{"country": map[string]any{"code": ""}}
+		}), wantCode: 400, wantMsgs: []string{
+			"event.observation.location.address.country.code must be a two-character UN country code",
+			"reporter.address.country.code must be a two-character UN country code"}},
 		{name: "oversize not int32", body: obs(func(_, lu, _, _ map[string]any) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 1.5, "excessLengthBack": "10", "excessWidthRight": int64(math.MaxInt32) + 1,
 				"excessWidthLeft": json.Number("-1e300"), "excessHeight": json.Number("45e-1")}
@@ -148,8 +197,95 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 5 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 9 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
+	}
+}
+
+// event.timestamp is a date-time (spec 2.13): RFC 3339 section 5.6, as the OpenAPI format defines it.
+func TestReportTimestampSyntax(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	for _, tt := range []struct {
+		ts   string
+		want int
+	}{
+		{"2025-03-14T10:15:00Z", 202},
+		{"2025-03-14T10:15:00.123456789123Z", 202},
+		{"2025-03-14T10:15:00+00:00", 202},
+		{"2025-03-14T10:15:00-00:00", 202},
+		{"2025-03-14T10:15:00+23:59", 202},
+		{"2025-03-14T10:15:00-05:30", 202},
+		{"2024-02-29T23:59:59.5Z", 202},
+		{"2025-03-14T10:15:00,5Z", 400}, // a comma before the fraction is ISO 8601, not RFC 3339
+		{"2025-03-14T10:15:00+24:00", 400},
+		{"2025-03-14T10:15:00+01:60", 400},
+		{"2025-03-14T10:15:00+0100", 400},
+		{"2025-03-14T10:15:00.Z", 400},
+		{"2025-03-14T10:15:00", 400},
+		{"2025-03-14 10:15:00Z", 400},
+		{"2025-02-29T10:15:00Z", 400},
+		{"2025-03-14T24:00:00Z", 400},
+		{"2025-03-14", 400},
+	} {
+		body := map[string]any{"event": map[string]any{"timestamp": tt.ts, "type": "GATE_IN"}}
+		r := e.do("POST", "/tracking/events", tok, body)
+		if r.Status != tt.want {
+			t.Errorf("timestamp %s: %d %s, want %d", tt.ts, r.Status, r.Body, tt.want)
+			continue
+		}
+		if m := r.messages(t); tt.want == 400 && (len(m) != 1 || m[0] != "event.timestamp must be an RFC 3339 date-time") {
+			t.Errorf("timestamp %s: messages %q", tt.ts, m)
+		}
+	}
+}
+
+// The timestamp is "the exact time of the event, in UTC" (spec 2.13): one with a non-zero offset is
+// accepted and the event carries the same instant in UTC, the fraction as written; a UTC one is kept.
+func TestReportTimestampInUTC(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	o := e.sim.TrackedOrders("demo")[7]
+	tests := []struct{ sent, want string }{
+		{"2025-03-14T10:15:00Z", "2025-03-14T10:15:00Z"},
+		{"2025-03-14T10:15:00.000+00:00", "2025-03-14T10:15:00.000+00:00"},
+		{"2025-03-14T10:15:00-00:00", "2025-03-14T10:15:00-00:00"},
+		{"2025-03-14T10:15:00.50+01:00", "2025-03-14T09:15:00.50Z"},
+		{"2025-03-14T04:45:00-05:30", "2025-03-14T10:15:00Z"},
+		{"2025-01-01T00:30:00.123456789123+01:00", "2024-12-31T23:30:00.123456789123Z"},
+	}
+	for _, tt := range tests {
+		body := report(o, "GATE_IN")
+		body["event"].(map[string]any)["timestamp"] = tt.sent
+		if r := e.do("POST", "/tracking/events", tok, body); r.Status != 202 {
+			t.Fatalf("report at %s: %d %s", tt.sent, r.Status, r.Body)
+		}
+	}
+	r := e.do("GET", "/tracking?orderId="+o.OrderID+"&positionId="+o.PositionID, tok, nil)
+	var tu struct{ Events []struct{ Timestamp string } }
+	if err := json.Unmarshal(r.Body, &tu); r.Status != 200 || err != nil || len(tu.Events) != len(tests) {
+		t.Fatalf("query: %d %s", r.Status, r.Body)
+	}
+	rd := newSSEReader(t, e.openStream(tok, ""))
+	for i, tt := range tests {
+		if got := tu.Events[i].Timestamp; got != tt.want {
+			t.Errorf("4.7: sent %s, got %s, want %s", tt.sent, got, tt.want)
+		}
+		var data struct{ Timestamp string }
+		if ev := rd.next(); json.Unmarshal([]byte(ev.Data()), &data) != nil || data.Timestamp != tt.want {
+			t.Errorf("stream: sent %s, got %s, want %s", tt.sent, ev.Data(), tt.want)
+		}
+	}
+	for _, ts := range []string{"0000-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"} {
+		body := report(o, "GATE_IN")
+		body["event"].(map[string]any)["timestamp"] = ts
+		r := e.do("POST", "/tracking/events", tok, body)
+		if m := r.messages(t); r.Status != 400 || len(m) != 1 || m[0] != "event.timestamp must be in the years 0000 to 9999 in UTC" {
+			t.Errorf("report at %s, not to be written in UTC: %d %s", ts, r.Status, r.Body)
+		}
+	}
+	if got := e.sim.Reports("demo")[3].Body; !bytes.Contains(got, []byte(`"2025-03-14T10:15:00.50+01:00"`)) {
+		t.Errorf("the recorded report is not the body as received: %s", got)
 	}
 }
 
@@ -172,7 +308,8 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	if err := json.Unmarshal([]byte(ev.Data()), &data); err != nil {
 		t.Fatalf("data %q: %v", ev.Data(), err)
 	}
-	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T10:15:00.5+01:00" {
+	// The report's timestamp 2025-03-14T10:15:00.5+01:00, in UTC (spec 2.13).
+	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T09:15:00.5Z" {
 		t.Errorf("data %s", ev.Data())
 	}
 	if !strings.Contains(ev.Data(), "Duisburg <Gate>") {
@@ -223,7 +360,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 			t.Fatalf("query %s: %d %s", q, r.Status, r.Body)
 		}
 		if tu.Order.OrderID != x42.OrderID || tu.Order.ClientPositionReference != x42.ClientPositionReference || len(tu.Events) != 2 ||
-			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[1]["id"] != EventID(2) ||
+			tu.Events[0]["type"] != "GATE_OUT" || tu.Events[0]["timestamp"] != "2025-03-14T09:15:00.5Z" || tu.Events[1]["id"] != EventID(2) ||
 			tu.LoadingUnit.Number == nil || *tu.LoadingUnit.Number != *wantUnit.Number || tu.ObservedUntil == "" {
 			t.Errorf("tracked unit %s", r.Body)
 		}
