@@ -366,8 +366,9 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 		bodies[typ] = `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"` + typ + `"}}`
 		e.publish(bodies[typ], publish.HeaderMsgID, typ, "Producer", "scanner-7")
 	}
-	// Lower-case "t" and "z" pass the bridge's check; the simulator is stricter and answers 400 itself.
-	strict := `{"event":{"timestamp":"2024-05-01t12:30:00z","type":"GATE_IN"}}`
+	// A three-letter country code passes the bridge's check (JSON types and required fields); the
+	// simulator is stricter and answers 400 itself.
+	strict := `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"},"reporter":{"address":{"country":{"code":"DEU"}}}}`
 	e.publish(strict, publish.HeaderMsgID, "strict")
 	e.publish(string(report(1)), publish.HeaderMsgID, "good")
 
@@ -384,7 +385,7 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 		id := m.Header.Get("Bridge-Original-Nats-Msg-Id")
 		status, reason := m.Header.Get(HeaderUpstreamStatus), m.Header.Get(publish.HeaderError)
 		if id == "strict" {
-			if status != "400" || !strings.Contains(reason, "event.timestamp") {
+			if status != "400" || !strings.Contains(reason, "reporter.address.country.code") {
 				t.Errorf("strict: status %q, reason %q", status, reason)
 			}
 			continue

@@ -8,9 +8,9 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // maxProblems bounds the problems Validate lists; further ones are counted in a last entry.
@@ -497,7 +497,7 @@ func (w *walker) value(f field, required bool) {
 	case kNumber:
 		w.number()
 	case kDateTime:
-		if s := text(w.str()); !isDateTime(s) {
+		if s := text(w.str()); !rfc3339.Valid(s) {
 			w.p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", string(w.path), quote(s))
 		}
 	case kInt32:
@@ -574,16 +574,6 @@ func typeOf(c byte) string {
 	default:
 		return "a number"
 	}
-}
-
-// isDateTime reports whether s is an RFC 3339 date-time (section 5.6: "T" and "Z" in either case,
-// fractional seconds optional, a numeric offset or Z).
-func isDateTime(s string) bool {
-	if len(s) < len("2006-01-02T15:04:05Z") || len(s) > 64 {
-		return false
-	}
-	_, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
-	return err == nil
 }
 
 // quote quotes an input value for a problem: cut to 40 characters, escaped.

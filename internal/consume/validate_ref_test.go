@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // validateRef is the first, straightforward implementation of Validate: decode into maps, then walk the
@@ -97,7 +99,7 @@ func (p *refProblems) value(path string, v any, f field) {
 			wrong()
 			return
 		}
-		if !isDateTime(s) {
+		if !rfc3339.Valid(s) {
 			p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", path, quote(s))
 		}
 	case kNumber:

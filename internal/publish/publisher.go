@@ -16,6 +16,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
@@ -345,7 +346,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = Clip(headerValue(f.Type), maxTypeHeader), true
 	}
-	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && validTime(f.Timestamp) {
+	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && rfc3339.Valid(f.Timestamp) {
 		e.time = f.Timestamp
 	}
 	if ev.ResumeID != id {
@@ -363,12 +364,6 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 		}{"event larger than the NATS server's max_payload; its data was dropped", e.id, e.token, len(ev.Data)})
 		p.deadLetter(e, ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max))
 	}
-}
-
-// validTime reports whether s is an RFC 3339 date-time, as the CloudEvents time attribute must be.
-func validTime(s string) bool {
-	_, err := time.Parse(time.RFC3339Nano, s)
-	return err == nil
 }
 
 // position is where an event sat in the stream (see Publisher.posID).

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
@@ -251,12 +253,12 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 		c.str(ev, "event", "id", false)
 		if s, ok := c.str(ev, "event", "timestamp", true); ok {
 			var frac, zone string
-			switch ts, frac, zone, ok = parseDateTime(s); {
+			switch ts, frac, zone, ok = rfc3339.Parse(s); {
 			case !ok:
 				c.addf("event.timestamp must be an RFC 3339 date-time")
 			case ts.UTC().Year() < 0 || ts.UTC().Year() > 9999:
 				c.addf("event.timestamp must be in the years 0000 to 9999 in UTC")
-			case zone != "Z" && zone != "+00:00" && zone != "-00:00":
+			case zone != "Z" && zone != "z" && zone != "+00:00" && zone != "-00:00":
 				// The exact time of the event, in UTC (spec 2.13): the same instant, in UTC.
 				ev["timestamp"] = ts.UTC().Format("2006-01-02T15:04:05") + frac + "Z"
 			}

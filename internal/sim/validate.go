@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // checker collects validation messages, so that one answer reports every problem. Messages name the
@@ -168,33 +167,6 @@ func (c *checker) sealList(m map[string]any, prefix string) {
 		c.enum(o, p, "type", false, "OPERATOR", "CUSTOMS", "UNKNOWN")
 		c.str(o, p, "number", false)
 	}
-}
-
-// parseDateTime parses an RFC 3339 date-time (section 5.6, the OpenAPI "date-time" format), "T" and
-// "Z" in upper case: 2025-03-14T10:15:00Z, 2025-03-14T10:15:00.5+01:00. time.Parse alone also accepts a
-// comma before the fraction and offsets up to ±24:59, which RFC 3339 does not. It returns the
-// fraction as written ("" or ".5") and the zone ("Z" or "+01:00").
-func parseDateTime(s string) (t time.Time, frac, zone string, ok bool) {
-	const n = len("2006-01-02T15:04:05")
-	if len(s) <= n {
-		return t, "", "", false
-	}
-	zone = s[n:]
-	if zone[0] == '.' {
-		i := 1
-		for i < len(zone) && '0' <= zone[i] && zone[i] <= '9' {
-			i++
-		}
-		frac, zone = zone[:i], zone[i:]
-	}
-	digits := func(s string, max int) bool {
-		return len(s) == 2 && '0' <= s[0] && s[0] <= '9' && '0' <= s[1] && s[1] <= '9' && int(s[0]-'0')*10+int(s[1]-'0') <= max
-	}
-	if zone != "Z" && !(len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && digits(zone[1:3], 23) && zone[3] == ':' && digits(zone[4:], 59)) {
-		return t, "", "", false
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	return t, frac, zone, err == nil
 }
 
 // isJSON reports whether the request declares a JSON body.
