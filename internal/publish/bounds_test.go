@@ -215,6 +215,21 @@ func TestAwkwardIDsStoredApart(t *testing.T) {
 	}
 }
 
+// handleAll hands the events to p in order, waits until all are stored and returns the resume id.
+func handleAll(ctx context.Context, t *testing.T, p *Publisher, evs ...event.Event) string {
+	t.Helper()
+	for _, x := range evs {
+		if err := p.Handle(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resume, err := p.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resume
+}
+
 // jsonEvent is an event whose SSE id and data id are id.
 func jsonEvent(id string) event.Event {
 	data, _ := json.Marshal(map[string]string{"id": id, "type": "GATE_IN"})
@@ -251,14 +266,7 @@ func TestLongResumeID(t *testing.T) {
 	if err != nil || last != "ev-2" {
 		t.Fatalf("new publisher: Resume = %q, %v; want ev-2", last, err)
 	}
-	for _, id := range []string{long, "ev-4", "ev-5"} {
-		if err := p2.Handle(ctx, jsonEvent(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := p2.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handleAll(ctx, t, p2, jsonEvent(long), jsonEvent("ev-4"), jsonEvent("ev-5"))
 	if n := len(e.messages(e.layout.Events())); n != 5 {
 		t.Errorf("stream holds %d messages, want 5", n)
 	}
@@ -275,23 +283,11 @@ func TestOversizeWithoutIDKeptApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	oversize := event.Event{ResumeID: "ev-1", Oversize: 2 << 20}
-	for _, x := range []event.Event{ev("ev-1", "GATE_IN"), oversize, oversize} {
-		if err := p.Handle(ctx, x); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if resume, err := p.Resume(ctx); err != nil || resume != "ev-1" {
-		t.Fatalf("Resume = %q, %v", resume, err)
+	if resume := handleAll(ctx, t, p, ev("ev-1", "GATE_IN"), oversize, oversize); resume != "ev-1" {
+		t.Fatalf("Resume = %q", resume)
 	}
 	// A reconnect: the upstream replays what follows ev-1, then goes on.
-	for _, x := range []event.Event{oversize, oversize, ev("ev-2", "GATE_IN"), {ResumeID: "ev-2", Oversize: 2 << 20}} {
-		if err := p.Handle(ctx, x); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handleAll(ctx, t, p, oversize, oversize, ev("ev-2", "GATE_IN"), event.Event{ResumeID: "ev-2", Oversize: 2 << 20})
 	dlq := e.messages(e.layout.DLQ())
 	if len(dlq) != 3 {
 		for _, m := range dlq {
@@ -348,14 +344,7 @@ func TestLongIDDeadLetterKeepsCursor(t *testing.T) {
 	if from < before-1 {
 		t.Fatalf("resume after %.20q: the upstream would replay %d events the cursor cannot recognise", resume, before-1-from)
 	}
-	for _, x := range all[from+1:] {
-		if err := p2.Handle(ctx, x); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := p2.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handleAll(ctx, t, p2, all[from+1:]...)
 	if n := len(e.messages(e.layout.Events())); n != before+1 {
 		t.Errorf("events stream holds %d messages, want %d", n, before+1)
 	}
@@ -435,23 +424,11 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 	// The stream: b, "id: c" alone (never handed over), y (no id), x (oversize, no id).
 	y := event.Event{ResumeID: "c", Data: []byte(`{"type":"GATE_IN","n":1}`)}
 	x := event.Event{ResumeID: "c", Oversize: 2 << 20}
-	for _, m := range []event.Event{ev("b", "GATE_IN"), y, x} {
-		if err := p.Handle(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r, err := p.Resume(ctx); err != nil || r != "c" {
-		t.Fatalf("Resume = %q, %v", r, err)
+	if r := handleAll(ctx, t, p, ev("b", "GATE_IN"), y, x); r != "c" {
+		t.Fatalf("Resume = %q", r)
 	}
 	// A reconnect with Last-Event-ID c: the upstream replays y and x.
-	for _, m := range []event.Event{y, x} {
-		if err := p.Handle(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	handleAll(ctx, t, p, y, x)
 	if dlq := e.messages(e.layout.DLQ()); len(dlq) != 1 {
 		for _, m := range dlq {
 			t.Logf("%s", m.Data)
