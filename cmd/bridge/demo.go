@@ -68,7 +68,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer ns.Shutdown()
 
 	// The simulator on a free port.
-	s := sim.New(sim.Options{EventRate: *rate, Logger: log.With("component", "sim")})
+	s := sim.New(sim.Options{EventRate: *rate, Logger: log.With("process", "sim")})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
-	b, err := newBridge(cfg, log.With("component", "bridge"))
+	b, err := newBridge(cfg, log.With("process", "bridge")) // its parts add "component"
 	if err != nil {
 		return err
 	}
