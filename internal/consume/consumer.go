@@ -792,8 +792,9 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	}
 	setDeadLetterHeaders(dl.Header, meta, status, reason)
 	if publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
+		// A description lengthens Bridge-Error, which may take the header block over after all.
 		fitted := publish.FitDeadLetter(dl, maxPayload, key)
-		if !fitted || int64(publish.MsgSize(dl)) <= maxPayload {
+		if !fitted || int64(publish.MsgSize(dl)) <= maxPayload && publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
 			return dl
 		}
 	}

@@ -676,3 +676,31 @@ func TestObserver(t *testing.T) {
 		t.Errorf("Consumed called %d times, want 4", obs.consumed.Load())
 	}
 }
+
+// stubMsg is a received report with the given data and headers (deadLetterMsg reads nothing else).
+type stubMsg struct {
+	jetstream.Msg
+	data []byte
+	h    nats.Header
+}
+
+func (m stubMsg) Data() []byte         { return m.data }
+func (m stubMsg) Headers() nats.Header { return m.h }
+
+// TestDeadLetterMsgBounds: whatever the size of a report's headers near JetStream's 64 KiB header block,
+// and with a body that takes the dead letter past max_payload, the dead letter's header block stays
+// within what JetStream stores, and the message within max_payload: describing the body lengthens
+// Bridge-Error, which must not push the header block over.
+func TestDeadLetterMsgBounds(t *testing.T) {
+	const max = 256 << 10
+	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
+		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
+	data := []byte(strings.Repeat("x", max-40<<10)) // with the headers, over max_payload
+	for n := publish.MaxHeaderBlock - 600; n <= publish.MaxHeaderBlock-100; n++ {
+		msg := stubMsg{data: data, h: nats.Header{"Producer-Note": {strings.Repeat("n", n)}}}
+		dl := deadLetterMsg("tracking.dlq.reports", msg, meta, 0, "report body is not JSON", max)
+		if hs, size := publish.HeaderSize(dl), publish.MsgSize(dl); hs > publish.MaxHeaderBlock || size > max {
+			t.Fatalf("report header of %d bytes: dead letter header block %d bytes, message %d bytes", n, hs, size)
+		}
+	}
+}

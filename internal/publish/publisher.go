@@ -605,7 +605,8 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	var after string
 	skip := map[string]struct{}{}
 	found := false
-	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit; seq-- {
+	more := len(p.ring) // messages read past the resume point's own (see below)
+	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && more > 0; seq-- {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -620,13 +621,16 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 				after = m.Header.Get(HeaderEventID)
 			}
 		}
-		own := m.Header.Get(HeaderStreamID)
-		if own == "" {
-			own = m.Header.Get(HeaderEventID)
-		}
-		if after != "" && own == after {
+		if found {
+			more--
+		} else if after != "" && m.Header.Get(HeaderStreamID) == "" && m.Header.Get(HeaderEventID) == after {
+			// The resume point's own message: a message without an SSE id carries the id before it in
+			// Bridge-Stream-Id, and the upstream replays it after that id. Messages handed after the
+			// resume point may still be stored before it, when its first publish failed and it was
+			// sent again once the window had settled: the window's length of messages before it is
+			// read too (remembering a message the upstream will not replay does no harm).
 			found = true
-			break
+			continue
 		}
 		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
 	}

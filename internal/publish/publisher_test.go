@@ -424,3 +424,113 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// TestResumeSkipsStoredEventsWithoutID: events without an SSE id after the resume point carry that id as
+// their Bridge-Stream-Id; a restart past the duplicate window resumes after that id and the upstream
+// replays them, so they must be recognised as stored rather than taken for the message that set the id
+// (which may also be a dead letter, outside the events stream).
+func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
+	for name, setter := range map[string]event.Event{
+		"published":     ev("ev-a", "GATE_IN"),
+		"dead-lettered": {ID: "ev-a", ResumeID: "ev-a", Data: []byte("not json")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, 100*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			noID := func(n int) event.Event {
+				return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
+			}
+			p := e.publisher(8, nil)
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			handleAll(ctx, t, p, ev("ev-0", "GATE_IN"), setter) // ev-a: the acknowledged resume point from here on
+			if r := handleAll(ctx, t, p, noID(1), noID(2)); r != "ev-a" {
+				t.Fatalf("Resume = %q", r)
+			}
+			time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+
+			p2 := e.publisher(8, nil)
+			if r, err := p2.Resume(ctx); err != nil || r != "ev-a" {
+				t.Fatalf("new publisher: Resume = %q, %v; want ev-a", r, err)
+			}
+			// The upstream replays what follows ev-a, then goes on.
+			handleAll(ctx, t, p2, noID(1), noID(2), ev("ev-b", "GATE_IN"))
+			want := 5
+			if name == "dead-lettered" {
+				want = 4
+			}
+			if n := len(e.messages(e.layout.Events())); n != want {
+				t.Errorf("events stream holds %d messages, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestResumeAfterResentPublish: an event whose first publish failed is stored after events handed after
+// it (it is sent again once the window has settled). When events without an id follow it, it is also
+// the resume point of the messages after them; a restart past the duplicate window must still recognise
+// those stored before it in the stream.
+func TestResumeAfterResentPublish(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	setMaxMsgSize := func(n int32) {
+		t.Helper()
+		s, err := e.js.Stream(ctx, e.layout.Events())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		cfg.MaxMsgSize = n
+		if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noID := func(n int) event.Event {
+		return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
+	}
+	big := event.Event{ID: "ev-a", ResumeID: "ev-a",
+		Data: []byte(`{"id":"ev-a","type":"GATE_IN","pad":"` + strings.Repeat("p", 2000) + `"}`)}
+
+	p := e.publisher(8, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handleAll(ctx, t, p, ev("ev-0", "GATE_IN"))
+	setMaxMsgSize(1500) // ev-a is refused until the limit is lifted; n=1, handed after it, is stored
+	done := make(chan error, 1)
+	go func() {
+		for _, x := range []event.Event{big, noID(1)} {
+			if err := p.Handle(ctx, x); err != nil {
+				done <- err
+				return
+			}
+		}
+		_, err := p.Resume(ctx)
+		done <- err
+	}()
+	testutil.Eventually(t, 10*time.Second, "the event after ev-a stored", func() bool {
+		return len(e.messages(e.layout.Events())) == 2
+	})
+	setMaxMsgSize(-1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	handleAll(ctx, t, p, noID(2)) // its Bridge-Resume-After: ev-a
+	msgs := e.messages(e.layout.Events())
+	if len(msgs) != 4 || msgs[2].Header.Get(HeaderMsgID) != "ev-a" {
+		t.Fatalf("stream holds %d messages; want ev-0, n=1, ev-a, n=2", len(msgs))
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+
+	p2 := e.publisher(8, nil)
+	if r, err := p2.Resume(ctx); err != nil || r != "ev-a" {
+		t.Fatalf("new publisher: Resume = %q, %v; want ev-a", r, err)
+	}
+	handleAll(ctx, t, p2, noID(1), noID(2), ev("ev-b", "GATE_IN")) // the upstream's replay after ev-a
+	if n := len(e.messages(e.layout.Events())); n != 5 {
+		t.Errorf("events stream holds %d messages, want 5", n)
+	}
+}

@@ -206,23 +206,28 @@ func TestStreamRetriesAfter401And5xx(t *testing.T) {
 	}
 }
 
-// An id that HTTP cannot carry as Last-Event-ID (a control character) stops the reconnect with a clear
-// error, rather than a connection without it, which would not resume where the stream stopped.
+// An id that HTTP cannot carry as Last-Event-ID (a control character; or edge white space, which
+// net/http trims, so the upstream would get another id) stops the reconnect with a clear error, rather
+// than a connection without it or with another id, which would not resume where the stream stopped.
 func TestStreamUnsendableResumeID(t *testing.T) {
-	sc, sink, stop := runScripted(t, sse("id: a\x01b\ndata: {\"type\":\"GATE_IN\"}\n\n"))
-	defer stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for sc.stream.LastError() == nil || !strings.Contains(sc.stream.LastError().Error(), "Last-Event-ID") {
-		if time.Now().After(deadline) {
-			t.Fatalf("last error %v, want one about Last-Event-ID", sc.stream.LastError())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // several reconnect attempts (10–20 ms apart)
-	if at, _ := sc.seen(); len(at) != 1 {
-		t.Errorf("%d connections, want 1: the bridge connected without the id", len(at))
-	}
-	if evs := sink.snapshot(); len(evs) != 1 || evs[0].ResumeID != "a\x01b" {
-		t.Errorf("events %+v", evs)
+	for _, id := range []string{"a\x01b", " a", "a ", "a\t", "\ta"} {
+		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
+			sc, sink, stop := runScripted(t, sse("id: "+id+"\ndata: {\"type\":\"GATE_IN\"}\n\n"))
+			defer stop()
+			deadline := time.Now().Add(10 * time.Second)
+			for sc.stream.LastError() == nil || !strings.Contains(sc.stream.LastError().Error(), "Last-Event-ID") {
+				if time.Now().After(deadline) {
+					t.Fatalf("last error %v, want one about Last-Event-ID", sc.stream.LastError())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // several reconnect attempts (10–20 ms apart)
+			if at, ids := sc.seen(); len(at) != 1 {
+				t.Errorf("%d connections (Last-Event-ID %q), want 1: the bridge connected without the id", len(at), ids)
+			}
+			if evs := sink.snapshot(); len(evs) != 1 || evs[0].ResumeID != id {
+				t.Errorf("events %+v", evs)
+			}
+		})
 	}
 }
