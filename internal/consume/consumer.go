@@ -197,6 +197,9 @@ type Consumer struct {
 
 	attemptTimeout time.Duration
 	opTimeout      time.Duration
+	// dlqMax is the dead-letter stream's max_msg_size (0: none), read at start-up and again when
+	// JetStream refuses a dead letter as too large.
+	dlqMax atomic.Int64
 
 	started    atomic.Bool
 	pending    atomic.Uint64
@@ -277,6 +280,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	c.readDLQLimit(ctx)
 	c.setPhase(phaseRunning)
 	c.log.Info("consuming reports", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "subject", c.cfg.Subject,
 		"concurrency", c.cfg.Concurrency, "max_age", c.cfg.MaxAge.String())
@@ -737,10 +741,16 @@ func (c *Consumer) backoff(meta *jetstream.MsgMetadata) time.Duration {
 // deadLetter publishes the report to DLQSubject with its reason, then acknowledges it. When the publish
 // fails, the report is handed back for a later redelivery.
 func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string) {
-	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.js.Conn().MaxPayload())
-	pctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
-	_, err := c.js.PublishMsg(pctx, dl)
-	cancel()
+	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit())
+	err := c.publishDeadLetter(dl)
+	if publish.TooLarge(err) {
+		// The limits changed since they were read (the stream's max_msg_size lowered, a failover to a
+		// server with a smaller max_payload): read them again and send a dead letter that fits.
+		c.readDLQLimit(context.Background())
+		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit()); publish.MsgSize(smaller) < publish.MsgSize(dl) {
+			err = c.publishDeadLetter(smaller)
+		}
+	}
 	if err != nil {
 		c.stats.dlqFailures.Add(1)
 		c.natsFailure("dead-letter publish", err)
@@ -766,13 +776,38 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 	c.ack(msg)
 }
 
+func (c *Consumer) publishDeadLetter(dl *nats.Msg) error {
+	pctx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
+	defer cancel()
+	_, err := c.js.PublishMsg(pctx, dl)
+	return err
+}
+
+// dlqLimit is the largest dead letter NATS stores (see publish.MaxMessage).
+func (c *Consumer) dlqLimit() int64 {
+	return publish.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
+}
+
+// readDLQLimit reads the max_msg_size of the stream that stores DLQSubject, keeping the last known value
+// when it cannot.
+func (c *Consumer) readDLQLimit(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.opTimeout)
+	defer cancel()
+	if n, err := publish.StreamMaxMsgSize(ctx, c.js, c.cfg.DLQSubject); err == nil {
+		c.dlqMax.Store(n)
+	} else {
+		c.log.Debug("dead-letter stream's max_msg_size unknown", "subject", c.cfg.DLQSubject, "err", err)
+	}
+}
+
 // deadLetterMsg builds the dead letter of a report (see Consumer). It is always storable: headers whose
 // names nats.go cannot send are left out; when the report's headers would take the header block past
-// what JetStream stores, or the message past maxPayload (0: no bound) even with a description in place
-// of the report, the report's headers go; a report too large with the headers is described (see
-// publish.FitDeadLetter). A dead letter that cannot be stored would be redelivered forever.
+// what JetStream stores, or the message past maxSize (the largest message the dead-letter stream stores,
+// see publish.MaxMessage; 0: no bound) even with a description in place of the report, the report's
+// headers go; a report too large with the headers is described (see publish.FitDeadLetter). A dead
+// letter that cannot be stored would be redelivered forever.
 func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string,
-	maxPayload int64) *nats.Msg {
+	maxSize int64) *nats.Msg {
 	key := reportKey(meta)
 	dl := nats.NewMsg(subject)
 	dl.Data = msg.Data()
@@ -793,15 +828,15 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	setDeadLetterHeaders(dl.Header, meta, status, reason)
 	if publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
 		// A description lengthens Bridge-Error, which may take the header block over after all.
-		fitted := publish.FitDeadLetter(dl, maxPayload, key)
-		if !fitted || int64(publish.MsgSize(dl)) <= maxPayload && publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
+		fitted := publish.FitDeadLetter(dl, maxSize, key)
+		if !fitted || int64(publish.MsgSize(dl)) <= maxSize && publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
 			return dl
 		}
 	}
 	dl.Header = nats.Header{}
 	dl.Data = msg.Data()
 	setDeadLetterHeaders(dl.Header, meta, status, reason+"; the report's headers were dropped: too large for a dead letter")
-	publish.FitDeadLetter(dl, maxPayload, key)
+	publish.FitDeadLetter(dl, maxSize, key)
 	return dl
 }
 

@@ -704,3 +704,54 @@ func TestDeadLetterMsgBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLettersFitStreamMaxMsgSize: a dead-letter stream whose max_msg_size is below the server's
+// max_payload, set before the consumer starts or while it runs: a report whose dead letter would exceed it
+// is dead-lettered as its description, and the work queue empties instead of redelivering it forever.
+func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
+	const dlqMax = 1024
+	for _, whenSet := range []string{"before start", "while running"} {
+		t.Run(whenSet, func(t *testing.T) {
+			e := newEnv(t, false)
+			setMax := func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				s, err := e.js.Stream(ctx, e.layout.DLQ())
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := s.CachedInfo().Config
+				cfg.MaxMsgSize = dlqMax
+				if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if whenSet == "before start" {
+				setMax()
+			}
+			e.start(e.js, e.config())
+			if whenSet == "while running" {
+				setMax()
+			}
+			big := `{"pad":"` + strings.Repeat("x", 3000) + `"}`
+			e.publish(big, publish.HeaderMsgID, "big-body")
+			e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
+
+			testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
+			dl := e.deadLetters()
+			if len(dl) != 1 {
+				t.Fatalf("%d dead letters, want 1", len(dl))
+			}
+			if size := publish.MsgSize(&nats.Msg{Header: dl[0].Header, Data: dl[0].Data}); size > dlqMax {
+				t.Errorf("dead letter of %d bytes, over the stream's max_msg_size", size)
+			}
+			var d struct{ Size int }
+			if err := json.Unmarshal(dl[0].Data, &d); err != nil || d.Size != len(big) {
+				t.Errorf("the dead letter is not the report's description: %v: %.200s", err, dl[0].Data)
+			}
+			if n := len(e.accepted()); n != 1 {
+				t.Errorf("%d reports accepted upstream, want 1", n)
+			}
+		})
+	}
+}

@@ -47,7 +47,7 @@ var (
 	// DisconnectReasons are the reason label values of bridge_stream_disconnects_total.
 	DisconnectReasons = []string{upstream.DisconnectEOF, upstream.DisconnectIdle, upstream.DisconnectStatus, upstream.DisconnectError}
 	// DeadLetterReasons are the reason label values of bridge_events_dead_lettered_total.
-	DeadLetterReasons = []string{publish.ReasonNotJSON, publish.ReasonOversize, publish.ReasonMaxPayload, "other"}
+	DeadLetterReasons = []string{publish.ReasonNotJSON, publish.ReasonOversize, publish.ReasonMaxPayload, publish.ReasonMaxMsgSize, "other"}
 	// TokenKinds and TokenResults are the labels of bridge_token_requests_total.
 	TokenKinds   = []string{"login", "refresh"}
 	TokenResults = []string{"ok", "rejected", "unavailable"}
@@ -151,7 +151,7 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 	m.other = m.publishedBy.WithLabelValues(OtherType)
 	deadVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "events_dead_lettered_total",
-		Help: "Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload.",
+		Help: "Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload, max_msg_size.",
 	}, []string{"reason"})
 	for _, r := range DeadLetterReasons {
 		m.deadLetters[r] = deadVec.WithLabelValues(r)

@@ -40,9 +40,10 @@ type Observer interface {
 // Reasons for dead-lettering an event, as passed to Observer.DeadLettered. The set is closed (a metrics
 // label).
 const (
-	ReasonNotJSON    = "not_json"    // the data is not a JSON object
-	ReasonOversize   = "oversize"    // larger than the stream's size bound (BRIDGE_STREAM_MAX_EVENT_BYTES)
-	ReasonMaxPayload = "max_payload" // larger than the NATS server's max_payload
+	ReasonNotJSON    = "not_json"     // the data is not a JSON object
+	ReasonOversize   = "oversize"     // larger than the stream's size bound (BRIDGE_STREAM_MAX_EVENT_BYTES)
+	ReasonMaxPayload = "max_payload"  // larger than the NATS server's max_payload
+	ReasonMaxMsgSize = "max_msg_size" // larger than the events stream's max_msg_size
 )
 
 // Config configures a Publisher.
@@ -99,6 +100,9 @@ type Publisher struct {
 	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
 	skipTTL int
 	failing bool
+	// The max_msg_size of the events and dead-letter streams (0: none), read at start-up and again when
+	// JetStream refuses a message as too large.
+	eventsMax, dlqMax int64
 
 	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
 	lastResume string
@@ -110,6 +114,7 @@ type pending struct {
 	subject string // "" for an entry with nothing to send (found already stored)
 	token   string // type token, "" for dead letters
 	id      string
+	name    string // the SSE event name
 	typ     string // Tracking-Event-Type, when hasType
 	hasType bool
 	time    string // ce-time, "" if none
@@ -325,12 +330,16 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 			d.After = &position{ResumeID: e.resumeH, Index: p.posN}
 		}
 		desc, _ := json.Marshal(d)
-		p.deadLetter(e, ev, desc, ev.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize))
+		p.deadLetter(e, ev.Name, desc, d.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize))
 		return
 	}
 	f, err := ScanEvent(ev.Data)
 	if err != nil {
-		p.deadLetter(e, ev, ev.Data, ev.ID, ReasonNotJSON, "event data is not a JSON object: "+err.Error())
+		var hid string
+		if ev.ID != "" {
+			hid = HeaderID(ev.ID)
+		}
+		p.deadLetter(e, ev.Name, ev.Data, hid, ReasonNotJSON, "event data is not a JSON object: "+err.Error())
 		return
 	}
 	id := ev.ID
@@ -340,7 +349,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	if id == "" {
 		id = digest(ev.Data)
 	}
-	e.id, e.data = HeaderID(id), ev.Data
+	e.id, e.name, e.data = HeaderID(id), ev.Name, ev.Data
 	e.token = TypeToken(f.Type, f.TypeKind)
 	e.subject = p.events + e.token
 	if f.TypeKind == KindString {
@@ -355,14 +364,56 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
 	hsize := 256 + 3*len(e.id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
-	if max := p.nc.MaxPayload(); max > 0 && int64(len(ev.Data)+hsize) > max {
-		desc, _ := json.Marshal(struct {
-			Error string `json:"error"`
-			ID    string `json:"id"`
-			Type  string `json:"type,omitempty"`
-			Size  int    `json:"size"`
-		}{"event larger than the NATS server's max_payload; its data was dropped", e.id, e.token, len(ev.Data)})
-		p.deadLetter(e, ev, desc, id, ReasonMaxPayload, fmt.Sprintf("event of %d bytes exceeds NATS max_payload %d", len(ev.Data), max))
+	if max := MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max {
+		p.tooLarge(e, max)
+	}
+}
+
+// tooLarge turns the prepared entry of an event larger than the events stream stores (max bytes, headers
+// included) into a dead letter that describes it.
+func (p *Publisher) tooLarge(e *pending, max int64) {
+	code, what := ReasonMaxPayload, "the NATS server's max_payload"
+	if max == p.eventsMax && max != p.nc.MaxPayload() {
+		code, what = ReasonMaxMsgSize, "the max_msg_size of stream "+p.cfg.EventsStream
+	}
+	desc, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		ID    string `json:"id"`
+		Type  string `json:"type,omitempty"`
+		Size  int    `json:"size"`
+	}{"event larger than " + what + "; its data was dropped", e.id, e.token, len(e.data)})
+	p.deadLetter(e, e.name, desc, e.id, code, fmt.Sprintf("event of %d bytes exceeds %s (%d bytes)", len(e.data), what, max))
+}
+
+// refit answers JetStream's or the client's refusal of the entry's message as too large, which the
+// limits known when it was prepared did not foresee (a stream's max_msg_size lowered since, a failover
+// to a server with a smaller max_payload): it reads the limits again and turns an event into a dead
+// letter that describes it, or a dead letter into one that fits. It reports whether the message changed;
+// if not, it is sent again as it is, after a pause.
+func (p *Publisher) refit(ctx context.Context, e *pending) bool {
+	if s, err := p.js.Stream(ctx, p.cfg.EventsStream); err == nil {
+		p.eventsMax = max(int64(s.CachedInfo().Config.MaxMsgSize), 0)
+	}
+	p.readDLQLimit(ctx)
+	if e.dead == nil {
+		max := MaxMessage(p.nc.MaxPayload(), p.eventsMax)
+		if max <= 0 {
+			max = int64(MsgSize(p.message(e))) - 1 // refused for a reason the limits do not show
+		}
+		p.tooLarge(e, max)
+		return true
+	}
+	max := MaxMessage(p.nc.MaxPayload(), p.dlqMax)
+	return max > 0 && FitDeadLetter(e.dead, max, e.id)
+}
+
+// readDLQLimit reads the max_msg_size of the stream that stores the events' dead letters, keeping the
+// last known value when it cannot.
+func (p *Publisher) readDLQLimit(ctx context.Context) {
+	if n, err := StreamMaxMsgSize(ctx, p.js, p.dlq); err == nil {
+		p.dlqMax = n
+	} else {
+		p.log.Debug("dead-letter stream's max_msg_size unknown", "subject", p.dlq, "err", err)
 	}
 }
 
@@ -381,14 +432,14 @@ const (
 )
 
 // deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
-// such; id is the event's own id ("": none), code one of the Reason* constants, reason the human-readable
-// Bridge-Error. A dead letter that would exceed the server's max_payload carries a description of the
-// data instead of the data: otherwise it could never be stored, and the stream would stop behind it.
-func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, code, reason string) {
+// such; name is its SSE event name, id its id in header form (HeaderID; "": none, the digest of body
+// stands in), code one of the Reason* constants, reason the human-readable Bridge-Error. A dead letter
+// larger than the dead-letter stream stores (the server's max_payload, the stream's max_msg_size) carries
+// a description of the data instead of the data: otherwise it could never be stored, and the stream
+// would stop behind it.
+func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, reason string) {
 	if id == "" {
 		id = digest(body)
-	} else {
-		id = HeaderID(id)
 	}
 	h := nats.Header{
 		HeaderMsgID:   {id},
@@ -398,14 +449,14 @@ func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, cod
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
 	}
-	if ev.Name != "" {
-		h["Sse-Event"] = []string{Clip(headerValue(ev.Name), maxNameHeader)}
+	if name != "" {
+		h["Sse-Event"] = []string{Clip(headerValue(name), maxNameHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}
 	}
 	m := &nats.Msg{Subject: p.dlq, Header: h, Data: body}
-	if FitDeadLetter(m, p.nc.MaxPayload(), id) {
+	if FitDeadLetter(m, MaxMessage(p.nc.MaxPayload(), p.dlqMax), id) {
 		reason = m.Header.Get(HeaderError)
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
@@ -561,7 +612,8 @@ func (p *Publisher) recover(ctx context.Context) error {
 					"event_id", e.id, "err", e.err)
 			}
 			p.cfg.Observer.PublishRetried(e.err)
-			if attempt > 0 && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
+			refitted := TooLarge(e.err) && p.refit(ctx, e)
+			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 				return ctx.Err()
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -596,6 +648,8 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 	}
+	p.eventsMax = max(int64(info.Config.MaxMsgSize), 0)
+	p.readDLQLimit(ctx)
 	st := info.State
 	if st.Msgs == 0 {
 		p.log.Info("events stream empty; starting from the upstream's beginning", "stream", p.cfg.EventsStream)

@@ -476,33 +476,37 @@ func TestResumeAfterResentPublish(t *testing.T) {
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	setMaxMsgSize := func(n int32) {
+	// A limit of one message per subject with DiscardNew refuses ev-a (an ARRIVED event follows one
+	// already stored) until it is lifted, and stores n=1 (the first DEPARTED).
+	limitPerSubject := func(on bool) {
 		t.Helper()
 		s, err := e.js.Stream(ctx, e.layout.Events())
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := s.CachedInfo().Config
-		cfg.MaxMsgSize = n
+		cfg.MaxMsgsPerSubject, cfg.Discard, cfg.DiscardNewPerSubject = -1, jetstream.DiscardOld, false
+		if on {
+			cfg.MaxMsgsPerSubject, cfg.Discard, cfg.DiscardNewPerSubject = 1, jetstream.DiscardNew, true
+		}
 		if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	noID := func(n int) event.Event {
-		return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
+		return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"DEPARTED","n":%d}`, n))}
 	}
-	big := event.Event{ID: "ev-a", ResumeID: "ev-a",
-		Data: []byte(`{"id":"ev-a","type":"GATE_IN","pad":"` + strings.Repeat("p", 2000) + `"}`)}
+	evA := event.Event{ID: "ev-a", ResumeID: "ev-a", Data: []byte(`{"id":"ev-a","type":"ARRIVED"}`)}
 
 	p := e.publisher(8, nil)
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	handleAll(ctx, t, p, ev("ev-0", "GATE_IN"))
-	setMaxMsgSize(1500) // ev-a is refused until the limit is lifted; n=1, handed after it, is stored
+	handleAll(ctx, t, p, ev("ev-0", "ARRIVED"))
+	limitPerSubject(true) // ev-a is refused until the limit is lifted; n=1, handed after it, is stored
 	done := make(chan error, 1)
 	go func() {
-		for _, x := range []event.Event{big, noID(1)} {
+		for _, x := range []event.Event{evA, noID(1)} {
 			if err := p.Handle(ctx, x); err != nil {
 				done <- err
 				return
@@ -514,7 +518,7 @@ func TestResumeAfterResentPublish(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the event after ev-a stored", func() bool {
 		return len(e.messages(e.layout.Events())) == 2
 	})
-	setMaxMsgSize(-1)
+	limitPerSubject(false)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,157 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+)
+
+// setMaxMsgSize sets a stream's max_msg_size, as an operator would on a stream they manage.
+func (e *testEnv) setMaxMsgSize(stream string, max int32) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgSize = max
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestStreamMaxMsgSize: streams whose max_msg_size is below what the server's max_payload allows, set
+// before the publisher starts or while it runs. An event too large for the events stream, and a dead
+// letter too large for the dead-letter stream, are dead-lettered as descriptions that fit, and the
+// events behind them go on: JetStream's refusal does not stop the stream.
+func TestStreamMaxMsgSize(t *testing.T) {
+	const eventsMax, dlqMax = 2048, 1024
+	for _, whenSet := range []string{"before start", "while running"} {
+		t.Run(whenSet, func(t *testing.T) {
+			e := newEnv(t, time.Minute)
+			if whenSet == "before start" {
+				e.setMaxMsgSize(e.layout.Events(), eventsMax)
+				e.setMaxMsgSize(e.layout.DLQ(), dlqMax)
+			}
+			p := e.publisher(8, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := handleAll(ctx, t, p, ev("ok-1", "GATE_IN")); got != "ok-1" {
+				t.Fatalf("Resume = %q", got)
+			}
+			if whenSet == "while running" {
+				e.setMaxMsgSize(e.layout.Events(), eventsMax)
+				e.setMaxMsgSize(e.layout.DLQ(), dlqMax)
+			}
+			big := event.Event{ID: "big-2", ResumeID: "big-2",
+				Data: []byte(`{"type":"GATE_IN","pad":"` + strings.Repeat("z", 3000) + `"}`)}
+			notJSON := event.Event{ID: "raw-3", ResumeID: "raw-3", Data: []byte(strings.Repeat("x", 1500))}
+			done := make(chan string, 1)
+			go func() {
+				defer close(done)
+				for _, x := range []event.Event{big, notJSON, ev("ok-4", "GATE_OUT")} {
+					if err := p.Handle(ctx, x); err != nil {
+						return
+					}
+				}
+				if last, err := p.Resume(ctx); err == nil {
+					done <- last
+				}
+			}()
+			if last := <-done; last != "ok-4" {
+				t.Fatalf("Resume = %q: the stream stopped behind a message JetStream refused as too large", last)
+			}
+
+			events := e.messages(e.layout.Events())
+			if len(events) != 2 || events[1].Header.Get(HeaderMsgID) != "ok-4" {
+				t.Fatalf("events stream holds %d messages, want ok-1 and ok-4", len(events))
+			}
+			dlq := e.messages(e.layout.DLQ())
+			if len(dlq) != 2 {
+				t.Fatalf("dead letters = %d, want 2", len(dlq))
+			}
+			for i, m := range dlq {
+				if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > dlqMax {
+					t.Errorf("dead letter %d: %d bytes, over the stream's max_msg_size", i, size)
+				}
+			}
+			if id := dlq[0].Header.Get(HeaderMsgID); id != "big-2" {
+				t.Errorf("dead letter 0 has id %q", id)
+			}
+			var d struct {
+				Error string
+				Size  int
+			}
+			if err := json.Unmarshal(dlq[0].Data, &d); err != nil || d.Size != len(big.Data) ||
+				!strings.Contains(d.Error, "max_msg_size") {
+				t.Errorf("dead letter 0 = %s (%v)", dlq[0].Data, err)
+			}
+			if got := dlq[0].Header.Get(HeaderError); !strings.Contains(got, "max_msg_size") {
+				t.Errorf("Bridge-Error = %q", got)
+			}
+			if id := dlq[1].Header.Get(HeaderMsgID); id != "raw-3" || !strings.Contains(string(dlq[1].Data), "data_prefix") {
+				t.Errorf("dead letter 1: id %q, data %.300s", id, dlq[1].Data)
+			}
+
+			// A restart resumes after ok-1 (ok-4 went out while the two before it were in flight) and the
+			// replay stores nothing twice.
+			p2 := e.publisher(8, nil)
+			if got, err := p2.Resume(ctx); err != nil || got != "ok-1" {
+				t.Fatalf("after a restart Resume = %q, %v; want ok-1", got, err)
+			}
+			if got := handleAll(ctx, t, p2, big, notJSON, ev("ok-4", "GATE_OUT"), ev("ok-5", "GATE_IN")); got != "ok-5" {
+				t.Fatalf("after a restart Resume = %q", got)
+			}
+			if n := len(e.messages(e.layout.Events())); n != 3 {
+				t.Errorf("events stream holds %d messages after the replay, want 3", n)
+			}
+			if n := len(e.messages(e.layout.DLQ())); n != 2 {
+				t.Errorf("%d dead letters after the replay, want 2", n)
+			}
+		})
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nats.ErrMaxPayload, true},
+		{fmt.Errorf("publish: %w", nats.ErrMaxPayload), true},
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum}, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10077}, false},
+		{nats.ErrTimeout, false},
+		{errors.New("message size exceeds maximum allowed"), false},
+		{nil, false},
+	} {
+		if got := TooLarge(tc.err); got != tc.want {
+			t.Errorf("TooLarge(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+func TestMaxMessage(t *testing.T) {
+	for _, tc := range []struct{ payload, stream, want int64 }{
+		{1 << 20, -1, 1 << 20}, {1 << 20, 0, 1 << 20}, {1 << 20, 2048, 2048}, {1024, 2048, 1024},
+		{0, 2048, 2048}, {0, -1, 0},
+	} {
+		if got := MaxMessage(tc.payload, tc.stream); got != tc.want {
+			t.Errorf("MaxMessage(%d, %d) = %d, want %d", tc.payload, tc.stream, got, tc.want)
+		}
+	}
+}
