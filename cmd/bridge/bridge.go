@@ -83,6 +83,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 	b.pub, err = publish.New(b.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
 		EventsStream: b.layout.Events(),
+		DLQStream:    b.layout.DLQ(),
 		Window:       cfg.PublishWindow,
 		Timeout:      cfg.PublishTimeout,
 		Source:       source,
@@ -105,6 +106,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		Durable:     cfg.ReportDurable,
 		Subject:     b.layout.ReportsSubject(),
 		DLQSubject:  b.layout.ReportsDLQSubject(),
+		DLQStream:   b.layout.DLQ(),
 		Concurrency: cfg.ReportConcurrency,
 		MaxBytes:    cfg.ReportMaxBytes,
 		MaxAge:      cfg.ReportMaxAge,

@@ -685,6 +685,7 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 		Durable:    b.cfg.ReportDurable,
 		Subject:    b.layout.ReportsSubject(),
 		DLQSubject: b.layout.ReportsDLQSubject(),
+		DLQStream:  b.layout.DLQ(),
 		BackoffMin: 100 * time.Millisecond,
 		BackoffMax: time.Second,
 		Logger:     b.log.With("component", "reports"),

@@ -82,6 +82,9 @@ type Config struct {
 	Subject string
 	// DLQSubject receives rejected reports: P.dlq.reports. A stream must capture it (TRACKING_DLQ).
 	DLQSubject string
+	// DLQStream is the stream that captures DLQSubject (TRACKING_DLQ): its max_msg_size bounds dead
+	// letters. Empty: only the server's max_payload does.
+	DLQStream string
 	// Concurrency is the most reports being sent upstream at the same time (BRIDGE_REPORT_CONCURRENCY).
 	// Reports already answered are settled meanwhile, and at most Concurrency more are fetched ahead, so
 	// at most 4×Concurrency reports are unsettled at any time. Default 16.
@@ -788,15 +791,17 @@ func (c *Consumer) dlqLimit() int64 {
 	return publish.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
 }
 
-// readDLQLimit reads the max_msg_size of the stream that stores DLQSubject, keeping the last known value
-// when it cannot.
+// readDLQLimit reads the max_msg_size of DLQStream, keeping the last known value when it cannot.
 func (c *Consumer) readDLQLimit(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, c.opTimeout)
 	defer cancel()
-	if n, err := publish.StreamMaxMsgSize(ctx, c.js, c.cfg.DLQSubject); err == nil {
+	if c.cfg.DLQStream == "" {
+		return
+	}
+	if n, err := publish.StreamMaxMsgSize(ctx, c.js, c.cfg.DLQStream); err == nil {
 		c.dlqMax.Store(n)
 	} else {
-		c.log.Debug("dead-letter stream's max_msg_size unknown", "subject", c.cfg.DLQSubject, "err", err)
+		c.log.Debug("dead-letter stream's max_msg_size unknown", "stream", c.cfg.DLQStream, "err", err)
 	}
 }
 

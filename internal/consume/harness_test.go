@@ -89,6 +89,7 @@ func (e *env) config() Config {
 		Durable:     "bridge-reports",
 		Subject:     e.layout.ReportsSubject(),
 		DLQSubject:  e.layout.ReportsDLQSubject(),
+		DLQStream:   e.layout.DLQ(),
 		Concurrency: 16,
 		BackoffMin:  20 * time.Millisecond,
 		BackoffMax:  200 * time.Millisecond,

@@ -19,3 +19,20 @@ type Event struct {
 	// bytes the message had, and Data is empty. Such a message is dead-lettered, never published.
 	Oversize int
 }
+
+// Resumable reports whether id can be sent back as Last-Event-ID to resume after it: Go's HTTP client
+// sends a header value unchanged only without control characters other than tab (it refuses the
+// request) and without leading or trailing space or tab (it trims them, and so does the receiving end:
+// a header field value has no edge white space, RFC 9110 5.5). The empty id (no Last-Event-ID) is
+// resumable.
+func Resumable(id string) bool {
+	if id != "" && (id[0] == ' ' || id[0] == '\t' || id[len(id)-1] == ' ' || id[len(id)-1] == '\t') {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -170,18 +170,23 @@ func TestAwkwardIDsStoredApart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids := append([]string{"ev-0"}, awkwardIDs[:len(awkwardIDs)-1]...) // the long id: see TestLongResumeID
-	ids = append(ids, " last\t")
+	ids = append(ids, "base64url:last", " last\t")                     // the resume point after a restart travels encoded
 	p := e.publisher(4, nil)
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
+	want := ""
 	for _, id := range ids {
 		if err := p.Handle(ctx, jsonEvent(id)); err != nil {
 			t.Fatal(err)
 		}
-		// One at a time, so that every message names the previous id as its resume point.
-		if last, err := p.Resume(ctx); err != nil || last != id {
-			t.Fatalf("Resume = %q, %v; want %q", last, err, id)
+		// One at a time, so that every message names the previous id as its resume point: the last one
+		// HTTP can carry as Last-Event-ID (see TestUnresumableIDsNeverResumePoints).
+		if event.Resumable(id) {
+			want = id
+		}
+		if last, err := p.Resume(ctx); err != nil || last != want {
+			t.Fatalf("Resume = %q, %v; want %q", last, err, want)
 		}
 	}
 	msgs := e.messages(e.layout.Events())
@@ -434,5 +439,53 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 			t.Logf("%s", m.Data)
 		}
 		t.Errorf("dead letters = %d, want 1", len(dlq))
+	}
+}
+
+// TestUnresumableIDsNeverResumePoints: ids HTTP cannot carry back as Last-Event-ID (control characters,
+// edge white space) are stored like any other, but the resume point stays at the last id that can be
+// sent: the stream reconnects after it (the replay of the rest is recognised) instead of stopping.
+func TestUnresumableIDsNeverResumePoints(t *testing.T) {
+	e := newEnv(t, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := e.publisher(4, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := handleAll(ctx, t, p, jsonEvent("ev-1")); got != "ev-1" {
+		t.Fatalf("Resume = %q", got)
+	}
+	if got := handleAll(ctx, t, p, jsonEvent(" ev-2"), jsonEvent("ev-3\x01")); got != "ev-1" {
+		t.Fatalf("Resume = %q, want ev-1: the last id that can be sent as Last-Event-ID", got)
+	}
+	// The upstream's replay after ev-1, then new events, one at a time: each names the resume point in
+	// Bridge-Resume-After.
+	if got := handleAll(ctx, t, p, jsonEvent(" ev-2"), jsonEvent("ev-3\x01"), jsonEvent("ev-4")); got != "ev-4" {
+		t.Fatalf("Resume = %q, want ev-4", got)
+	}
+	for _, id := range []string{"ev-5 ", "ev-6\x02"} {
+		if got := handleAll(ctx, t, p, jsonEvent(id)); got != "ev-4" {
+			t.Fatalf("Resume = %q, want ev-4", got)
+		}
+	}
+	if got := p.LastResumeID(); got != "ev-4" {
+		t.Errorf("LastResumeID = %q", got)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 6 {
+		t.Fatalf("events stream holds %d messages, want 6", n)
+	}
+
+	// After a restart past the duplicate window: resume after ev-4, and the replay is recognised.
+	time.Sleep(1200 * time.Millisecond)
+	p2 := e.publisher(4, nil)
+	if got, err := p2.Resume(ctx); err != nil || got != "ev-4" {
+		t.Fatalf("new publisher: Resume = %q, %v; want ev-4", got, err)
+	}
+	if got := handleAll(ctx, t, p2, jsonEvent("ev-5 "), jsonEvent("ev-6\x02"), jsonEvent("ev-7")); got != "ev-7" {
+		t.Fatalf("Resume = %q", got)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 7 {
+		t.Errorf("events stream holds %d messages, want 7", n)
 	}
 }

@@ -26,12 +26,8 @@ func MaxMessage(maxPayload, maxMsgSize int64) int64 {
 	return maxPayload
 }
 
-// StreamMaxMsgSize returns the max_msg_size of the stream that captures subject (0: no bound).
-func StreamMaxMsgSize(ctx context.Context, js jetstream.JetStream, subject string) (int64, error) {
-	name, err := js.StreamNameBySubject(ctx, subject)
-	if err != nil {
-		return 0, err
-	}
+// StreamMaxMsgSize returns the max_msg_size of the named stream (0: no bound).
+func StreamMaxMsgSize(ctx context.Context, js jetstream.JetStream, name string) (int64, error) {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,8 @@ type Config struct {
 	Prefix string
 	// EventsStream is the name of the events stream (PFX_EVENTS), read at start-up for the resume cursor.
 	EventsStream string
+	// DLQStream is the name of the dead-letter stream (PFX_DLQ), whose max_msg_size bounds dead letters.
+	DLQStream string
 	// Window is the number of publishes awaiting their acknowledgement at once.
 	Window int
 	// Timeout bounds the wait for one acknowledgement; a publish that times out is sent again.
@@ -356,7 +359,9 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 		e.typ, e.hasType = Clip(headerValue(f.Type), maxTypeHeader), true
 	}
 	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && rfc3339.Valid(f.Timestamp) {
-		e.time = f.Timestamp
+		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
+		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
+		e.time = strings.ToUpper(f.Timestamp)
 	}
 	if ev.ResumeID != id {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
@@ -391,8 +396,8 @@ func (p *Publisher) tooLarge(e *pending, max int64) {
 // letter that describes it, or a dead letter into one that fits. It reports whether the message changed;
 // if not, it is sent again as it is, after a pause.
 func (p *Publisher) refit(ctx context.Context, e *pending) bool {
-	if s, err := p.js.Stream(ctx, p.cfg.EventsStream); err == nil {
-		p.eventsMax = max(int64(s.CachedInfo().Config.MaxMsgSize), 0)
+	if n, err := StreamMaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
+		p.eventsMax = n
 	}
 	p.readDLQLimit(ctx)
 	if e.dead == nil {
@@ -410,10 +415,13 @@ func (p *Publisher) refit(ctx context.Context, e *pending) bool {
 // readDLQLimit reads the max_msg_size of the stream that stores the events' dead letters, keeping the
 // last known value when it cannot.
 func (p *Publisher) readDLQLimit(ctx context.Context) {
-	if n, err := StreamMaxMsgSize(ctx, p.js, p.dlq); err == nil {
+	if p.cfg.DLQStream == "" {
+		return
+	}
+	if n, err := StreamMaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
 		p.dlqMax = n
 	} else {
-		p.log.Debug("dead-letter stream's max_msg_size unknown", "subject", p.dlq, "err", err)
+		p.log.Debug("dead-letter stream's max_msg_size unknown", "stream", p.cfg.DLQStream, "err", err)
 	}
 }
 
@@ -571,13 +579,18 @@ func (p *Publisher) settleFront(ctx context.Context) error {
 
 func (p *Publisher) pop() {
 	e := &p.ring[p.head]
-	p.resume = e.resume
-	if _, ok := ParseHeaderID(e.resumeH); ok {
-		// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message names
-		// the last id a restart can resume from, and the skip list covers the rest.
-		p.resumeHdr = e.resumeH
+	// An id HTTP cannot carry as Last-Event-ID never becomes the resume point: the stream could not
+	// reconnect after it. The upstream replays from the last id it can carry instead, and the duplicate
+	// window (and after a restart, the skip list) recognises what is stored.
+	if event.Resumable(e.resume) {
+		p.resume = e.resume
+		if _, ok := ParseHeaderID(e.resumeH); ok {
+			// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message
+			// names the last id a restart can resume from, and the skip list covers the rest.
+			p.resumeHdr = e.resumeH
+		}
+		p.setLastResume(e.resume)
 	}
-	p.setLastResume(e.resume)
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
@@ -693,10 +706,10 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			"stream", p.cfg.EventsStream, "resume_after", after)
 	}
 	resume, ok := ParseHeaderID(after)
-	if !ok {
+	if !ok || !event.Resumable(resume) {
 		p.log.Warn("resume point not usable (not written by this version); relying on the duplicate window",
 			"stream", p.cfg.EventsStream, "resume_after", after)
-		after = ""
+		resume, after = "", ""
 	}
 	p.resume, p.resumeHdr = resume, after
 	p.posID, p.posN = resume, 0

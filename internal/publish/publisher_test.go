@@ -49,7 +49,7 @@ func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)
 // publisher returns a publisher over the environment's connection; obs may be nil.
 func (e *testEnv) publisher(window int, obs Observer) *Publisher {
 	e.t.Helper()
-	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: window,
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(), Window: window,
 		Timeout: 2 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard(),
 		Observer: obs})
 	if err != nil {
@@ -104,7 +104,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 	}
 	// Missing type, non-string type, no SSE id (the data's id is used), and no id at all (digest).
 	extra := []event.Event{
-		{ResumeID: "ev-13", Data: []byte(`{"id":"data-id","timestamp":"2026-11-22T10:00:00Z"}`)},
+		{ResumeID: "ev-13", Data: []byte(`{"id":"data-id","timestamp":"2026-11-22t10:00:00.5z"}`)},
 		{ID: "ev-15", ResumeID: "ev-15", Data: []byte(`{"type":42,"timestamp":"not a time"}`)},
 		{ResumeID: "ev-15", Data: []byte(`{"type":"GATE_IN"}`)},
 	}
@@ -137,6 +137,10 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 	}
 	if got := msgs[0].Header.Get("ce-time"); got != "2026-11-22T10:00:00Z" {
 		t.Errorf("ce-time = %q", got)
+	}
+	// RFC 3339 allows lower-case t and z; ce-time carries the upper-case form every parser takes.
+	if got := msgs[14].Header.Get("ce-time"); got != "2026-11-22T10:00:00.5Z" {
+		t.Errorf("ce-time of a lower-case timestamp = %q", got)
 	}
 	if got := msgs[12].Header.Get(HeaderEventType); got != "XY" {
 		t.Errorf("Tracking-Event-Type with CR/LF = %q, want control characters removed", got)

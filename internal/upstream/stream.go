@@ -257,8 +257,10 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if resume != "" {
-		if !sendableHeaderValue(resume) {
-			// Connecting without it would replay from wherever the upstream starts: not exact.
+		if !event.Resumable(resume) {
+			// The publisher never names such an id (it keeps the last one HTTP can carry); another
+			// sink might. Connecting without it would replay from wherever the upstream starts: not
+			// exact.
 			c.err = fmt.Errorf("the last stored event id %q holds control characters or edge white space, "+
 				"which HTTP cannot carry as Last-Event-ID: the stream cannot resume after it (retrying; the "+
 				"upstream's ids must be printable, without leading or trailing spaces)", resume)
@@ -401,19 +403,4 @@ func disconnectReason(err error) string {
 	default:
 		return DisconnectError
 	}
-}
-
-// sendableHeaderValue reports whether Go's HTTP client sends v as a header value unchanged: no control
-// characters other than tab (it refuses the request), and no leading or trailing space or tab (it trims
-// them, and so does the receiving end: a header field value has no edge white space, RFC 9110 5.5).
-func sendableHeaderValue(v string) bool {
-	if v != "" && (v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
