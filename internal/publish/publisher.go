@@ -587,6 +587,8 @@ func (p *Publisher) recover(ctx context.Context) error {
 // loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
 // HeaderResumeAfter, an id up to which everything was stored; the messages stored after that id are
 // remembered so that the upstream's replay does not publish them twice, whatever the duplicate window.
+// Messages another client published to P.events.* (see foreign) are passed over: the cursor comes from
+// the newest message that is not.
 func (p *Publisher) loadCursor(ctx context.Context) error {
 	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
 	if err != nil {
@@ -604,7 +606,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	limit := uint64(2*len(p.ring) + 1000)
 	var after string
 	skip := map[string]struct{}{}
-	found := false
+	found, newest := false, false
 	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit; seq-- {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -613,10 +615,14 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
 		}
-		if seq == st.LastSeq {
+		if !newest {
+			if foreign(m.Header) {
+				continue
+			}
+			newest = true
 			after = m.Header.Get(HeaderResumeAfter)
 			if after == "" && m.Header.Get(HeaderMsgID) == "" {
-				// Not written by the bridge: resume after it as it stands.
+				// Written by another tool that names its event: resume after it as it stands.
 				after = m.Header.Get(HeaderEventID)
 			}
 		}
@@ -629,6 +635,10 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			break
 		}
 		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
+	}
+	if !newest {
+		p.log.Warn("no event written by the bridge in the stream tail; starting from the upstream's beginning",
+			"stream", p.cfg.EventsStream, "messages_read", min(limit, st.LastSeq-st.FirstSeq+1))
 	}
 	if !found && after != "" {
 		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
@@ -648,6 +658,19 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	}
 	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
 	return nil
+}
+
+// foreign reports whether a message in the events stream was published by another client than the
+// bridge: the bridge's carry the event id as both Nats-Msg-Id and Tracking-Event-Id. A message with a
+// Tracking-Event-Id and no Nats-Msg-Id counts as the bridge's: resuming after it as it stands is the best
+// guess.
+func foreign(h nats.Header) bool {
+	id := h.Get(HeaderEventID)
+	if id == "" {
+		return true
+	}
+	msgID := h.Get(HeaderMsgID)
+	return msgID != "" && msgID != id
 }
 
 type nopObserver struct{}

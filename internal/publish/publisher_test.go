@@ -424,3 +424,60 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// TestResumeSkipsForeignMessages: a message another client published to P.events.* (an operator's test
+// message, without the bridge's headers or with only a Nats-Msg-Id) is not the bridge's: when it is the
+// newest in the stream, the cursor still comes from the newest message the bridge wrote, rather than
+// being lost (a replay of everything the upstream retains, stored again once past the duplicate window).
+func TestResumeSkipsForeignMessages(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	p1 := e.publisher(64, nil)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []nats.Header{nil, {HeaderMsgID: {"operator-test-1"}}} {
+		m := &nats.Msg{Subject: "tracking.events.TEST", Header: h, Data: []byte(`{"hello":"test"}`)}
+		if _, err := e.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+
+	p2 := e.publisher(64, nil)
+	resume, err := p2.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int
+	if _, err := fmt.Sscanf(resume, "ev-%05d", &from); err != nil || from < n-64-1 {
+		t.Fatalf("resume after %q, want within the last window before ev-%05d", resume, n)
+	}
+	// The upstream replays everything after the resume id, then new events.
+	for i := from + 1; i < n+100; i++ {
+		if err := p2.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var events []*jetstream.RawStreamMsg
+	for _, m := range e.messages(e.layout.Events()) {
+		if m.Subject != "tracking.events.TEST" {
+			events = append(events, m)
+		}
+	}
+	assertExactlyOnce(t, events, n+100)
+}
