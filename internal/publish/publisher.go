@@ -626,11 +626,10 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 				after = m.Header.Get(HeaderEventID)
 			}
 		}
-		own := m.Header.Get(HeaderStreamID)
-		if own == "" {
-			own = m.Header.Get(HeaderEventID)
-		}
-		if after != "" && own == after {
+		// The replay after `after` starts behind the message with that id of its own. A message with a
+		// Bridge-Stream-Id has none (an SSE message without id:, resuming after the id before it): the
+		// replay repeats it, so it goes on the skip list even when its stream id is `after`.
+		if after != "" && m.Header.Get(HeaderStreamID) == "" && m.Header.Get(HeaderEventID) == after {
 			found = true
 			break
 		}
