@@ -96,8 +96,11 @@ type Publisher struct {
 	// came since the message that set that id. It tells apart oversize events without an id.
 	posID   string
 	posN    int
-	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
+	skip    map[string]struct{} // ids stored beyond the cursor: found at start-up, or tail at a reconnect
 	skipTTL int
+	// tail holds the ids of the events stored since the last one that came with an SSE id of its own:
+	// the events without one resume after the id before them, so a reconnect replays them.
+	tail    []string
 	failing bool
 
 	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
@@ -119,6 +122,7 @@ type pending struct {
 	dead    *nats.Msg // a dead letter, built once
 	resume  string    // the stream id after this entry
 	resumeH string    // resume in header form
+	noID    bool      // the SSE message had no id of its own: a replay after resume repeats it
 	sent    time.Time
 	done    bool  // the outcome is known
 	err     error // the publish failed
@@ -202,6 +206,7 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 		}
 	}
 	p.posID, p.posN = p.resume, 0 // the upstream replays from here
+	p.skipAll(p.tail)             // and repeats the events without an SSE id of their own after it
 	return p.resume, nil
 }
 
@@ -217,7 +222,7 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	}
 	p.checkConnection()
 	e := &p.ring[p.next%uint64(len(p.ring))]
-	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resumeHdr}
+	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resumeHdr, noID: ev.ID == ""}
 	if ev.ResumeID != "" {
 		e.resumeH = HeaderID(ev.ResumeID)
 	}
@@ -231,7 +236,9 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	} else {
 		p.posN++
 	}
-	if !p.skipped(&ev) {
+	if key, skip := p.skipped(&ev); skip {
+		e.id = key // stored already: nothing to send, but a later replay may repeat it (tail)
+	} else {
 		p.prepare(e, &ev)
 	}
 	p.next++
@@ -276,21 +283,36 @@ func (p *Publisher) settleReady(ctx context.Context) error {
 	return nil
 }
 
-// skipped reports whether the event was found stored beyond the cursor at start-up.
-func (p *Publisher) skipped(ev *event.Event) bool {
+// skipped reports whether the event was found stored beyond the cursor (at start-up, or in the tail at a
+// reconnect), and its Nats-Msg-Id then.
+func (p *Publisher) skipped(ev *event.Event) (string, bool) {
 	if p.skip == nil {
-		return false
+		return "", false
 	}
 	if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
 		p.skip = nil
-		return false
+		return "", false
 	}
 	id := eventKey(ev)
 	if _, ok := p.skip[id]; !ok || id == "" {
-		return false
+		return "", false
 	}
 	delete(p.skip, id)
-	return true
+	return id, true
+}
+
+// skipAll adds ids to the skip list, for as long as the upstream's replay of them may take.
+func (p *Publisher) skipAll(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	if p.skip == nil {
+		p.skip = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		p.skip[id] = struct{}{}
+	}
+	p.skipTTL = 4*len(p.skip) + len(p.ring)
 }
 
 // eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
@@ -411,7 +433,7 @@ func (p *Publisher) deadLetter(e *pending, ev *event.Event, body []byte, id, cod
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
 	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, after: e.after, subject: p.dlq, id: id,
-		dead: m}
+		dead: m, noID: e.noID}
 }
 
 func digest(b []byte) string {
@@ -527,6 +549,15 @@ func (p *Publisher) pop() {
 		p.resumeHdr = e.resumeH
 	}
 	p.setLastResume(e.resume)
+	switch {
+	case !e.noID:
+		p.tail = p.tail[:0]
+	case e.dead == nil && e.id != "":
+		if len(p.tail) >= 2*len(p.ring) { // bounded: beyond it, the duplicate window has to do
+			p.tail = append(p.tail[:0], p.tail[len(p.ring):]...)
+		}
+		p.tail = append(p.tail, e.id)
+	}
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
@@ -655,6 +686,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	if len(skip) > 0 {
 		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
 	}
+	p.tail = p.tail[:0]
 	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
 	return nil
 }
