@@ -33,6 +33,13 @@ const Prefix = "BRIDGE"
 // MinRefreshMargin is the smallest BRIDGE_REFRESH_MARGIN Validate accepts.
 const MinRefreshMargin = 30 * time.Second
 
+// Upper bounds of counts that size what the bridge allocates at start-up (the publish window's ring, two
+// report workers per report in flight): beyond them a typing error would exhaust memory.
+const (
+	MaxPublishWindow     = 65536
+	MaxReportConcurrency = 4096
+)
+
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
 const maxSecretFileBytes = 64 << 10
 
@@ -73,14 +80,14 @@ type Config struct {
 	UpstreamCAFile string        `envconfig:"UPSTREAM_CA_FILE" desc:"PEM file of CA certificates trusted for the upstream and token URLs; empty means the system roots"`
 
 	// Publishing events to JetStream.
-	PublishWindow   int           `envconfig:"PUBLISH_WINDOW" default:"1024" desc:"most asynchronous JetStream publishes in flight"`
+	PublishWindow   int           `envconfig:"PUBLISH_WINDOW" default:"1024" desc:"most asynchronous JetStream publishes in flight (at most 65536)"`
 	PublishTimeout  time.Duration `envconfig:"PUBLISH_TIMEOUT" default:"10s" desc:"time to wait for a JetStream publish acknowledgement"`
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events and dead-letter streams, when the bridge creates them"`
 	CreateStreams   bool          `envconfig:"CREATE_STREAMS" default:"true" desc:"create the JetStream streams at start-up when they are missing"`
 	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`
 
 	// Consuming reports from JetStream.
-	ReportConcurrency int           `envconfig:"REPORT_CONCURRENCY" default:"16" desc:"most reports sent upstream at the same time"`
+	ReportConcurrency int           `envconfig:"REPORT_CONCURRENCY" default:"16" desc:"most reports sent upstream at the same time (at most 4096)"`
 	ReportMaxBytes    int           `envconfig:"REPORT_MAX_BYTES" default:"262144" desc:"largest report accepted, in bytes; a larger one goes to the dead-letter subject"`
 	ReportMaxAge      time.Duration `envconfig:"REPORT_MAX_AGE" default:"0s" desc:"dead-letter a report still failing transiently after this long; 0 means retry forever"`
 	ReportBackoffMin  time.Duration `envconfig:"REPORT_BACKOFF_MIN" default:"1s" desc:"first redelivery delay of a report after a transient failure"`

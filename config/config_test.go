@@ -431,6 +431,11 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_REPORT_MAX_BYTES"}, "must be positive", nil},
 		{"negative count", map[string]string{"BRIDGE_REPORT_CONCURRENCY": "-4"},
 			[]string{"BRIDGE_REPORT_CONCURRENCY"}, "must be positive", nil},
+		// Counts that size start-up allocations: 1e11 made `bridge run` die of "out of memory".
+		{"huge publish window", map[string]string{"BRIDGE_PUBLISH_WINDOW": "100000000000"},
+			[]string{"BRIDGE_PUBLISH_WINDOW"}, "must be at most 65536", nil},
+		{"huge report concurrency", map[string]string{"BRIDGE_REPORT_CONCURRENCY": "100000000000"},
+			[]string{"BRIDGE_REPORT_CONCURRENCY"}, "must be at most 4096", nil},
 		{"reconnect min above max", map[string]string{"BRIDGE_RECONNECT_MIN": "2m", "BRIDGE_RECONNECT_MAX": "1m"},
 			[]string{"BRIDGE_RECONNECT_MIN, BRIDGE_RECONNECT_MAX"}, "greater than the maximum", nil},
 		{"report backoff min above max", map[string]string{"BRIDGE_REPORT_BACKOFF_MIN": "10m"},

@@ -114,9 +114,11 @@ func (c *Config) check() []error {
 	}
 	positive(&ck, "BRIDGE_HTTP_TIMEOUT", c.HTTPTimeout)
 	positive(&ck, "BRIDGE_PUBLISH_WINDOW", c.PublishWindow)
+	atMost(&ck, "BRIDGE_PUBLISH_WINDOW", c.PublishWindow, MaxPublishWindow)
 	positive(&ck, "BRIDGE_PUBLISH_TIMEOUT", c.PublishTimeout)
 	positive(&ck, "BRIDGE_DUPLICATE_WINDOW", c.DuplicateWindow)
 	positive(&ck, "BRIDGE_REPORT_CONCURRENCY", c.ReportConcurrency)
+	atMost(&ck, "BRIDGE_REPORT_CONCURRENCY", c.ReportConcurrency, MaxReportConcurrency)
 	positive(&ck, "BRIDGE_REPORT_MAX_BYTES", c.ReportMaxBytes)
 	if c.ReportMaxAge < 0 {
 		ck.add("BRIDGE_REPORT_MAX_AGE", "must not be negative (got %v; 0 means retry forever)", c.ReportMaxAge)
@@ -303,6 +305,13 @@ func (ck *checker) oneOf(key, v string, allowed ...string) {
 func positive[T ~int | ~int64](ck *checker, key string, v T) {
 	if v <= 0 {
 		ck.add(key, "must be positive (got %v)", v)
+	}
+}
+
+// atMost checks an upper bound.
+func atMost(ck *checker, key string, v, limit int) {
+	if v > limit {
+		ck.add(key, "must be at most %d (got %d)", limit, v)
 	}
 }
 

@@ -358,6 +358,73 @@ func TestEndToEndBridgeRestart(t *testing.T) {
 	h.assertGenerated(n)
 }
 
+// TestEndToEndRestartAfterMessageWithoutID: the newest stored event came in an SSE message without an id:
+// line, so the upstream replays it after a restart (Last-Event-ID is the id before it). Past the duplicate
+// window, only the resume cursor keeps it from being stored twice.
+func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
+	h := newHarness(t, sim.Options{})
+	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
+	stop := h.startBridge()
+	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
+	h.waitStored("TRACKING_EVENTS", 1, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the publisher's upkeep (every second) makes ev-a the cursor
+	h.sim.Inject("demo", "", "GATE_OUT", []byte(`{"id":"x-1","type":"GATE_OUT"}`))
+	h.waitStored("TRACKING_EVENTS", 2, 20*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window
+
+	h.startBridge()
+	h.sim.Inject("demo", "ev-b", "ARRIVED", []byte(`{"id":"ev-b","type":"ARRIVED"}`))
+	testutil.Eventually(t, 20*time.Second, "ev-b stored", func() bool {
+		for _, m := range h.stored("TRACKING_EVENTS") {
+			if m.Headers().Get("Nats-Msg-Id") == "ev-b" {
+				return true
+			}
+		}
+		return false
+	})
+	var ids []string
+	for _, m := range h.stored("TRACKING_EVENTS") {
+		ids = append(ids, m.Headers().Get("Nats-Msg-Id"))
+	}
+	if fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
+		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
+	}
+}
+
+// TestEndToEndReconnectAfterMessageWithoutID: as TestEndToEndRestartAfterMessageWithoutID, for a
+// reconnect of a running bridge (here after the idle timeout) that comes past the duplicate window.
+func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
+	h := newHarness(t, sim.Options{Heartbeat: -1})
+	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
+	h.env["BRIDGE_STREAM_IDLE_TIMEOUT"] = "1s"
+	h.startBridge()
+	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
+	h.waitStored("TRACKING_EVENTS", 1, 20*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the publisher's upkeep (every second) makes ev-a the cursor
+	h.sim.Inject("demo", "", "GATE_OUT", []byte(`{"id":"x-1","type":"GATE_OUT"}`))
+	h.waitStored("TRACKING_EVENTS", 2, 20*time.Second)
+	time.Sleep(2500 * time.Millisecond) // an idle reconnect after ev-a, past the duplicate window
+	h.sim.Inject("demo", "ev-b", "ARRIVED", []byte(`{"id":"ev-b","type":"ARRIVED"}`))
+	testutil.Eventually(t, 20*time.Second, "ev-b stored", func() bool {
+		for _, m := range h.stored("TRACKING_EVENTS") {
+			if m.Headers().Get("Nats-Msg-Id") == "ev-b" {
+				return true
+			}
+		}
+		return false
+	})
+	var ids []string
+	for _, m := range h.stored("TRACKING_EVENTS") {
+		ids = append(ids, m.Headers().Get("Nats-Msg-Id"))
+	}
+	if fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
+		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
+	}
+}
+
 // TestEndToEndKill9: the bridge process is killed with SIGKILL mid-stream, twice, and started again;
 // every event is stored exactly once, although the duplicate window is too short to help.
 func TestEndToEndKill9(t *testing.T) {

@@ -100,8 +100,11 @@ type Publisher struct {
 	// came since the message that set that id. It tells apart oversize events without an id.
 	posID   string
 	posN    int
-	skip    map[string]struct{} // ids found stored beyond the cursor at start-up
+	skip    map[string]struct{} // ids stored beyond the cursor: found at start-up, or tail at a reconnect
 	skipTTL int
+	// tail holds the ids of the events stored since the last one that came with an SSE id of its own:
+	// the events without one resume after the id before them, so a reconnect replays them.
+	tail    []string
 	failing bool
 	// The max_msg_size of the events and dead-letter streams (0: none), read at start-up and again when
 	// JetStream refuses a message as too large.
@@ -127,6 +130,7 @@ type pending struct {
 	dead    *nats.Msg // a dead letter, built once
 	resume  string    // the stream id after this entry
 	resumeH string    // resume in header form
+	noID    bool      // the SSE message had no id of its own: a replay after resume repeats it
 	sent    time.Time
 	done    bool  // the outcome is known
 	err     error // the publish failed
@@ -210,6 +214,7 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 		}
 	}
 	p.posID, p.posN = p.resume, 0 // the upstream replays from here
+	p.skipAll(p.tail)             // and repeats the events without an SSE id of their own after it
 	return p.resume, nil
 }
 
@@ -225,7 +230,7 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	}
 	p.checkConnection()
 	e := &p.ring[p.next%uint64(len(p.ring))]
-	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resumeHdr}
+	*e = pending{seq: p.next, resume: ev.ResumeID, after: p.resumeHdr, noID: ev.ID == ""}
 	if ev.ResumeID != "" {
 		e.resumeH = HeaderID(ev.ResumeID)
 	}
@@ -239,7 +244,9 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	} else {
 		p.posN++
 	}
-	if !p.skipped(&ev) {
+	if key, skip := p.skipped(&ev); skip {
+		e.id = key // stored already: nothing to send, but a later replay may repeat it (tail)
+	} else {
 		p.prepare(e, &ev)
 	}
 	p.next++
@@ -284,21 +291,36 @@ func (p *Publisher) settleReady(ctx context.Context) error {
 	return nil
 }
 
-// skipped reports whether the event was found stored beyond the cursor at start-up.
-func (p *Publisher) skipped(ev *event.Event) bool {
+// skipped reports whether the event was found stored beyond the cursor (at start-up, or in the tail at a
+// reconnect), and its Nats-Msg-Id then.
+func (p *Publisher) skipped(ev *event.Event) (string, bool) {
 	if p.skip == nil {
-		return false
+		return "", false
 	}
 	if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
 		p.skip = nil
-		return false
+		return "", false
 	}
 	id := eventKey(ev)
 	if _, ok := p.skip[id]; !ok || id == "" {
-		return false
+		return "", false
 	}
 	delete(p.skip, id)
-	return true
+	return id, true
+}
+
+// skipAll adds ids to the skip list, for as long as the upstream's replay of them may take.
+func (p *Publisher) skipAll(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	if p.skip == nil {
+		p.skip = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		p.skip[id] = struct{}{}
+	}
+	p.skipTTL = 4*len(p.skip) + len(p.ring)
 }
 
 // eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
@@ -470,7 +492,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
 	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, after: e.after, subject: p.dlq, id: id,
-		dead: m}
+		dead: m, noID: e.noID}
 }
 
 func digest(b []byte) string {
@@ -591,6 +613,15 @@ func (p *Publisher) pop() {
 		}
 		p.setLastResume(e.resume)
 	}
+	switch {
+	case !e.noID && event.Resumable(e.resume):
+		p.tail = p.tail[:0] // the resume point moved to this event's own id
+	case e.dead == nil && e.id != "":
+		if len(p.tail) >= 2*len(p.ring) { // bounded: beyond it, the duplicate window has to do
+			p.tail = append(p.tail[:0], p.tail[len(p.ring):]...)
+		}
+		p.tail = append(p.tail, e.id)
+	}
 	*e = pending{}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
@@ -652,6 +683,8 @@ func (p *Publisher) recover(ctx context.Context) error {
 // loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
 // HeaderResumeAfter, an id up to which everything was stored; the messages stored after that id are
 // remembered so that the upstream's replay does not publish them twice, whatever the duplicate window.
+// Messages another client published to P.events.* (see foreign) are passed over: the cursor comes from
+// the newest message that is not.
 func (p *Publisher) loadCursor(ctx context.Context) error {
 	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
 	if err != nil {
@@ -671,7 +704,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	limit := uint64(2*len(p.ring) + 1000)
 	var after string
 	skip := map[string]struct{}{}
-	found := false
+	found, newest := false, false
 	more := len(p.ring) // messages read past the resume point's own (see below)
 	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && more > 0; seq-- {
 		m, err := s.GetMsg(ctx, seq)
@@ -681,10 +714,14 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
 		}
-		if seq == st.LastSeq {
+		if !newest {
+			if foreign(m.Header) {
+				continue
+			}
+			newest = true
 			after = m.Header.Get(HeaderResumeAfter)
 			if after == "" && m.Header.Get(HeaderMsgID) == "" {
-				// Not written by the bridge: resume after it as it stands.
+				// Written by another tool that names its event: resume after it as it stands.
 				after = m.Header.Get(HeaderEventID)
 			}
 		}
@@ -692,14 +729,19 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			more--
 		} else if after != "" && m.Header.Get(HeaderStreamID) == "" && m.Header.Get(HeaderEventID) == after {
 			// The resume point's own message: a message without an SSE id carries the id before it in
-			// Bridge-Stream-Id, and the upstream replays it after that id. Messages handed after the
-			// resume point may still be stored before it, when its first publish failed and it was
-			// sent again once the window had settled: the window's length of messages before it is
-			// read too (remembering a message the upstream will not replay does no harm).
+			// Bridge-Stream-Id, and the upstream replays it after that id, so it goes on the skip list
+			// even when its stream id is `after`. Messages handed after the resume point may still be
+			// stored before it, when its first publish failed and it was sent again once the window had
+			// settled: the window's length of messages before it is read too (remembering a message the
+			// upstream will not replay does no harm).
 			found = true
 			continue
 		}
 		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
+	}
+	if !newest {
+		p.log.Warn("no event written by the bridge in the stream tail; starting from the upstream's beginning",
+			"stream", p.cfg.EventsStream, "messages_read", min(limit, st.LastSeq-st.FirstSeq+1))
 	}
 	if !found && after != "" {
 		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
@@ -717,8 +759,22 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	if len(skip) > 0 {
 		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
 	}
+	p.tail = p.tail[:0]
 	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
 	return nil
+}
+
+// foreign reports whether a message in the events stream was published by another client than the
+// bridge: the bridge's carry the event id as both Nats-Msg-Id and Tracking-Event-Id. A message with a
+// Tracking-Event-Id and no Nats-Msg-Id counts as the bridge's: resuming after it as it stands is the best
+// guess.
+func foreign(h nats.Header) bool {
+	id := h.Get(HeaderEventID)
+	if id == "" {
+		return true
+	}
+	msgID := h.Get(HeaderMsgID)
+	return msgID != "" && msgID != id
 }
 
 type nopObserver struct{}

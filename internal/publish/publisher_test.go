@@ -542,3 +542,120 @@ func TestResumeAfterResentPublish(t *testing.T) {
 		t.Errorf("events stream holds %d messages, want 5", n)
 	}
 }
+
+// TestResumeSkipsForeignMessages: a message another client published to P.events.* (an operator's test
+// message, without the bridge's headers or with only a Nats-Msg-Id) is not the bridge's: when it is the
+// newest in the stream, the cursor still comes from the newest message the bridge wrote, rather than
+// being lost (a replay of everything the upstream retains, stored again once past the duplicate window).
+func TestResumeSkipsForeignMessages(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	p1 := e.publisher(64, nil)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []nats.Header{nil, {HeaderMsgID: {"operator-test-1"}}} {
+		m := &nats.Msg{Subject: "tracking.events.TEST", Header: h, Data: []byte(`{"hello":"test"}`)}
+		if _, err := e.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+
+	p2 := e.publisher(64, nil)
+	resume, err := p2.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int
+	if _, err := fmt.Sscanf(resume, "ev-%05d", &from); err != nil || from < n-64-1 {
+		t.Fatalf("resume after %q, want within the last window before ev-%05d", resume, n)
+	}
+	// The upstream replays everything after the resume id, then new events.
+	for i := from + 1; i < n+100; i++ {
+		if err := p2.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var events []*jetstream.RawStreamMsg
+	for _, m := range e.messages(e.layout.Events()) {
+		if m.Subject != "tracking.events.TEST" {
+			events = append(events, m)
+		}
+	}
+	assertExactlyOnce(t, events, n+100)
+}
+
+// TestResumeAfterEventWithoutStreamID: an SSE message without an id: line resumes after the id before
+// it, so a replay after that id repeats it. When such a message is the newest stored, a restart (here
+// past the duplicate window) must not store it a second time.
+func TestResumeAfterEventWithoutStreamID(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	noID := func(id string) event.Event { // an SSE message without id:, after ev-00009; its data names id
+		ev := ev(id, "GATE_OUT")
+		ev.ID, ev.ResumeID = "", "ev-00009"
+		return ev
+	}
+
+	p1 := e.publisher(64, nil)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p1.Resume(ctx); err != nil { // ev-00009 is the cursor when the next one is sent
+		t.Fatal(err)
+	}
+	if err := p1.Handle(ctx, noID("x-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window: only the cursor prevents duplicates
+
+	p2 := e.publisher(64, nil)
+	resume, err := p2.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resume != "ev-00009" {
+		t.Fatalf("resume after %q, want ev-00009", resume)
+	}
+	// The upstream replays what came after ev-00009: the message without an id, then new events.
+	if err := p2.Handle(ctx, noID("x-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Handle(ctx, ev("ev-00010", "ARRIVED")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range e.messages(e.layout.Events()) {
+		seen[m.Header.Get(HeaderMsgID)]++
+	}
+	if seen["x-1"] != 1 || seen["ev-00010"] != 1 || len(seen) != 12 {
+		t.Fatalf("stored %v, want each of 12 events once", seen)
+	}
+}

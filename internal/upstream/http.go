@@ -96,7 +96,12 @@ func joinMessages(m []string) string {
 	}, s)
 }
 
-// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date. Invalid or past values give 0.
+// maxServerDelay bounds the delays the upstream asks for (Retry-After, the stream's retry: hint): a
+// larger value, or one that overflows, would stop the bridge for good.
+const maxServerDelay = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date. Invalid or past values give 0;
+// longer ones maxServerDelay.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -106,10 +111,10 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if s <= 0 {
 			return 0
 		}
-		return time.Duration(min(s, 24*3600)) * time.Second
+		return time.Duration(min(s, int64(maxServerDelay/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return min(t.Sub(now), 24*time.Hour)
+		return min(t.Sub(now), maxServerDelay)
 	}
 	return 0
 }

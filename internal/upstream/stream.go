@@ -322,7 +322,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		}
 		c.messages++
 		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
-			c.retry = time.Duration(r.Retry()) * time.Millisecond
+			c.retry = time.Duration(min(r.Retry(), maxServerDelay.Milliseconds())) * time.Millisecond
 		}
 		ev := event.Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
 		if l, ok := e.(eventsource.EventWithLastID); ok {

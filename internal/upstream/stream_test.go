@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -230,4 +231,71 @@ func TestStreamUnsendableResumeID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A retry: hint is honoured up to maxServerDelay, like Retry-After: a larger one (285 years; the second
+// overflows when turned into nanoseconds) would stop the stream for good after the next disconnect.
+func TestStreamBoundsRetryHint(t *testing.T) {
+	for _, hint := range []string{"9000000000000", "27000000000000"} {
+		t.Run(hint, func(t *testing.T) {
+			sc := &scripted{script: []http.HandlerFunc{sse("retry: " + hint + "\n\nid: a\ndata: {}\n\n")}}
+			srv := httptest.NewServer(sc)
+			defer srv.Close()
+			logs := &delayLog{}
+			client, _ := NewHTTPClient(ClientOptions{})
+			st := NewStream(StreamConfig{
+				URL:    srv.URL + "/stream",
+				Tokens: NewTokenSource(TokenConfig{TokenURL: srv.URL + "/token", ClientID: "c", Username: "u", Password: func() string { return "p" }}),
+				Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
+				ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
+				Logger: slog.New(logs),
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- st.Run(ctx, &memSink{}) }()
+			deadline := time.Now().Add(10 * time.Second)
+			for logs.delay() == "" && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			if got, want := logs.delay(), maxServerDelay.String(); got != want {
+				t.Errorf("reconnecting in %q after retry: %s, want %q", got, hint, want)
+			}
+		})
+	}
+}
+
+// delayLog is a slog handler that keeps the retry_in of the first "stream disconnected" record.
+type delayLog struct {
+	mu      sync.Mutex
+	retryIn string
+}
+
+func (l *delayLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *delayLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *delayLog) WithGroup(string) slog.Handler            { return l }
+func (l *delayLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "stream disconnected" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "retry_in" {
+			l.mu.Lock()
+			if l.retryIn == "" {
+				l.retryIn = a.Value.String()
+			}
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *delayLog) delay() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retryIn
 }
