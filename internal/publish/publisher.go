@@ -638,18 +638,25 @@ func (p *Publisher) message(e *pending) *nats.Msg {
 }
 
 // recover handles a failed publish: it lets every publish in the window settle, then sends the failed
-// ones again, in their original order and with their Nats-Msg-Id, until JetStream stores each (its
-// duplicate window drops one that was in fact stored before). The window is empty afterwards.
+// ones again, in their original order and with their Nats-Msg-Id, until JetStream stores each. A failed
+// publish may have been stored (its answer lost with the connection, or late): JetStream's duplicate
+// window drops the second copy only while it lasts, which a NATS outage can outlast, so the events
+// stream is asked first (settleStored). The window is empty afterwards.
 func (p *Publisher) recover(ctx context.Context) error {
 	for i := 0; i < p.n; i++ {
 		if err := p.await(ctx, &p.ring[(p.head+i)%len(p.ring)]); err != nil {
 			return err
 		}
 	}
+	looked := false
 	for p.n > 0 {
 		e := &p.ring[p.head]
 		resent := e.err != nil
 		for attempt := 0; e.err != nil; attempt++ {
+			if e.err == errFoundStored {
+				e.err = nil
+				break
+			}
 			if !p.failing {
 				p.failing = true
 				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,
@@ -659,6 +666,25 @@ func (p *Publisher) recover(ctx context.Context) error {
 			refitted := TooLarge(e.err) && p.refit(ctx, e)
 			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 				return ctx.Err()
+			}
+			if !looked {
+				err := p.settleStored(ctx)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil && !p.nc.IsConnected() {
+					e.err = err // NATS is away: look again once it is back
+					continue
+				}
+				if err != nil {
+					p.log.Warn("cannot look up the failed publishes in the events stream; sending them again",
+						"stream", p.cfg.EventsStream, "err", err)
+				}
+				looked = true
+				if e.err == errFoundStored {
+					e.err = nil
+					break
+				}
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 			_, e.err = p.js.PublishMsg(pctx, p.message(e))
@@ -677,6 +703,60 @@ func (p *Publisher) recover(ctx context.Context) error {
 		p.failing = false
 		p.log.Info("publishing recovered", "resume_after", p.resume)
 	}
+	return nil
+}
+
+// errFoundStored marks a failed publish that settleStored found in the events stream.
+var errFoundStored = errors.New("found stored")
+
+// settleStored settles as stored the failed publishes of the window that the events stream holds, so
+// that they are not sent again. It reads the stream back from its end to the cursor's own message (the
+// window's events were sent after it was stored), for at most as many messages as loadCursor.
+func (p *Publisher) settleStored(ctx context.Context) error {
+	want := map[string]bool{}
+	for i := 0; i < p.n; i++ {
+		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && e.subject != "" {
+			want[e.id] = false
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return err
+	}
+	st := s.CachedInfo().State
+	limit := uint64(2*len(p.ring) + 1000)
+	found := 0
+	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && found < len(want); seq-- {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if seen, ok := want[m.Header.Get(HeaderMsgID)]; ok && !seen {
+			want[m.Header.Get(HeaderMsgID)] = true
+			found++
+		}
+		if p.resumeHdr != "" && !foreign(m.Header) && m.Header.Get(HeaderStreamID) == "" &&
+			m.Header.Get(HeaderEventID) == p.resumeHdr {
+			break
+		}
+	}
+	if found == 0 {
+		return nil
+	}
+	for i := 0; i < p.n; i++ {
+		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && want[e.id] {
+			e.err = errFoundStored
+		}
+	}
+	p.log.Info("failed publishes found stored; not sending them again", "events", found)
 	return nil
 }
 

@@ -3,7 +3,9 @@ package publish
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -658,4 +660,120 @@ func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 	if seen["x-1"] != 1 || seen["ev-00010"] != 1 || len(seen) != 12 {
 		t.Fatalf("stored %v, want each of 12 events once", seen)
 	}
+}
+
+// TestPublishAnswersLostPastDuplicateWindow: JetStream stores publishes, but their acknowledgements are
+// lost with the connection, and the connection comes back only after the duplicate window (a NATS outage
+// that outlasts it). The publisher must not store them a second time when it recovers.
+func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
+	e := newEnv(t, 200*time.Millisecond)
+	px := startProxy(t, e.ns.URL())
+	nc, err := nats.Connect(px.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	obs := &countingObserver{}
+	p, err := New(nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: 64,
+		Timeout: 5 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard(),
+		Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	px.answers.Store(false) // from now on the server's answers are lost
+	for i := 5; i < 10; i++ {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, "all 10 stored", func() bool { return len(e.messages(e.layout.Events())) == 10 })
+	time.Sleep(400 * time.Millisecond) // past the duplicate window
+	px.cut()                           // the connection drops; the next one gets answers again
+	if last, err := p.Resume(ctx); err != nil || last != "ev-00009" {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+	assertExactlyOnce(t, e.messages(e.layout.Events()), 10)
+	if got := obs.published.Load(); got != 10 {
+		t.Errorf("Published told %d times, want 10", got)
+	}
+}
+
+// proxy forwards TCP connections to a NATS server; while answers is false it drops what the server sends.
+type proxy struct {
+	ln      net.Listener
+	answers atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func startProxy(t *testing.T, natsURL string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &proxy{ln: ln}
+	px.answers.Store(true)
+	target := strings.TrimPrefix(natsURL, "nats://")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, c, s)
+			px.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && px.answers.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				_ = c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); px.cut() })
+	return px
+}
+
+func (px *proxy) url() string { return "nats://" + px.ln.Addr().String() }
+
+// cut closes the connections and lets the server's answers through again.
+func (px *proxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		_ = c.Close()
+	}
+	px.conns = nil
+	px.answers.Store(true)
 }
