@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -79,12 +80,25 @@ func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// natsClosedError explains a NATS connection that closed for good. The client gives up only when the
-// server refused the credentials twice in a row, so the error names the variables to check.
-func natsClosedError(cfg *config.Config, nc *nats.Conn) error {
-	err := nc.LastError()
+// natsClosedError explains a NATS connection that closed for good. The client gives up when the server
+// refused the credentials twice in a row (the error then names the variables to check), or when the
+// server closed it with an error the client does not retry, such as a message over a max_payload
+// lowered since the connection was made.
+func natsClosedError(cfg *config.Config, nc *nats.Conn) error { return closedError(cfg, nc.LastError()) }
+
+// closedError is natsClosedError for the connection's last error err.
+func closedError(cfg *config.Config, err error) error {
 	if err == nil {
 		err = nats.ErrConnectionClosed
+	}
+	if strings.Contains(strings.ToLower(err.Error()), "maximum payload") {
+		return fmt.Errorf("NATS connection closed: %w (the server's max_payload is below a message the bridge "+
+			"sent, lowered since it connected; started again, the bridge reads the new limit and dead-letters "+
+			"larger events)", err)
+	}
+	if !errors.Is(err, nats.ErrAuthorization) && !errors.Is(err, nats.ErrAuthExpired) &&
+		!errors.Is(err, nats.ErrAuthRevoked) && !errors.Is(err, nats.ErrAccountAuthExpired) {
+		return fmt.Errorf("NATS connection closed: %w", err)
 	}
 	var hint string
 	switch {
