@@ -95,7 +95,7 @@ type Config struct {
 	ReportDurable     string        `envconfig:"REPORT_DURABLE" default:"tracking-bridge-reports" desc:"name of the durable JetStream consumer of reports"`
 
 	// Lifecycle.
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time allowed to drain in-flight work on SIGINT or SIGTERM"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time from SIGINT or SIGTERM (or a fatal error) to exit, for in-flight reports and publishes and the NATS drain"`
 
 	// NATS authentication (at most one method) and TLS.
 	NATSCredsFile    string `envconfig:"NATS_CREDS_FILE" desc:"NATS credentials file (JWT and NKey seed)"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -151,6 +152,25 @@ func (b *bridge) Run(ctx context.Context) error {
 	// The two directions run side by side; if one fails, both stop.
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	// The shutdown timeout counts from the moment the bridge starts stopping (a signal, or a part that
+	// failed), for everything that follows: the parts winding down, the in-flight publishes, the drain.
+	dctx, cancelShutdown := context.WithCancel(context.Background())
+	defer cancelShutdown()
+	var shutdownTimer *time.Timer
+	var timerMu sync.Mutex
+	stopShutdownWatch := context.AfterFunc(rctx, func() {
+		timerMu.Lock()
+		shutdownTimer = time.AfterFunc(b.cfg.ShutdownTimeout, cancelShutdown)
+		timerMu.Unlock()
+	})
+	defer func() {
+		stopShutdownWatch()
+		timerMu.Lock()
+		if shutdownTimer != nil {
+			shutdownTimer.Stop()
+		}
+		timerMu.Unlock()
+	}()
 	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
 	// back: stop, so that the process exits with the reason and its supervisor restarts it.
 	var natsErr error
@@ -184,11 +204,17 @@ func (b *bridge) Run(ctx context.Context) error {
 	if err != nil {
 		stopAll()
 	}
-	// The consumer finishes the reports in flight and hands back those fetched ahead.
-	if rerr := <-reportsDone; rerr != nil && err == nil {
-		err = fmt.Errorf("report consumer: %w", rerr)
-	}
 	stopAll()
+	// The consumer finishes the reports in flight and hands back those fetched ahead, unless that takes
+	// longer than the shutdown timeout (NATS away): what it has not acknowledged is delivered again.
+	select {
+	case rerr := <-reportsDone:
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("report consumer: %w", rerr)
+		}
+	case <-dctx.Done():
+		b.log.Warn("report consumer still stopping at the shutdown timeout; its unacknowledged reports are delivered again after the restart")
+	}
 	<-watchDone
 	<-upkeepDone
 	b.nc.RemoveStatusListener(closed)
@@ -203,8 +229,6 @@ func (b *bridge) Run(ctx context.Context) error {
 	}
 
 	// Ingress has stopped: finish what is in flight, within the shutdown timeout.
-	dctx, cancel := context.WithTimeout(context.Background(), b.cfg.ShutdownTimeout)
-	defer cancel()
 	if _, ferr := b.pub.Resume(dctx); ferr != nil {
 		b.log.Warn("stopped with publishes unacknowledged; they are resent after restart", "err", ferr)
 	} else {
