@@ -818,7 +818,7 @@ func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
 	ob.cancel()
 	select {
 	case <-ob.done:
-		if d := time.Since(start); d > 4*time.Second {
+		if d := time.Since(start); d > 7*time.Second { // generous: a loaded machine; the fault took 12 s
 			t.Errorf("the bridge took %v to stop with BRIDGE_SHUTDOWN_TIMEOUT=2s", d.Round(time.Millisecond))
 		}
 	case <-time.After(30 * time.Second):
