@@ -84,7 +84,9 @@ func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
 // refused the credentials twice in a row (the error then names the variables to check), or when the
 // server closed it with an error the client does not retry, such as a message over a max_payload
 // lowered since the connection was made.
-func natsClosedError(cfg *config.Config, nc *nats.Conn) error { return closedError(cfg, nc.LastError()) }
+func natsClosedError(cfg *config.Config, nc *nats.Conn) error {
+	return closedError(cfg, nc.LastError())
+}
 
 // closedError is natsClosedError for the connection's last error err.
 func closedError(cfg *config.Config, err error) error {
