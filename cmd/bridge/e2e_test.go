@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -377,19 +378,7 @@ func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
 
 	h.startBridge()
 	h.sim.Inject("demo", "ev-b", "ARRIVED", []byte(`{"id":"ev-b","type":"ARRIVED"}`))
-	testutil.Eventually(t, 20*time.Second, "ev-b stored", func() bool {
-		for _, m := range h.stored("TRACKING_EVENTS") {
-			if m.Headers().Get("Nats-Msg-Id") == "ev-b" {
-				return true
-			}
-		}
-		return false
-	})
-	var ids []string
-	for _, m := range h.stored("TRACKING_EVENTS") {
-		ids = append(ids, m.Headers().Get("Nats-Msg-Id"))
-	}
-	if fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
+	if ids := h.idsUntil("TRACKING_EVENTS", "ev-b"); fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
 		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
 	}
 }
@@ -408,19 +397,7 @@ func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 	h.waitStored("TRACKING_EVENTS", 2, 20*time.Second)
 	time.Sleep(2500 * time.Millisecond) // an idle reconnect after ev-a, past the duplicate window
 	h.sim.Inject("demo", "ev-b", "ARRIVED", []byte(`{"id":"ev-b","type":"ARRIVED"}`))
-	testutil.Eventually(t, 20*time.Second, "ev-b stored", func() bool {
-		for _, m := range h.stored("TRACKING_EVENTS") {
-			if m.Headers().Get("Nats-Msg-Id") == "ev-b" {
-				return true
-			}
-		}
-		return false
-	})
-	var ids []string
-	for _, m := range h.stored("TRACKING_EVENTS") {
-		ids = append(ids, m.Headers().Get("Nats-Msg-Id"))
-	}
-	if fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
+	if ids := h.idsUntil("TRACKING_EVENTS", "ev-b"); fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
 		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
 	}
 }
@@ -530,4 +507,19 @@ func countLines(logs string, parts ...string) int {
 		}
 	}
 	return n
+}
+
+// idsUntil waits until a message with Nats-Msg-Id last is in the stream and returns every message's
+// Nats-Msg-Id, in stream order.
+func (h *harness) idsUntil(stream, last string) []string {
+	h.t.Helper()
+	var ids []string
+	testutil.Eventually(h.t, 20*time.Second, last+" stored", func() bool {
+		ids = ids[:0]
+		for _, m := range h.stored(stream) {
+			ids = append(ids, m.Headers().Get("Nats-Msg-Id"))
+		}
+		return slices.Contains(ids, last)
+	})
+	return ids
 }
