@@ -672,8 +672,11 @@ func (p *Publisher) recover(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if err != nil && !p.nc.IsConnected() {
-					e.err = err // NATS is away: look again once it is back
+				var api *jetstream.APIError
+				if err != nil && (!p.nc.IsConnected() || !errors.As(err, &api)) {
+					// NATS is away, or its answers are (a timeout): look again once they are back.
+					// Sending again without looking may store the event a second time.
+					e.err = err
 					continue
 				}
 				if err != nil {
@@ -691,6 +694,12 @@ func (p *Publisher) recover(ctx context.Context) error {
 			cancel()
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
+			}
+			var api *jetstream.APIError
+			if e.err != nil && !errors.As(e.err, &api) && !errors.Is(e.err, nats.ErrMaxPayload) {
+				// Unanswered, not refused: this send may have been stored. Look it up again before the
+				// next one, which may come after the duplicate window.
+				looked = false
 			}
 		}
 		if resent && e.token != "" {

@@ -777,3 +777,44 @@ func (px *proxy) cut() {
 	px.conns = nil
 	px.answers.Store(true)
 }
+
+// TestResendAnswersLostPastDuplicateWindow: the server stores a publish and the ones sent again during
+// recovery, but its answers do not come back while the connection stays up, for longer than the
+// duplicate window. Recovery must look each unanswered send up before sending it again, not store the
+// event once per attempt.
+func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
+	e := newEnv(t, 200*time.Millisecond)
+	px := startProxy(t, e.ns.URL())
+	nc, err := nats.Connect(px.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	p, err := New(nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), Window: 8,
+		Timeout: 500 * time.Millisecond, Source: "https://upstream.test/v1.0/tracking/events/stream",
+		Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	px.answers.Store(false) // the server's answers are lost, the connection stays up
+	if err := p.Handle(ctx, ev("ev-00000", "GATE_IN")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		last, _ := p.Resume(ctx)
+		done <- last
+	}()
+	time.Sleep(4 * time.Second) // several timeouts, each past the duplicate window
+	px.cut()                    // the connection drops; the next one gets answers again
+	if last := <-done; last != "ev-00000" {
+		t.Fatalf("Resume = %q", last)
+	}
+	assertExactlyOnce(t, e.messages(e.layout.Events()), 1)
+}
