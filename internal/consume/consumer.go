@@ -750,7 +750,11 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 		// The limits changed since they were read (the stream's max_msg_size lowered, a failover to a
 		// server with a smaller max_payload): read them again and send a dead letter that fits.
 		c.readDLQLimit(context.Background())
-		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit()); publish.MsgSize(smaller) < publish.MsgSize(dl) {
+		limit := c.dlqLimit()
+		if limit <= 0 || limit >= int64(publish.MsgSize(dl)) {
+			limit = int64(publish.MsgSize(dl)) - 1 // refused for a reason the limits read do not show
+		}
+		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, limit); publish.MsgSize(smaller) < publish.MsgSize(dl) {
 			err = c.publishDeadLetter(smaller)
 		}
 	}

@@ -706,11 +706,11 @@ func TestDeadLetterMsgBounds(t *testing.T) {
 }
 
 // TestDeadLettersFitStreamMaxMsgSize: a dead-letter stream whose max_msg_size is below the server's
-// max_payload, set before the consumer starts or while it runs: a report whose dead letter would exceed it
+// max_payload, set before the consumer starts or while it runs, or not readable by the consumer: a report whose dead letter would exceed it
 // is dead-lettered as its description, and the work queue empties instead of redelivering it forever.
 func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 	const dlqMax = 1024
-	for _, whenSet := range []string{"before start", "while running"} {
+	for _, whenSet := range []string{"before start", "while running", "unread"} {
 		t.Run(whenSet, func(t *testing.T) {
 			e := newEnv(t, false)
 			setMax := func() {
@@ -726,10 +726,14 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if whenSet == "before start" {
+			cfg := e.config()
+			if whenSet == "unread" {
+				cfg.DLQStream = "" // the limit is not known: the refusal alone must make the dead letter fit
+			}
+			if whenSet != "while running" {
 				setMax()
 			}
-			e.start(e.js, e.config())
+			e.start(e.js, cfg)
 			if whenSet == "while running" {
 				setMax()
 			}
