@@ -392,16 +392,21 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	hsize := 256 + 3*len(e.id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
 	if max := MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max {
-		p.tooLarge(e, max)
+		p.tooLarge(e, max, max == p.eventsMax && max != p.nc.MaxPayload())
 	}
 }
 
-// tooLarge turns the prepared entry of an event larger than the events stream stores (max bytes, headers
-// included) into a dead letter that describes it.
-func (p *Publisher) tooLarge(e *pending, max int64) {
+// tooLarge turns the prepared entry of an event larger than the events stream stores into a dead letter
+// that describes it: larger than the stream's max_msg_size (fromStream) or the server's max_payload, of
+// max bytes, headers included (0: not known).
+func (p *Publisher) tooLarge(e *pending, max int64, fromStream bool) {
 	code, what := ReasonMaxPayload, "the NATS server's max_payload"
-	if max == p.eventsMax && max != p.nc.MaxPayload() {
+	if fromStream {
 		code, what = ReasonMaxMsgSize, "the max_msg_size of stream "+p.cfg.EventsStream
+	}
+	limit := ""
+	if max > 0 {
+		limit = fmt.Sprintf(" (%d bytes)", max)
 	}
 	desc, _ := json.Marshal(struct {
 		Error string `json:"error"`
@@ -409,7 +414,7 @@ func (p *Publisher) tooLarge(e *pending, max int64) {
 		Type  string `json:"type,omitempty"`
 		Size  int    `json:"size"`
 	}{"event larger than " + what + "; its data was dropped", e.id, e.token, len(e.data)})
-	p.deadLetter(e, e.name, desc, e.id, code, fmt.Sprintf("event of %d bytes exceeds %s (%d bytes)", len(e.data), what, max))
+	p.deadLetter(e, e.name, desc, e.id, code, fmt.Sprintf("event of %d bytes exceeds %s%s", len(e.data), what, limit))
 }
 
 // refit answers JetStream's or the client's refusal of the entry's message as too large, which the
@@ -417,17 +422,17 @@ func (p *Publisher) tooLarge(e *pending, max int64) {
 // to a server with a smaller max_payload): it reads the limits again and turns an event into a dead
 // letter that describes it, or a dead letter into one that fits. It reports whether the message changed;
 // if not, it is sent again as it is, after a pause.
-func (p *Publisher) refit(ctx context.Context, e *pending) bool {
+func (p *Publisher) refit(ctx context.Context, e *pending, refusal error) bool {
 	if n, err := StreamMaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
 		p.eventsMax = n
 	}
 	p.readDLQLimit(ctx)
 	if e.dead == nil {
-		max := MaxMessage(p.nc.MaxPayload(), p.eventsMax)
-		if max <= 0 {
-			max = int64(MsgSize(p.message(e))) - 1 // refused for a reason the limits do not show
+		if errors.Is(refusal, nats.ErrMaxPayload) {
+			p.tooLarge(e, p.nc.MaxPayload(), false)
+		} else {
+			p.tooLarge(e, p.eventsMax, true) // refused by JetStream: the stream's limit (0 if unread)
 		}
-		p.tooLarge(e, max)
 		return true
 	}
 	max := MaxMessage(p.nc.MaxPayload(), p.dlqMax)
@@ -663,7 +668,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 					"event_id", e.id, "err", e.err)
 			}
 			p.cfg.Observer.PublishRetried(e.err)
-			refitted := TooLarge(e.err) && p.refit(ctx, e)
+			refitted := TooLarge(e.err) && p.refit(ctx, e, e.err)
 			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 				return ctx.Err()
 			}
