@@ -609,7 +609,8 @@ func (p *Publisher) pop() {
 	// An id HTTP cannot carry as Last-Event-ID never becomes the resume point: the stream could not
 	// reconnect after it. The upstream replays from the last id it can carry instead, and the duplicate
 	// window (and after a restart, the skip list) recognises what is stored.
-	if event.Resumable(e.resume) {
+	resumable := event.Resumable(e.resume)
+	if resumable {
 		p.resume = e.resume
 		if _, ok := ParseHeaderID(e.resumeH); ok {
 			// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message
@@ -619,7 +620,7 @@ func (p *Publisher) pop() {
 		p.setLastResume(e.resume)
 	}
 	switch {
-	case !e.noID && event.Resumable(e.resume):
+	case !e.noID && resumable:
 		p.tail = p.tail[:0] // the resume point moved to this event's own id
 	case e.dead == nil && e.id != "":
 		if len(p.tail) >= 2*len(p.ring) { // bounded: beyond it, the duplicate window has to do
@@ -677,8 +678,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				var api *jetstream.APIError
-				if err != nil && (!p.nc.IsConnected() || !errors.As(err, &api)) {
+				if err != nil && (!p.nc.IsConnected() || !answered(err)) {
 					// NATS is away, or its answers are (a timeout): look again once they are back.
 					// Sending again without looking may store the event a second time.
 					e.err = err
@@ -690,8 +690,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 				}
 				looked = true
 				if e.err == errFoundStored {
-					e.err = nil
-					break
+					continue // settled at the top of the loop
 				}
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -700,8 +699,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var api *jetstream.APIError
-			if e.err != nil && !errors.As(e.err, &api) && !errors.Is(e.err, nats.ErrMaxPayload) {
+			if e.err != nil && !answered(e.err) && !errors.Is(e.err, nats.ErrMaxPayload) {
 				// Unanswered, not refused: this send may have been stored. Look it up again before the
 				// next one, which may come after the duplicate window.
 				looked = false
@@ -718,6 +716,13 @@ func (p *Publisher) recover(ctx context.Context) error {
 		p.log.Info("publishing recovered", "resume_after", p.resume)
 	}
 	return nil
+}
+
+// answered reports whether err is JetStream's answer (a refusal), rather than a silence (a timeout, a
+// lost connection) after which the request may still have been carried out.
+func answered(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api)
 }
 
 // errFoundStored marks a failed publish that settleStored found in the events stream.
