@@ -811,9 +811,14 @@ func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
 	up := opsStartUpstream(t, false, sim.Options{EventRate: 200})
 	ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-	time.Sleep(300 * time.Millisecond) // events flowing
+	opsEventually(t, 10*time.Second, "events flowing", func() (bool, string) {
+		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return n >= 20, fmt.Sprint(n)
+	})
 	ns.Stop()
-	time.Sleep(500 * time.Millisecond) // the window fills, the consumer's fetches fail
+	opsEventually(t, 10*time.Second, "the bridge sees NATS gone", func() (bool, string) {
+		return !ob.b.nc.IsConnected(), ob.b.nc.Status().String()
+	})
 	start := time.Now()
 	ob.cancel()
 	select {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
@@ -125,15 +126,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	if last, err := p.Resume(ctx); err != nil || last != "ok-5" {
 		t.Fatalf("Resume = %q, %v: the stream stopped behind a dead letter", last, err)
 	}
-	dlq := e.messages(e.layout.DLQ())
-	if len(dlq) != 4 {
-		t.Fatalf("dead letters = %d, want 4", len(dlq))
-	}
-	for i, m := range dlq {
-		if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
-			t.Errorf("dead letter %d: %d bytes", i, size)
-		}
-	}
+	dlq := e.deadLetters(4, max)
 	var d struct {
 		Error, Reason, ID string
 		Prefix            string `json:"data_prefix"`
@@ -218,6 +211,21 @@ func TestAwkwardIDsStoredApart(t *testing.T) {
 	if n := len(e.messages(e.layout.Events())); n != len(ids)+1 {
 		t.Errorf("after the replay the stream holds %d messages, want %d", n, len(ids)+1)
 	}
+}
+
+// deadLetters returns the dead letters stored, after checking that there are n, each of at most max bytes.
+func (e *testEnv) deadLetters(n int, max int64) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	dlq := e.messages(e.layout.DLQ())
+	if len(dlq) != n {
+		e.t.Fatalf("dead letters = %d, want %d", len(dlq), n)
+	}
+	for i, m := range dlq {
+		if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
+			e.t.Errorf("dead letter %d: %d bytes, over the %d bytes NATS stores", i, size, max)
+		}
+	}
+	return dlq
 }
 
 // handleAll hands the events to p in order, waits until all are stored and returns the resume id.

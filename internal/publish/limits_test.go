@@ -80,15 +80,7 @@ func TestStreamMaxMsgSize(t *testing.T) {
 			if len(events) != 2 || events[1].Header.Get(HeaderMsgID) != "ok-4" {
 				t.Fatalf("events stream holds %d messages, want ok-1 and ok-4", len(events))
 			}
-			dlq := e.messages(e.layout.DLQ())
-			if len(dlq) != 2 {
-				t.Fatalf("dead letters = %d, want 2", len(dlq))
-			}
-			for i, m := range dlq {
-				if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > dlqMax {
-					t.Errorf("dead letter %d: %d bytes, over the stream's max_msg_size", i, size)
-				}
-			}
+			dlq := e.deadLetters(2, dlqMax)
 			if id := dlq[0].Header.Get(HeaderMsgID); id != "big-2" {
 				t.Errorf("dead letter 0 has id %q", id)
 			}

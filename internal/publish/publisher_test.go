@@ -248,11 +248,7 @@ func TestResumeAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	const crashAt = 1000
-	for i := range crashAt {
-		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p1, 0, crashAt)
 	// The "crash": p1 is abandoned without Resume; wait until its in-flight publishes landed, and past
 	// the duplicate window, so only the cursor can prevent duplicates.
 	testutil.Eventually(t, 20*time.Second, "the crashed publisher's messages are stored",
@@ -264,20 +260,35 @@ func TestResumeAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var from int
-	if _, err := fmt.Sscanf(resume, "ev-%05d", &from); err != nil || from >= crashAt || from < crashAt-64-1 {
+	if from := resumeIndex(t, resume); from >= crashAt || from < crashAt-64-1 {
 		t.Fatalf("resume after %q, want within the last window before ev-%05d", resume, crashAt)
 	}
 	// The upstream replays everything after the resume id, then new events.
-	for i := from + 1; i < crashAt+500; i++ {
-		if err := p2.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p2, resumeIndex(t, resume)+1, crashAt+500)
 	if _, err := p2.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	assertExactlyOnce(t, e.messages(e.layout.Events()), crashAt+500)
+}
+
+// handleRange hands p the events ev-<from> … ev-<to-1> (type ARRIVED), in order.
+func handleRange(ctx context.Context, t *testing.T, p *Publisher, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resumeIndex returns i of the resume id ev-<i>.
+func resumeIndex(t *testing.T, resume string) int {
+	t.Helper()
+	var i int
+	if _, err := fmt.Sscanf(resume, "ev-%05d", &i); err != nil {
+		t.Fatalf("resume after %q, not an ev-<n> id", resume)
+	}
+	return i
 }
 
 func assertExactlyOnce(t *testing.T, msgs []*jetstream.RawStreamMsg, n int) {
@@ -412,11 +423,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 	go func() { runDone <- p.Run(runCtx) }()
 
 	const n = 3
-	for i := range n {
-		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p, 0, n)
 	testutil.Eventually(t, 10*time.Second, "unanswered publishes sent again", func() bool { return obs.retried.Load() > 0 })
 	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
 		t.Fatal(err)
@@ -559,11 +566,7 @@ func TestResumeSkipsForeignMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 300
-	for i := range n {
-		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p1, 0, n)
 	if _, err := p1.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -580,16 +583,11 @@ func TestResumeSkipsForeignMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var from int
-	if _, err := fmt.Sscanf(resume, "ev-%05d", &from); err != nil || from < n-64-1 {
+	if from := resumeIndex(t, resume); from < n-64-1 {
 		t.Fatalf("resume after %q, want within the last window before ev-%05d", resume, n)
 	}
 	// The upstream replays everything after the resume id, then new events.
-	for i := from + 1; i < n+100; i++ {
-		if err := p2.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p2, resumeIndex(t, resume)+1, n+100)
 	if _, err := p2.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -619,11 +617,7 @@ func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 	if _, err := p1.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10 {
-		if err := p1.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	handleRange(ctx, t, p1, 0, 10)
 	if _, err := p1.Resume(ctx); err != nil { // ev-00009 is the cursor when the next one is sent
 		t.Fatal(err)
 	}

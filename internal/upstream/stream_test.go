@@ -99,17 +99,22 @@ func sse(body string) http.HandlerFunc {
 	}
 }
 
+// scriptedConfig is the configuration of a stream against a scripted server at url: quick reconnects.
+func scriptedConfig(url string) StreamConfig {
+	client, _ := NewHTTPClient(ClientOptions{})
+	return StreamConfig{
+		URL:    url + "/stream",
+		Tokens: NewTokenSource(TokenConfig{TokenURL: url + "/token", ClientID: "c", Username: "u", Password: func() string { return "p" }}),
+		Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
+		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
+	}
+}
+
 func runScripted(t *testing.T, script ...http.HandlerFunc) (*scripted, *memSink, func()) {
 	t.Helper()
 	sc := &scripted{script: script}
 	srv := httptest.NewServer(sc)
-	client, _ := NewHTTPClient(ClientOptions{})
-	st := NewStream(StreamConfig{
-		URL:    srv.URL + "/stream",
-		Tokens: NewTokenSource(TokenConfig{TokenURL: srv.URL + "/token", ClientID: "c", Username: "u", Password: func() string { return "p" }}),
-		Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
-		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
-	})
+	st := NewStream(scriptedConfig(srv.URL))
 	sc.stream = st
 	sink := &memSink{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -242,14 +247,9 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			srv := httptest.NewServer(sc)
 			defer srv.Close()
 			logs := &delayLog{}
-			client, _ := NewHTTPClient(ClientOptions{})
-			st := NewStream(StreamConfig{
-				URL:    srv.URL + "/stream",
-				Tokens: NewTokenSource(TokenConfig{TokenURL: srv.URL + "/token", ClientID: "c", Username: "u", Password: func() string { return "p" }}),
-				Client: client, IdleTimeout: 5 * time.Second, MaxEventBytes: 1024,
-				ReconnectMin: 10 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, UnavailableRetry: time.Second,
-				Logger: slog.New(logs),
-			})
+			cfg := scriptedConfig(srv.URL)
+			cfg.Logger = slog.New(logs)
+			st := NewStream(cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- st.Run(ctx, &memSink{}) }()
