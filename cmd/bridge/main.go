@@ -131,7 +131,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 // calls it: tests run the daemon inside their own process. The event path is a chain of goroutines
 // handing each event on (HTTP body reader, SSE decoder, publisher, NATS flusher, acknowledgement
 // handler): on one processor each hand-off is a goroutine switch on the same thread, on several it is
-// often a thread wake-up on another core. Measured with 'bridge bench' on 2 cores (README, Performance):
+// often a thread wake-up on another core. Measured with 'bridge bench' on 2 cores (docs/performance.md):
 // one processor moves more events per second for about half the CPU per event. The report path is
 // network-bound and needs no parallelism either. Set GOMAXPROCS to use more.
 func setMaxProcs() {
