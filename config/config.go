@@ -68,7 +68,7 @@ type Config struct {
 
 	// Event stream.
 	StreamIdleTimeout   time.Duration `envconfig:"STREAM_IDLE_TIMEOUT" default:"60s" desc:"reconnect to the event stream when no byte arrived for this long"`
-	StreamMaxEventBytes int           `envconfig:"STREAM_MAX_EVENT_BYTES" default:"1048576" desc:"largest event accepted from the stream, in bytes; a larger one goes to the dead-letter subject"`
+	StreamMaxEventBytes int           `envconfig:"STREAM_MAX_EVENT_BYTES" default:"1048576" desc:"largest event accepted from the stream, in bytes; a larger one, or one of more than 1000 lines, goes to the dead-letter subject"`
 	ReconnectMin        time.Duration `envconfig:"RECONNECT_MIN" default:"1s" desc:"first delay of the stream's exponential reconnect backoff"`
 	ReconnectMax        time.Duration `envconfig:"RECONNECT_MAX" default:"60s" desc:"longest delay of the stream's reconnect backoff"`
 	UnavailableRetry    time.Duration `envconfig:"UNAVAILABLE_RETRY" default:"5m" desc:"retry pace while the stream answers 403 or 404 (not available to the account)"`

@@ -15,10 +15,19 @@ type Event struct {
 	// Data is the `data:` payload, lines joined with "\n". It is read-only: it may share its memory with
 	// an immutable string.
 	Data []byte
-	// Oversize is non-zero when the message exceeded the configured size bound: it is the number of
-	// bytes the message had, and Data is empty. Such a message is dead-lettered, never published.
-	Oversize int
+	// Oversize is non-zero when the message exceeded the configured size bound, or had more than
+	// MaxLines lines (then ManyLines is set): it is the number of bytes the message had, and Data is
+	// empty. Such a message is dead-lettered, never published.
+	Oversize  int
+	ManyLines bool
 }
+
+// MaxLines bounds the lines, comments aside, of one SSE message. The SSE decoder copies the data
+// gathered so far at every data line, so a message of many short lines costs far more than its size:
+// one of 174,762 empty data lines (1 MiB) took 3.9 s to decode here, and with this bound 1.9 ms; the
+// costliest message within both bounds, 1 MiB in 1,000 lines, took 0.18 s. A pretty-printed tracking
+// event has a few dozen lines.
+const MaxLines = 1000
 
 // Resumable reports whether id can be sent back as Last-Event-ID to resume after it: Go's HTTP client
 // sends a header value unchanged only without control characters other than tab (it refuses the

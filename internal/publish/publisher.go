@@ -42,7 +42,7 @@ type Observer interface {
 // label).
 const (
 	ReasonNotJSON    = "not_json"     // the data is not a JSON object
-	ReasonOversize   = "oversize"     // larger than the stream's size bound (BRIDGE_STREAM_MAX_EVENT_BYTES)
+	ReasonOversize   = "oversize"     // over the bounds of one SSE message (BRIDGE_STREAM_MAX_EVENT_BYTES, event.MaxLines)
 	ReasonMaxPayload = "max_payload"  // larger than the NATS server's max_payload
 	ReasonMaxMsgSize = "max_msg_size" // larger than the events stream's max_msg_size
 )
@@ -349,13 +349,18 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 			// the resume id it followed and how many messages came after that id's own.
 			After *position `json:"stream_position,omitempty"`
 		}{Error: "event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", Size: ev.Oversize}
+		reason := fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)
+		if ev.ManyLines {
+			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", event.MaxLines)
+			d.Error = reason + "; its data was dropped"
+		}
 		if ev.ID != "" {
 			d.ID = HeaderID(ev.ID)
 		} else {
 			d.After = &position{ResumeID: e.resumeH, Index: p.posN}
 		}
 		desc, _ := json.Marshal(d)
-		p.deadLetter(e, ev.Name, desc, d.ID, ReasonOversize, fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize))
+		p.deadLetter(e, ev.Name, desc, d.ID, ReasonOversize, reason)
 		return
 	}
 	f, err := ScanEvent(ev.Data)

@@ -172,20 +172,22 @@ func TestPublishDeadLetters(t *testing.T) {
 		{ID: "bad-1", ResumeID: "bad-1", Data: []byte("not json")},
 		{ID: "bad-2", ResumeID: "bad-2", Data: []byte(`["an array"]`)},
 		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
-		ev("ok-4", "GATE_IN"),
+		{ID: "long-4", ResumeID: "long-4", Oversize: 9000, ManyLines: true},
+		ev("ok-5", "GATE_IN"),
 	} {
 		if err := p.Handle(ctx, x); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if last, err := p.Resume(ctx); err != nil || last != "ok-4" {
+	if last, err := p.Resume(ctx); err != nil || last != "ok-5" {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	dlq := e.messages(e.layout.DLQ())
-	if len(dlq) != 3 {
-		t.Fatalf("dead letters = %d, want 3", len(dlq))
+	if len(dlq) != 4 {
+		t.Fatalf("dead letters = %d, want 4", len(dlq))
 	}
-	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound"} {
+	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound",
+		"more than 1000 lines exceeds the line bound"} {
 		m := dlq[i]
 		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
@@ -196,6 +198,10 @@ func TestPublishDeadLetters(t *testing.T) {
 	}
 	if !strings.Contains(string(dlq[2].Data), `"size":5242880`) {
 		t.Errorf("oversize description = %s", dlq[2].Data)
+	}
+	if d := string(dlq[3].Data); !strings.Contains(d, `"size":9000`) || !strings.Contains(d, "line bound") ||
+		dlq[3].Header.Get(HeaderMsgID) != "long-4" {
+		t.Errorf("description of an event of too many lines = %s %v", d, dlq[3].Header)
 	}
 	if n := len(e.messages(e.layout.Events())); n != 1 {
 		t.Errorf("events stream has %d messages, want 1", n)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // ErrIdle is the cause recorded when the stream delivered no byte, heartbeats included, for the idle
@@ -24,14 +26,19 @@ var oversizeMarker = func() string {
 	return "bridge-oversize-" + hex.EncodeToString(b) + ":"
 }()
 
-// parseOversize reports whether an SSE event name is the guard's marker, and the message size it carries.
-func parseOversize(name string) (int, bool) {
+// manyLinesSuffix ends the marker of a message cut for its number of lines rather than its size.
+const manyLinesSuffix = ":lines"
+
+// parseOversize reports whether an SSE event name is the guard's marker, the message size it carries,
+// and whether the message was cut for its number of lines.
+func parseOversize(name string) (size int, manyLines, ok bool) {
 	rest, ok := strings.CutPrefix(name, oversizeMarker)
 	if !ok {
-		return 0, false
+		return 0, false, false
 	}
+	rest, manyLines = strings.CutSuffix(rest, manyLinesSuffix)
 	n, err := strconv.Atoi(rest)
-	return n, err == nil
+	return n, manyLines, err == nil
 }
 
 // guard sits between the HTTP response body and the SSE decoder. It bounds the memory one message can
@@ -41,28 +48,34 @@ func parseOversize(name string) (int, bool) {
 //     dropped up to the message's end, and the message is closed with an `event:` line naming the
 //     oversizeMarker and the message's full size, so the reader can dead-letter it. The decoder never
 //     buffers more than max bytes plus one read.
+//   - A message of more than maxLines lines other than comments is cut the same way, before its first
+//     line past the bound, and its marker ends in manyLinesSuffix: the decoder's work on one message
+//     grows with its size times its lines (see event.MaxLines).
 //   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
 //     outside Read (the bridge applying backpressure) does not count.
 //
 // Line ends are LF, CR or CRLF, as in the SSE specification.
 type guard struct {
-	src  io.ReadCloser
-	max  int
-	idle time.Duration
+	src      io.ReadCloser
+	max      int
+	maxLines int
+	idle     time.Duration
 
-	timer  *time.Timer
-	idled  atomic.Bool
-	size   int  // bytes of the current message so far
-	bol    bool // at the beginning of a line
-	lastCR bool // the previous byte was CR (a following LF belongs to it)
-	skip   bool // dropping the rest of an oversize message
-	carry  []byte
-	pend   []byte
-	err    error // sticky error from the body, returned once carry and pend are drained
+	timer     *time.Timer
+	idled     atomic.Bool
+	size      int  // bytes of the current message so far
+	lines     int  // lines of the current message so far, comments aside
+	manyLines bool // the message being dropped was cut for its lines
+	bol       bool // at the beginning of a line
+	lastCR    bool // the previous byte was CR (a following LF belongs to it)
+	skip      bool // dropping the rest of an oversize message
+	carry     []byte
+	pend      []byte
+	err       error // sticky error from the body, returned once carry and pend are drained
 }
 
 func newGuard(src io.ReadCloser, maxBytes int, idle time.Duration) *guard {
-	g := &guard{src: src, max: maxBytes, idle: idle, bol: true}
+	g := &guard{src: src, max: maxBytes, maxLines: event.MaxLines, idle: idle, bol: true}
 	if idle > 0 {
 		g.timer = time.AfterFunc(idle, func() {
 			g.idled.Store(true)
@@ -136,8 +149,12 @@ func (g *guard) filter(b []byte) int {
 				return i
 			}
 			// The oversize message ended: close it with the marker, then go on with the rest.
-			g.pend = append(g.pend[:0], "event:"+oversizeMarker+strconv.Itoa(g.size)+"\n\n"...)
-			g.skip, g.size = false, 0
+			marker := oversizeMarker + strconv.Itoa(g.size)
+			if g.manyLines {
+				marker += manyLinesSuffix
+			}
+			g.pend = append(g.pend[:0], "event:"+marker+"\n\n"...)
+			g.skip, g.size, g.lines, g.manyLines = false, 0, 0, false
 			g.hold(b[i+end:])
 			return i
 		}
@@ -182,6 +199,13 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 			j = k
 		}
 		if j > 0 { // j ordinary bytes
+			if g.bol && !skip && b[i] != ':' {
+				if g.lines == g.maxLines { // a line past the bound begins: cut before it
+					g.manyLines = true
+					return i, false
+				}
+				g.lines++
+			}
 			if !skip && g.size+j > g.max {
 				cut := i + g.max - g.size
 				if g.max > g.size {
@@ -209,7 +233,7 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 				g.size++
 				return i, true
 			}
-			g.size = 0
+			g.size, g.lines = 0, 0
 			continue
 		}
 		g.bol = true

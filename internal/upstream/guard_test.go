@@ -11,12 +11,14 @@ import (
 
 	"github.com/launchdarkly/eventsource"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
 type got struct {
 	id, name, data string
 	oversize       int
+	manyLines      bool
 }
 
 // decodeAll runs input through a guard and eventsource's decoder and returns the events.
@@ -35,8 +37,8 @@ func decodeAll(t testing.TB, input string, maxBytes int, oneByte bool) []got {
 			return out
 		}
 		ev := got{id: e.Id(), name: e.Event(), data: e.Data()}
-		if n, ok := parseOversize(ev.name); ok {
-			ev = got{id: ev.id, oversize: n}
+		if n, many, ok := parseOversize(ev.name); ok {
+			ev = got{id: ev.id, oversize: n, manyLines: many}
 		}
 		out = append(out, ev)
 	}
@@ -64,6 +66,16 @@ func TestGuardBoundsMessages(t *testing.T) {
 			[]got{{id: "1", data: strings.Repeat("y", 80)}}},
 		{"exactly at the bound", "data: " + strings.Repeat("z", 94) + "\n\n", 101,
 			[]got{{data: strings.Repeat("z", 94)}}},
+		{"lines up to the line bound", "id: 1\n" + lines("data: x", event.MaxLines-1, "\n") + "\n", 1 << 20,
+			[]got{{id: "1", data: strings.TrimSuffix(strings.Repeat("x\n", event.MaxLines-1), "\n")}}},
+		{"a line past the line bound", "id: 2\n" + lines("data: x", event.MaxLines, "\n") + "\nid: 3\ndata: c\n\n", 1 << 20,
+			[]got{{id: "2", oversize: 6 + 8*event.MaxLines + 1, manyLines: true}, {id: "3", data: "c"}}},
+		{"a line past the line bound, CR line ends", lines("data: x", event.MaxLines+1, "\r") + "\rdata: c\r\r", 1 << 20,
+			[]got{{oversize: 8*(event.MaxLines+1) + 1, manyLines: true}, {data: "c"}}},
+		{"comments do not count as lines", lines(": hb", 2*event.MaxLines, "\n") + "id: 4\ndata: y\n\n", 1 << 20,
+			[]got{{id: "4", data: "y"}}},
+		{"the size bound within the line bound", lines("data: xxxxxxxxx", 20, "\n") + "\nid: 5\ndata: c\n\n", 100,
+			[]got{{oversize: 16*20 + 1}, {id: "5", data: "c"}}},
 	}
 	for _, tt := range tests {
 		for _, oneByte := range []bool{false, true} {
@@ -81,6 +93,9 @@ func TestGuardBoundsMessages(t *testing.T) {
 		}
 	}
 }
+
+// lines returns n copies of line, each followed by end.
+func lines(line string, n int, end string) string { return strings.Repeat(line+end, n) }
 
 // TestGuardIdle: a body that stops sending is closed after the idle timeout and Read fails with ErrIdle.
 func TestGuardIdle(t *testing.T) {
@@ -101,8 +116,9 @@ func TestGuardIdle(t *testing.T) {
 	}
 }
 
-// FuzzGuard: the guard is the identity on input whose messages fit the bound, never hands the decoder a
-// line longer than the bound, and never fails on any input.
+// FuzzGuard: the guard is the identity on input whose messages fit the bounds, never hands the decoder a
+// line longer than the size bound or a message of more lines than the line bound, and never fails on any
+// input.
 func FuzzGuard(f *testing.F) {
 	f.Add([]byte("id: 1\ndata: {}\n\n"), 8)
 	f.Add([]byte("id: 1\r\ndata: aaaaaaaaaaaaaaaaaaa\r\n\r\n: c\r\rdata: b\n\n"), 5)
@@ -111,12 +127,17 @@ func FuzzGuard(f *testing.F) {
 		if maxBytes <= 0 || maxBytes > 1<<16 {
 			maxBytes = 16
 		}
-		out, err := io.ReadAll(newGuard(io.NopCloser(iotest.HalfReader(bytes.NewReader(in))), maxBytes, 0))
+		g := newGuard(io.NopCloser(iotest.HalfReader(bytes.NewReader(in))), maxBytes, 0)
+		g.maxLines = 1 + maxBytes%7 // small, so that fuzzing reaches the line bound too
+		out, err := io.ReadAll(g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if longestMessage(in) <= maxBytes && !bytes.Equal(out, in) {
+		if longestMessage(in) <= maxBytes && mostLines(in) <= g.maxLines && !bytes.Equal(out, in) {
 			t.Fatalf("changed input that fits the bound:\n in %q\nout %q", in, out)
+		}
+		if n := mostLines(out); n > g.maxLines+1 { // +1: the marker's own event: line
+			t.Fatalf("message of %d lines passed a bound of %d:\n in %q\nout %q", n, g.maxLines, in, out)
 		}
 		for _, line := range bytes.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
 			if len(line) > maxBytes+1 && !bytes.Contains(line, []byte(oversizeMarker)) { // +1: the NUL ending a cut line
@@ -135,6 +156,22 @@ func longestMessage(in []byte) int {
 		longest = max(longest, len(msg)+1)
 	}
 	return longest
+}
+
+// mostLines returns the largest number of lines other than comments in one message of an SSE byte stream.
+func mostLines(in []byte) int {
+	norm := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(in))
+	most := 0
+	for _, msg := range strings.Split(norm, "\n\n") {
+		n := 0
+		for _, line := range strings.Split(msg, "\n") {
+			if line != "" && line[0] != ':' {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // FuzzSSERoundTrip: arbitrary event payloads written by the simulator's SSE writer come out of the
@@ -161,6 +198,10 @@ func FuzzSSERoundTrip(f *testing.F) {
 			wantID = ""
 		}
 		switch {
+		case evs[0].manyLines:
+			if n := mostLines(stream[:size]); n <= event.MaxLines {
+				t.Fatalf("event of %d lines marked as over the line bound", n)
+			}
 		case evs[0].oversize > 0:
 			if size <= maxBytes+64 {
 				t.Fatalf("event of %d bytes marked oversize under a bound of %d", size, maxBytes+64)

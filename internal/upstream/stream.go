@@ -328,10 +328,15 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		if l, ok := e.(eventsource.EventWithLastID); ok {
 			ev.ResumeID = l.LastEventID()
 		}
-		if n, ok := parseOversize(ev.Name); ok {
-			ev.Name, ev.Oversize = "", n
-			s.log.Warn("event exceeds the size bound; dead-lettering a description", "event_id", ev.ID,
-				"size", n, "limit", s.cfg.MaxEventBytes)
+		if n, manyLines, ok := parseOversize(ev.Name); ok {
+			ev.Name, ev.Oversize, ev.ManyLines = "", n, manyLines
+			if manyLines {
+				s.log.Warn("event has more lines than one message may have; dead-lettering a description",
+					"event_id", ev.ID, "size", n, "max_lines", event.MaxLines)
+			} else {
+				s.log.Warn("event exceeds the size bound; dead-lettering a description", "event_id", ev.ID,
+					"size", n, "limit", s.cfg.MaxEventBytes)
+			}
 		} else {
 			data := e.Data()
 			if data == "" {
