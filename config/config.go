@@ -33,6 +33,10 @@ const Prefix = "BRIDGE"
 // MinRefreshMargin is the smallest BRIDGE_REFRESH_MARGIN Validate accepts.
 const MinRefreshMargin = 30 * time.Second
 
+// MinLoginRetry is the smallest BRIDGE_LOGIN_RETRY Validate accepts: logging in again faster with
+// credentials the provider rejected risks locking the account.
+const MinLoginRetry = time.Minute
+
 // Upper bounds of counts that size what the bridge allocates at start-up (the publish window's ring, two
 // report workers per report in flight): beyond them a typing error would exhaust memory.
 const (
@@ -74,7 +78,7 @@ type Config struct {
 	UnavailableRetry    time.Duration `envconfig:"UNAVAILABLE_RETRY" default:"5m" desc:"retry pace while the stream answers 403 or 404 (not available to the account)"`
 
 	// Upstream HTTP and login.
-	LoginRetry     time.Duration `envconfig:"LOGIN_RETRY" default:"1m" desc:"minimum interval between password logins after the credentials were rejected"`
+	LoginRetry     time.Duration `envconfig:"LOGIN_RETRY" default:"1m" desc:"minimum interval between password logins after the credentials were rejected (at least 1m)"`
 	RefreshMargin  time.Duration `envconfig:"REFRESH_MARGIN" default:"30s" desc:"refresh the access token this long before it expires (at least 30s)"`
 	HTTPTimeout    time.Duration `envconfig:"HTTP_TIMEOUT" default:"30s" desc:"timeout of one upstream request other than the event stream"`
 	UpstreamCAFile string        `envconfig:"UPSTREAM_CA_FILE" desc:"PEM file of CA certificates trusted for the upstream and token URLs; empty means the system roots"`

@@ -442,6 +442,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_REPORT_BACKOFF_MIN, BRIDGE_REPORT_BACKOFF_MAX"}, "greater than the maximum", nil},
 		{"refresh margin too small", map[string]string{"BRIDGE_REFRESH_MARGIN": "29s"},
 			[]string{"BRIDGE_REFRESH_MARGIN"}, "at least 30s", nil},
+		{"login retry too fast", map[string]string{"BRIDGE_LOGIN_RETRY": "59s"},
+			[]string{"BRIDGE_LOGIN_RETRY"}, "at least 1m0s", nil},
 		{"negative report max age", map[string]string{"BRIDGE_REPORT_MAX_AGE": "-1h"},
 			[]string{"BRIDGE_REPORT_MAX_AGE"}, "must not be negative", nil},
 

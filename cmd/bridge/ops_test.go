@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,6 @@ func opsEnv(u *opsUpstream, natsURL string, extra map[string]string) map[string]
 		"BRIDGE_LOG_LEVEL":        "debug",
 		"BRIDGE_RECONNECT_MIN":    "100ms",
 		"BRIDGE_RECONNECT_MAX":    "500ms",
-		"BRIDGE_LOGIN_RETRY":      "1s",
 		"BRIDGE_SHUTDOWN_TIMEOUT": "5s",
 	}
 	for k, v := range extra {
@@ -165,6 +165,7 @@ func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridg
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
+	cfg.LoginRetry = time.Second // below config.MinLoginRetry, which guards users: tests wait seconds
 	logs := &opsLogs{}
 	log := newLogger(logs, cfg.LogFormat, cfg.SlogLevel())
 	b, err := newBridge(cfg, log)
@@ -388,6 +389,28 @@ func TestReadyzFollowsNATS(t *testing.T) {
 	ob.requireAlive(t)
 	if got := ob.counter(t, "bridge_nats_reconnects_total", nil); got < 1 {
 		t.Errorf("bridge_nats_reconnects_total = %v, want >= 1", got)
+	}
+}
+
+// TestReadyzStreamUnavailable: while the upstream answers the stream 403 or 404 (the function is not
+// available to the account), /readyz is 503 and says so, the bridge stays alive and retries at
+// BRIDGE_UNAVAILABLE_RETRY, and it is ready again once the stream is served.
+func TestReadyzStreamUnavailable(t *testing.T) {
+	for _, code := range []int{http.StatusForbidden, http.StatusNotFound} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			ns := testutil.StartNATS(t, nil)
+			up := opsStartUpstream(t, false, sim.Options{EventRate: 20, Faults: sim.Faults{StreamStatus: code}})
+			ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_UNAVAILABLE_RETRY": "300ms"}))
+			ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "nats: ok",
+				fmt.Sprintf("upstream_stream: not ready: unavailable: tracking stream not available to this account: HTTP %d", code))
+			ob.requireAlive(t)
+			refused := up.sim().Stats().StreamRequests
+			testutil.Eventually(t, 10*time.Second, "another attempt at the unavailable pace", func() bool {
+				return up.sim().Stats().StreamRequests > refused
+			})
+			up.sim().SetFaults(sim.Faults{})
+			ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
+		})
 	}
 }
 
