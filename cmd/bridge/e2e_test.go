@@ -48,6 +48,11 @@ type harness struct {
 	ns   *testutil.NATS
 	env  map[string]string
 	logs *syncBuffer
+	// bridge is the one startBridge started last.
+	bridge *bridge
+	// loginRetry, when set, replaces BRIDGE_LOGIN_RETRY after validation: tests measure the pace of
+	// rejected logins in seconds, below the config.MinLoginRetry users may set.
+	loginRetry time.Duration
 }
 
 func newHarness(t *testing.T, o sim.Options) *harness {
@@ -74,6 +79,9 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 		"BRIDGE_RECONNECT_MAX":       "200ms",
 		"BRIDGE_STREAM_IDLE_TIMEOUT": "5s",
 		"BRIDGE_LOG_LEVEL":           "debug",
+		// Short, so that JetStream's deduplication cannot hide a second publish of an event from the
+		// exactly-once checks: the bridge's own cursor and skip lists must keep the stream exact.
+		"BRIDGE_DUPLICATE_WINDOW": "100ms",
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -92,6 +100,9 @@ func (h *harness) config() *config.Config {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.loginRetry > 0 {
+		cfg.LoginRetry = h.loginRetry
+	}
 	return cfg
 }
 
@@ -102,6 +113,7 @@ func (h *harness) startBridge() (stop func() error) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.bridge = b
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
@@ -182,6 +194,15 @@ func (h *harness) waitStored(stream string, n int, within time.Duration) {
 	h.t.Helper()
 	testutil.Eventually(h.t, within, fmt.Sprintf("%s holds %d messages", stream, n), func() bool {
 		return h.storedCount(stream) >= n
+	})
+}
+
+// waitResumeAfter waits until the running bridge's resume point is id: everything up to it is stored, and
+// the next message names it in Bridge-Resume-After.
+func (h *harness) waitResumeAfter(id string) {
+	h.t.Helper()
+	testutil.Eventually(h.t, 20*time.Second, "resume point "+id, func() bool {
+		return h.bridge.pub.LastResumeID() == id
 	})
 }
 
@@ -364,11 +385,9 @@ func TestEndToEndBridgeRestart(t *testing.T) {
 // window, only the resume cursor keeps it from being stored twice.
 func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
 	h := newHarness(t, sim.Options{})
-	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
 	stop := h.startBridge()
 	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
-	h.waitStored("TRACKING_EVENTS", 1, 20*time.Second)
-	time.Sleep(1500 * time.Millisecond) // the publisher's upkeep (every second) makes ev-a the cursor
+	h.waitResumeAfter("ev-a")
 	h.sim.Inject("demo", "", "GATE_OUT", []byte(`{"id":"x-1","type":"GATE_OUT"}`))
 	h.waitStored("TRACKING_EVENTS", 2, 20*time.Second)
 	if err := stop(); err != nil {
@@ -387,15 +406,17 @@ func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
 // reconnect of a running bridge (here after the idle timeout) that comes past the duplicate window.
 func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 	h := newHarness(t, sim.Options{Heartbeat: -1})
-	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
 	h.env["BRIDGE_STREAM_IDLE_TIMEOUT"] = "1s"
 	h.startBridge()
 	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
-	h.waitStored("TRACKING_EVENTS", 1, 20*time.Second)
-	time.Sleep(1500 * time.Millisecond) // the publisher's upkeep (every second) makes ev-a the cursor
+	h.waitResumeAfter("ev-a")
 	h.sim.Inject("demo", "", "GATE_OUT", []byte(`{"id":"x-1","type":"GATE_OUT"}`))
 	h.waitStored("TRACKING_EVENTS", 2, 20*time.Second)
-	time.Sleep(2500 * time.Millisecond) // an idle reconnect after ev-a, past the duplicate window
+	connects := h.sim.Stats().StreamConnects
+	// An idle reconnect after ev-a (no heartbeats: the idle timeout fires), past the duplicate window.
+	testutil.Eventually(t, 20*time.Second, "an idle reconnect", func() bool {
+		return h.sim.Stats().StreamConnects > connects
+	})
 	h.sim.Inject("demo", "ev-b", "ARRIVED", []byte(`{"id":"ev-b","type":"ARRIVED"}`))
 	if ids := h.idsUntil("TRACKING_EVENTS", "ev-b"); fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
 		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
@@ -410,7 +431,6 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 	const n = 20000
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
-	h.env["BRIDGE_DUPLICATE_WINDOW"] = "100ms"
 	h.env["BRIDGE_LOG_LEVEL"] = "info"
 	exe, err := os.Executable()
 	if err != nil {
@@ -449,7 +469,7 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 	t.Run("wrong password", func(t *testing.T) {
 		h := newHarness(t, sim.Options{EventRate: 5})
 		h.env["BRIDGE_PASSWORD"] = "wrong-" + testPassword
-		h.env["BRIDGE_LOGIN_RETRY"] = "1s"
+		h.loginRetry = time.Second
 		h.startBridge()
 		time.Sleep(3500 * time.Millisecond) // the pace is what is measured: 3.5 s of retries
 		logs := h.logs.String()
@@ -457,7 +477,7 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 			t.Errorf("no clear error in the logs")
 		}
 		if got := h.sim.Stats().TokenRequests["password"]; got < 2 || got > 5 {
-			t.Errorf("%d logins in 3.5 s with BRIDGE_LOGIN_RETRY=1s, want 2 to 5", got)
+			t.Errorf("%d logins in 3.5 s with a login retry of 1s, want 2 to 5", got)
 		}
 		if strings.Contains(logs, testPassword) {
 			t.Error("password in the logs")
@@ -469,10 +489,21 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		dead := ln.Addr().String()
 		ln.Close()
 		h.env["BRIDGE_TOKEN_URL"] = "http://" + dead + "/auth/token"
+		h.env["BRIDGE_RECONNECT_MIN"], h.env["BRIDGE_RECONNECT_MAX"] = "100ms", "400ms"
 		h.startBridge()
-		testutil.Eventually(t, 10*time.Second, "an error naming the token endpoint", func() bool {
-			return strings.Contains(h.logs.String(), "token endpoint unavailable")
-		})
+		time.Sleep(3 * time.Second) // the pace is what is measured: 3 s of retries
+		logs := h.logs.String()
+		if c := countLines(logs, `"level":"WARN"`, "token endpoint unavailable"); c != 1 {
+			t.Errorf("%d warnings naming the token endpoint, want 1 (one line per state change)", c)
+		}
+		// Attempts after the first, at a backoff of 100 ms doubling up to 400 ms, each delay drawn from its
+		// upper half: 7 to 16 in 3 s. The bounds leave room for a slow machine and catch a missing backoff.
+		if c := countLines(logs, "stream attempt failed again", "token endpoint unavailable"); c < 3 || c > 30 {
+			t.Errorf("%d attempts after the first in 3 s with a 100ms–400ms backoff", c)
+		}
+		if strings.Contains(logs, testPassword) {
+			t.Error("password in the logs")
+		}
 	})
 	t.Run("stream forbidden", func(t *testing.T) {
 		h := newHarness(t, sim.Options{EventRate: 5, Faults: sim.Faults{StreamStatus: 403}})
@@ -488,6 +519,9 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		}
 		if c := countLines(logs, `"level":"WARN"`, "not available to this account"); c > 1 {
 			t.Errorf("the same failure logged %d times: want one line per state change", c)
+		}
+		if strings.Contains(logs, testPassword) {
+			t.Error("password in the logs")
 		}
 		h.sim.SetFaults(sim.Faults{})
 		h.waitStored("TRACKING_EVENTS", 3, 10*time.Second)
