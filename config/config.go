@@ -85,7 +85,7 @@ type Config struct {
 
 	// Publishing events to JetStream.
 	PublishWindow   int           `envconfig:"PUBLISH_WINDOW" default:"1024" desc:"most asynchronous JetStream publishes in flight (at most 65536)"`
-	PublishTimeout  time.Duration `envconfig:"PUBLISH_TIMEOUT" default:"10s" desc:"time to wait for a JetStream publish acknowledgement"`
+	PublishTimeout  time.Duration `envconfig:"PUBLISH_TIMEOUT" default:"10s" desc:"time to wait for a JetStream publish acknowledgement, and for a write to NATS before the connection counts as lost"`
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events and dead-letter streams, when the bridge creates them"`
 	CreateStreams   bool          `envconfig:"CREATE_STREAMS" default:"true" desc:"create the JetStream streams at start-up when they are missing"`
 	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`

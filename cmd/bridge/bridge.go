@@ -24,6 +24,7 @@ type bridge struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	nc     *nats.Conn
+	natsSt *natsState // nc's state, readable without its lock
 	layout publish.Layout
 	tokens *upstream.TokenSource
 	stream *upstream.Stream
@@ -73,7 +74,7 @@ func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 		Observer:         b.ops.streamObserver(),
 	})
 
-	b.nc, err = connectNATS(cfg, log.With("component", "nats"))
+	b.nc, b.natsSt, err = connectNATS(cfg, log.With("component", "nats"))
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +272,8 @@ func (b *bridge) ensureStreams(ctx context.Context) error {
 
 // drain drains the NATS connection and waits for it to close, or for ctx.
 func drain(ctx context.Context, nc *nats.Conn) error {
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
 	if err := nc.Drain(); err != nil {
 		return err
 	}

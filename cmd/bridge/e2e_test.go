@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -421,6 +422,50 @@ func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 	if ids := h.idsUntil("TRACKING_EVENTS", "ev-b"); fmt.Sprint(ids) != "[ev-a x-1 ev-b]" {
 		t.Fatalf("stored %v, want [ev-a x-1 ev-b]", ids)
 	}
+}
+
+// TestEndToEndFrozenNATS: the NATS server stops reading and answering without closing the connection, as
+// a frozen process or a black-holed network does, while events flood in. A write to it times out after
+// BRIDGE_PUBLISH_TIMEOUT and the client reconnects, instead of holding the connection's lock for nats.go's
+// default minute: meanwhile /healthz, /readyz, /status and /metrics answer, and a stop finishes within
+// the shutdown timeout. Once the server is back, a new bridge stores every event exactly once.
+func TestEndToEndFrozenNATS(t *testing.T) {
+	const n = 3000
+	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, EventSize: 30000})
+	px := testutil.StartProxy(t, h.ns.URL())
+	h.env["BRIDGE_NATS_URL"] = px.URL()
+	h.env["BRIDGE_PUBLISH_TIMEOUT"] = "2s"
+	h.env["BRIDGE_SHUTDOWN_TIMEOUT"] = "2s"
+	// What the bridge wrote before the freeze waits in the frozen server's socket buffer and is stored
+	// when it thaws, after the new bridge has read its resume point and asked the upstream again: only
+	// the duplicate window tells those apart (as in front of a real frozen server).
+	h.env["BRIDGE_DUPLICATE_WINDOW"] = "1m"
+	stop := h.startBridge()
+	h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
+	px.Freeze()
+	addr := h.bridge.ops.httpAddr()
+	client := &http.Client{Timeout: 8 * time.Second} // the readiness checks' own bound is 5 s
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); {
+		for _, path := range []string{"/healthz", "/readyz", "/status", "/metrics"} {
+			resp, err := client.Get("http://" + addr + path)
+			if err != nil {
+				t.Fatalf("GET %s while NATS is frozen: %v", path, err)
+			}
+			_ = resp.Body.Close()
+		}
+	}
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("stop while NATS is frozen: %v", err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the stop took %v with a shutdown timeout of 2s", d)
+	}
+
+	px.Thaw()
+	h.startBridge()
+	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+	h.assertGenerated(n)
 }
 
 // TestEndToEndKill9: the bridge process is killed with SIGKILL mid-stream, twice, and started again;

@@ -89,7 +89,7 @@ func newOps(b *bridge) *ops {
 	o.ready.Add(checkNATS, o.checkNATS)
 	cachedStreams := health.Cached(streamsTTL, o.checkStreams)
 	o.ready.Add(checkStreams, func(ctx context.Context) error {
-		if nc := o.b.nc; nc == nil || !nc.IsConnected() {
+		if st := o.b.natsSt; st == nil || !st.Connected() {
 			return errors.New("NATS not connected")
 		}
 		return cachedStreams(ctx)
@@ -165,13 +165,13 @@ func (o *ops) watchReports(c *consume.Consumer) {
 
 // checkNATS: the connection is up.
 func (o *ops) checkNATS(context.Context) error {
-	nc := o.b.nc
-	if nc == nil {
+	ns := o.b.natsSt
+	if ns == nil {
 		return errors.New("not connected yet")
 	}
-	if st := nc.Status(); st != nats.CONNECTED {
-		if err := nc.LastError(); err != nil {
-			return fmt.Errorf("connection %s: %v", st, err)
+	if st := ns.Status(); st != nats.CONNECTED {
+		if err := ns.LastError(); err != "" {
+			return fmt.Errorf("connection %s: %s", st, err)
 		}
 		return fmt.Errorf("connection %s", st)
 	}
@@ -241,8 +241,8 @@ func (o *ops) checkLoop(context.Context) error {
 		return errors.New("not running")
 	case o.stopping.Load():
 		return errors.New("shutting down")
-	case o.b.nc != nil && o.b.nc.IsClosed():
-		return fmt.Errorf("NATS connection closed for good (%v); a restart is needed", o.b.nc.LastError())
+	case o.b.natsSt != nil && o.b.natsSt.Closed():
+		return fmt.Errorf("NATS connection closed for good (%s); a restart is needed", o.b.natsSt.LastError())
 	}
 	return nil
 }
@@ -281,8 +281,8 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	b := o.b
 	src := metrics.Sources{
 		StreamState:    b.stream.State,
-		NATSConnected:  b.nc.IsConnected,
-		NATSReconnects: func() uint64 { return b.nc.Stats().Reconnects },
+		NATSConnected:  b.natsSt.Connected,
+		NATSReconnects: b.natsSt.Reconnects,
 		Readiness:      o.readiness,
 	}
 	if c := o.reports.Load(); c != nil {

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 )
@@ -81,6 +82,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// shutdownGrace is what runBounded allows past BRIDGE_SHUTDOWN_TIMEOUT for Run to return by itself.
+const shutdownGrace = 2 * time.Second
+
+// runBounded runs f and returns its result, but once ctx is done waits at most stopWithin for it: a
+// part stuck where the shutdown timeout cannot reach it (a call that ignores contexts) must not keep the
+// process from exiting. Nothing is lost by leaving then: a restart resumes from what JetStream stored.
+func runBounded(ctx context.Context, f func(context.Context) error, stopWithin time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(stopWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("still stopping %v after the signal (BRIDGE_SHUTDOWN_TIMEOUT plus %v); exiting "+
+			"without a clean stop (nothing is lost: the next start resumes from JetStream)", stopWithin, shutdownGrace)
+	}
+}
+
 // usageError is a problem with the command line or the configuration: exit code 2.
 type usageError struct{ error }
 
@@ -120,7 +146,7 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := b.Run(ctx); err != nil {
+	if err := runBounded(ctx, b.Run, cfg.ShutdownTimeout+shutdownGrace); err != nil {
 		return err
 	}
 	log.Info("stopped")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,9 +13,60 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 )
 
+// natsState mirrors the NATS connection's state from its event handlers, so that the health checks,
+// /status and the metrics read it without the client's lock: a write to a server that stopped reading
+// (frozen, or behind a network that drops packets) holds that lock until the write times out.
+type natsState struct {
+	status     atomic.Int32 // a nats.Status; unknownStatus until Connect returned or a handler ran
+	reconnects atomic.Uint64
+	lastErr    atomic.Pointer[string]
+}
+
+const unknownStatus = -1
+
+func newNATSState() *natsState {
+	s := &natsState{}
+	s.status.Store(unknownStatus)
+	return s
+}
+
+// Status returns the connection's last known status.
+func (s *natsState) Status() nats.Status {
+	st := s.status.Load()
+	if st == unknownStatus {
+		return nats.CONNECTING
+	}
+	return nats.Status(st)
+}
+
+func (s *natsState) Connected() bool    { return s.Status() == nats.CONNECTED }
+func (s *natsState) Closed() bool       { return s.Status() == nats.CLOSED }
+func (s *natsState) Reconnects() uint64 { return s.reconnects.Load() }
+
+// LastError returns the error the connection was last lost with, "" when none.
+func (s *natsState) LastError() string {
+	if e := s.lastErr.Load(); e != nil {
+		return *e
+	}
+	return ""
+}
+
+func (s *natsState) set(st nats.Status, err error) {
+	s.status.Store(int32(st))
+	if err != nil {
+		msg := err.Error()
+		s.lastErr.Store(&msg)
+	}
+}
+
 // natsOptions turns the configuration into NATS connection options: authentication, TLS, and reconnects
-// forever with backoff. Connection state changes are logged once each.
-func natsOptions(cfg *config.Config, log *slog.Logger) ([]nats.Option, error) {
+// forever with backoff. Connection state changes are logged once each and mirrored in state.
+//
+// A write that the server does not take within BRIDGE_PUBLISH_TIMEOUT counts as a lost connection: the
+// client reconnects, and the publishes in flight are sent again. (nats.go waits a minute by default,
+// holding the connection's lock all the while, which stalls the event path and the shutdown behind a
+// server that stopped reading.)
+func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("tracking-bridge"),
 		nats.RetryOnFailedConnect(true),
@@ -22,7 +74,10 @@ func natsOptions(cfg *config.Config, log *slog.Logger) ([]nats.Option, error) {
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
 		nats.ReconnectBufSize(32 << 20),
+		nats.FlusherTimeout(cfg.PublishTimeout),
+		nats.ReconnectOnFlusherError(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			state.set(nats.RECONNECTING, err)
 			if err != nil {
 				log.Warn("NATS disconnected", "err", err)
 			} else {
@@ -30,10 +85,16 @@ func natsOptions(cfg *config.Config, log *slog.Logger) ([]nats.Option, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			state.reconnects.Add(1)
+			state.set(nats.CONNECTED, nil)
 			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			state.set(nats.CONNECTED, nil)
 			log.Info("NATS connected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			state.set(nats.CLOSED, nc.LastError())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -68,16 +129,19 @@ func natsOptions(cfg *config.Config, log *slog.Logger) ([]nats.Option, error) {
 
 // connectNATS connects to the configured servers. With RetryOnFailedConnect it returns at once even
 // while no server is reachable; the connection then keeps trying in the background.
-func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, error) {
-	opts, err := natsOptions(cfg, log)
+func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, error) {
+	state := newNATSState()
+	opts, err := natsOptions(cfg, log, state)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nc, err := nats.Connect(strings.Join(cfg.NATSServers(), ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("NATS: %w", err)
+		return nil, nil, fmt.Errorf("NATS: %w", err)
 	}
-	return nc, nil
+	// Unless a handler has told the state since (they run asynchronously, and in order).
+	state.status.CompareAndSwap(unknownStatus, int32(nc.Status()))
+	return nc, state, nil
 }
 
 // natsClosedError explains a NATS connection that closed for good. The client gives up when the server

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // statusDoc is the body of GET /status: what an operator asks first, in one JSON document. Is the
@@ -77,9 +79,9 @@ func (o *ops) status(ctx context.Context) statusDoc {
 	d.Stream.LastEventAt, d.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
 
 	d.NATS.Status = "not connected yet"
-	if nc := b.nc; nc != nil {
-		d.NATS.Connected, d.NATS.Status = nc.IsConnected(), nc.Status().String()
-		d.NATS.Reconnects = nc.Stats().Reconnects
+	if ns := b.natsSt; ns != nil {
+		st := ns.Status()
+		d.NATS.Connected, d.NATS.Status, d.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
 	}
 	if c := o.reports.Load(); c != nil {
 		d.Reports = &statusReports{Pending: c.Pending()}

@@ -56,7 +56,9 @@ func (c *Checks) Add(name string, f func(ctx context.Context) error) {
 	c.checks = append(c.checks, Check{Name: name, Func: f})
 }
 
-// Evaluate runs every check, concurrently, and returns their results in the order they were added.
+// Evaluate runs every check, concurrently, and returns their results in the order they were added. It
+// returns by the timeout even when a check does not (one stuck on a lock its context cannot interrupt):
+// such a check fails with "no answer within", and its late answer is dropped.
 func (c *Checks) Evaluate(ctx context.Context) []Result {
 	c.mu.RLock()
 	checks := append([]Check(nil), c.checks...)
@@ -67,15 +69,34 @@ func (c *Checks) Evaluate(ctx context.Context) []Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out := make([]Result, len(checks))
-	var wg sync.WaitGroup
-	for i, ch := range checks {
-		out[i].Name = ch.Name
-		wg.Go(func() { out[i].Err = run(ctx, ch.Func) })
+	type answer struct {
+		i   int
+		err error
 	}
-	wg.Wait()
+	answers := make(chan answer, len(checks)) // buffered: a late check never blocks
+	out := make([]Result, len(checks))
+	for i, ch := range checks {
+		out[i] = Result{Name: ch.Name, Err: errNoAnswer}
+		go func() { answers <- answer{i, run(ctx, ch.Func)} }()
+	}
+	for range checks {
+		select {
+		case a := <-answers:
+			out[a.i].Err = a.err
+		case <-ctx.Done():
+			for i := range out {
+				if out[i].Err == errNoAnswer {
+					out[i].Err = fmt.Errorf("no answer within %v (%w)", timeout, ctx.Err())
+				}
+			}
+			return out
+		}
+	}
 	return out
 }
+
+// errNoAnswer marks a result whose check has not returned yet.
+var errNoAnswer = errors.New("no answer")
 
 // run calls f, turning a panic into an error: a broken check must not take the process down.
 func run(ctx context.Context, f func(context.Context) error) (err error) {

@@ -74,6 +74,30 @@ func TestEvaluateTimeout(t *testing.T) {
 	}
 }
 
+// TestEvaluateStuckCheck: a check that ignores its context (stuck on a lock) does not hold the answer:
+// it fails as unanswered at the timeout, and the other checks' results stand.
+func TestEvaluateStuckCheck(t *testing.T) {
+	c := Checks{Timeout: 50 * time.Millisecond}
+	release := make(chan struct{})
+	defer close(release)
+	c.Add("ok", func(context.Context) error { return nil })
+	c.Add("stuck", func(context.Context) error { <-release; return nil })
+	c.Add("down", func(context.Context) error { return errors.New("down") })
+	done := make(chan []Result, 1)
+	go func() { done <- c.Evaluate(context.Background()) }()
+	select {
+	case rs := <-done:
+		if rs[0].Err != nil || rs[1].Err == nil || rs[2].Err == nil || rs[2].Err.Error() != "down" {
+			t.Errorf("results = %+v", rs)
+		}
+		if got := rs[1].Err.Error(); got != "no answer within 50ms (context deadline exceeded)" {
+			t.Errorf("stuck check: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Evaluate waited for a check stuck past its timeout")
+	}
+}
+
 func TestCached(t *testing.T) {
 	var calls atomic.Int32
 	f := Cached(time.Hour, func(context.Context) error {

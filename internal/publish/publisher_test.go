@@ -3,9 +3,7 @@ package publish
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -667,8 +665,8 @@ func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 // that outlasts it). The publisher must not store them a second time when it recovers.
 func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 	e := newEnv(t, 200*time.Millisecond)
-	px := startProxy(t, e.ns.URL())
-	nc, err := nats.Connect(px.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	px := testutil.StartProxy(t, e.ns.URL())
+	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,7 +692,7 @@ func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	px.answers.Store(false) // from now on the server's answers are lost
+	px.DropAnswers(true) // from now on the server's answers are lost
 	for i := 5; i < 10; i++ {
 		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
 			t.Fatal(err)
@@ -702,7 +700,7 @@ func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "all 10 stored", func() bool { return len(e.messages(e.layout.Events())) == 10 })
 	time.Sleep(400 * time.Millisecond) // past the duplicate window
-	px.cut()                           // the connection drops; the next one gets answers again
+	px.Cut()                           // the connection drops; the next one gets answers again
 	if last, err := p.Resume(ctx); err != nil || last != "ev-00009" {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
@@ -712,80 +710,14 @@ func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections to a NATS server; while answers is false it drops what the server sends.
-type proxy struct {
-	ln      net.Listener
-	answers atomic.Bool
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startProxy(t *testing.T, natsURL string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &proxy{ln: ln}
-	px.answers.Store(true)
-	target := strings.TrimPrefix(natsURL, "nats://")
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			px.mu.Lock()
-			px.conns = append(px.conns, c, s)
-			px.mu.Unlock()
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 && px.answers.Load() {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				_ = c.Close()
-			}()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); px.cut() })
-	return px
-}
-
-func (px *proxy) url() string { return "nats://" + px.ln.Addr().String() }
-
-// cut closes the connections and lets the server's answers through again.
-func (px *proxy) cut() {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	for _, c := range px.conns {
-		_ = c.Close()
-	}
-	px.conns = nil
-	px.answers.Store(true)
-}
-
 // TestResendAnswersLostPastDuplicateWindow: the server stores a publish and the ones sent again during
 // recovery, but its answers do not come back while the connection stays up, for longer than the
 // duplicate window. Recovery must look each unanswered send up before sending it again, not store the
 // event once per attempt.
 func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 	e := newEnv(t, 200*time.Millisecond)
-	px := startProxy(t, e.ns.URL())
-	nc, err := nats.Connect(px.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	px := testutil.StartProxy(t, e.ns.URL())
+	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,7 +734,7 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	px.answers.Store(false) // the server's answers are lost, the connection stays up
+	px.DropAnswers(true) // the server's answers are lost, the connection stays up
 	if err := p.Handle(ctx, ev("ev-00000", "GATE_IN")); err != nil {
 		t.Fatal(err)
 	}
@@ -812,7 +744,7 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 		done <- last
 	}()
 	time.Sleep(4 * time.Second) // several timeouts, each past the duplicate window
-	px.cut()                    // the connection drops; the next one gets answers again
+	px.Cut()                    // the connection drops; the next one gets answers again
 	if last := <-done; last != "ev-00000" {
 		t.Fatalf("Resume = %q", last)
 	}

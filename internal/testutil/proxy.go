@@ -1,0 +1,121 @@
+package testutil
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections to a NATS server, and plays the server's failures that a clean stop does
+// not: answers lost on a connection that stays up (DropAnswers), and a server that stops reading and
+// answering without closing anything, as a frozen process or a black-holed network does (Freeze).
+type Proxy struct {
+	ln net.Listener
+
+	mu      sync.Mutex
+	thawed  *sync.Cond
+	frozen  bool
+	dropped bool // the server's answers are dropped
+	conns   []net.Conn
+}
+
+// StartProxy listens on a loopback port and forwards each connection to natsURL until the test ends.
+func StartProxy(tb testing.TB, natsURL string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	px := &Proxy{ln: ln}
+	px.thawed = sync.NewCond(&px.mu)
+	target := strings.TrimPrefix(natsURL, "nats://")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			px.mu.Lock()
+			px.conns = append(px.conns, c, s)
+			px.mu.Unlock()
+			go px.pump(c, s, false) // the client's requests
+			go px.pump(s, c, true)  // the server's answers
+		}
+	}()
+	tb.Cleanup(func() { _ = ln.Close(); px.Thaw(); px.Cut() })
+	return px
+}
+
+// pump copies from src to dst. While the proxy is frozen it neither reads nor writes, so that the
+// sender's socket buffers fill up as they would in front of a frozen server.
+func (px *Proxy) pump(src, dst net.Conn, answers bool) {
+	defer func() { _ = dst.Close() }()
+	buf := make([]byte, 32<<10)
+	for {
+		px.wait()
+		n, err := src.Read(buf)
+		if n > 0 {
+			if drop := px.wait(); !(answers && drop) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait blocks while the proxy is frozen and reports whether the server's answers are dropped.
+func (px *Proxy) wait() (dropped bool) {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for px.frozen {
+		px.thawed.Wait()
+	}
+	return px.dropped
+}
+
+// URL is the proxy's nats:// URL.
+func (px *Proxy) URL() string { return "nats://" + px.ln.Addr().String() }
+
+// DropAnswers drops (true) or forwards (false) what the server sends, on every connection.
+func (px *Proxy) DropAnswers(drop bool) {
+	px.mu.Lock()
+	px.dropped = drop
+	px.mu.Unlock()
+}
+
+// Freeze stops all forwarding, in both directions and on new connections too, leaving every connection
+// open; Thaw resumes it.
+func (px *Proxy) Freeze() {
+	px.mu.Lock()
+	px.frozen = true
+	px.mu.Unlock()
+}
+
+// Thaw resumes forwarding after Freeze.
+func (px *Proxy) Thaw() {
+	px.mu.Lock()
+	px.frozen = false
+	px.thawed.Broadcast()
+	px.mu.Unlock()
+}
+
+// Cut closes every connection and lets the server's answers through again.
+func (px *Proxy) Cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		_ = c.Close()
+	}
+	px.conns = nil
+	px.dropped = false
+}
