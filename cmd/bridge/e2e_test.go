@@ -425,47 +425,77 @@ func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 }
 
 // TestEndToEndFrozenNATS: the NATS server stops reading and answering without closing the connection, as
-// a frozen process or a black-holed network does, while events flood in. A write to it times out after
-// BRIDGE_PUBLISH_TIMEOUT and the client reconnects, instead of holding the connection's lock for nats.go's
-// default minute: meanwhile /healthz, /readyz, /status and /metrics answer, and a stop finishes within
-// the shutdown timeout. Once the server is back, a new bridge stores every event exactly once.
+// a frozen process or a black-holed network does, while events flood in. The bridge's writes fill the
+// socket buffers and nats.go's flusher blocks in a write holding the connection's lock. Even so the
+// health endpoints answer (they do not take that lock), a write times out after BRIDGE_PUBLISH_TIMEOUT
+// (nats.go's default is a minute) so that the client reconnects and a stop keeps to the shutdown
+// timeout, and once the server is back every event is stored exactly once.
 func TestEndToEndFrozenNATS(t *testing.T) {
 	const n = 3000
-	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, EventSize: 30000})
-	px := testutil.StartProxy(t, h.ns.URL())
-	h.env["BRIDGE_NATS_URL"] = px.URL()
-	h.env["BRIDGE_PUBLISH_TIMEOUT"] = "2s"
-	h.env["BRIDGE_SHUTDOWN_TIMEOUT"] = "2s"
-	// What the bridge wrote before the freeze waits in the frozen server's socket buffer and is stored
-	// when it thaws, after the new bridge has read its resume point and asked the upstream again: only
-	// the duplicate window tells those apart (as in front of a real frozen server).
-	h.env["BRIDGE_DUPLICATE_WINDOW"] = "1m"
-	stop := h.startBridge()
-	h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
-	px.Freeze()
-	addr := h.bridge.ops.httpAddr()
-	client := &http.Client{Timeout: 8 * time.Second} // the readiness checks' own bound is 5 s
-	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); {
-		for _, path := range []string{"/healthz", "/readyz", "/status", "/metrics"} {
+	frozen := func(t *testing.T, publishTimeout string) (*harness, *testutil.Proxy, func() error) {
+		h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, EventSize: 30000})
+		px := testutil.StartProxy(t, h.ns.URL())
+		h.env["BRIDGE_NATS_URL"] = px.URL()
+		h.env["BRIDGE_PUBLISH_TIMEOUT"] = publishTimeout
+		h.env["BRIDGE_SHUTDOWN_TIMEOUT"] = "2s"
+		// A window of more bytes than the socket buffers on the way hold (loopback autotuning reaches
+		// tens of MB): the writes outrun the frozen server whatever the buffers grew to.
+		h.env["BRIDGE_PUBLISH_WINDOW"] = "4096"
+		// What the bridge wrote before the freeze waits in the frozen server's socket buffer and is
+		// stored when it thaws, possibly after the bridge sent it again: only the duplicate window tells
+		// those apart (as in front of a real frozen server).
+		h.env["BRIDGE_DUPLICATE_WINDOW"] = "1m"
+		stop := h.startBridge()
+		h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
+		px.Freeze()
+		return h, px, stop
+	}
+
+	t.Run("the endpoints answer", func(t *testing.T) {
+		// A long write timeout: the lock stays held for the whole freeze.
+		h, px, _ := frozen(t, "30s")
+		addr := h.bridge.ops.httpAddr()
+		get := func(path string, within time.Duration) int {
+			client := &http.Client{Timeout: within}
 			resp, err := client.Get("http://" + addr + path)
 			if err != nil {
 				t.Fatalf("GET %s while NATS is frozen: %v", path, err)
 			}
 			_ = resp.Body.Close()
+			return resp.StatusCode
 		}
-	}
-	start := time.Now()
-	if err := stop(); err != nil {
-		t.Fatalf("stop while NATS is frozen: %v", err)
-	}
-	if d := time.Since(start); d > 15*time.Second {
-		t.Errorf("the stop took %v with a shutdown timeout of 2s", d)
-	}
+		// Alive, at once, throughout: no liveness check waits on NATS. (The writes fill the buffers
+		// within the first second.)
+		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if code := get("/healthz", 2*time.Second); code != http.StatusOK {
+				t.Fatalf("/healthz = %d while NATS is frozen", code)
+			}
+		}
+		for _, path := range []string{"/readyz", "/status", "/metrics"} {
+			get(path, 8*time.Second) // the readiness checks answer by their 5 s bound
+		}
+		px.Thaw()
+		h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+		h.assertGenerated(n)
+	})
 
-	px.Thaw()
-	h.startBridge()
-	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
-	h.assertGenerated(n)
+	t.Run("a stop keeps to the shutdown timeout", func(t *testing.T) {
+		h, px, stop := frozen(t, "2s")
+		testutil.Eventually(t, 20*time.Second, "the write to the frozen server timed out", func() bool {
+			return h.bridge.natsSt.Status() != nats.CONNECTED
+		})
+		start := time.Now()
+		if err := stop(); err != nil {
+			t.Fatalf("stop while NATS is frozen: %v", err)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("the stop took %v with a shutdown timeout of 2s", d)
+		}
+		px.Thaw()
+		h.startBridge()
+		h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
+		h.assertGenerated(n)
+	})
 }
 
 // TestEndToEndKill9: the bridge process is killed with SIGKILL mid-stream, twice, and started again;
