@@ -117,6 +117,8 @@ type field struct {
 	index    int    // in Config
 	key      string // the variable, e.g. BRIDGE_UPSTREAM_URL
 	def      string // default tag
+	desc     string // desc tag
+	typ      string // the type column of Usage: String, Secret, True or False, Integer or Duration
 	required bool
 	secret   bool
 }
@@ -149,11 +151,29 @@ func configFields() []field {
 			index:    i,
 			key:      Prefix + "_" + name,
 			def:      sf.Tag.Get("default"),
+			desc:     sf.Tag.Get("desc"),
+			typ:      typeName(sf.Type),
 			required: sf.Tag.Get("required") == "true",
 			secret:   sf.Type == secretType,
 		})
 	}
 	return out
+}
+
+// typeName names a field's type for Usage, in the words envconfig's usage table used.
+func typeName(t reflect.Type) string {
+	switch {
+	case t == secretType:
+		return "Secret"
+	case t == durationType:
+		return "Duration"
+	case t.Kind() == reflect.Bool:
+		return "True or False"
+	case t.Kind() == reflect.Int:
+		return "Integer"
+	default:
+		return "String"
+	}
 }
 
 // Default returns a Config holding every default value. The required fields are empty, so it does not
