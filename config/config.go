@@ -47,8 +47,8 @@ const (
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
 const maxSecretFileBytes = 64 << 10
 
-// Config is the bridge's configuration. Load fills it from the environment: the variable of a field is
-// Prefix + "_" + its envconfig tag, its default the default tag. A Config built by hand should start from
+// Config is the bridge's configuration. The variable of a field is Prefix + "_" + its envconfig tag, and
+// its default, required and desc tags feed Load and Usage. A Config built by hand should start from
 // Default and be checked with Validate.
 type Config struct {
 	// Upstream API (contract §2).
@@ -160,7 +160,7 @@ func configFields() []field {
 	return out
 }
 
-// typeName names a field's type for Usage, in the words envconfig's usage table used.
+// typeName names a field's type in Usage's TYPE column, in the words envconfig's usage table used.
 func typeName(t reflect.Type) string {
 	switch {
 	case t == secretType:
@@ -193,11 +193,14 @@ func Default() *Config {
 func LoadFromEnv() (*Config, error) { return Load(os.LookupEnv) }
 
 // Load reads the configuration through lookup, which has the signature of os.LookupEnv (nil means
-// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults and validates the result.
+// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults and validates the result. The
+// error, if any, joins every problem found (values that do not parse, unreadable secret files, and
+// everything Validate reports), one per line, each naming its variable and none showing a secret's value.
 //
-// A variable that is unset or set to the empty string takes its default. The error, if any, joins every
-// problem found (values that do not parse, unreadable secret files, and everything Validate reports),
-// one per line, each naming its variable. It never contains a secret's value.
+// Load is the package's only loader. It does not use envconfig.Process, which would change behaviour:
+// Process reads the process environment only (tests and the demo pass a map), stops at the first error,
+// lets a set-but-empty variable skip its default and satisfy required, falls back to the unprefixed name
+// (USERNAME for BRIDGE_USERNAME), parses integers in any base ("010" is 8) and has no _FILE variants.
 func Load(lookup func(string) (string, bool)) (*Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
