@@ -193,9 +193,10 @@ func Default() *Config {
 func LoadFromEnv() (*Config, error) { return Load(os.LookupEnv) }
 
 // Load reads the configuration through lookup, which has the signature of os.LookupEnv (nil means
-// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults and validates the result. The
-// error, if any, joins every problem found (values that do not parse, unreadable secret files, and
-// everything Validate reports), one per line, each naming its variable and none showing a secret's value.
+// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults (a variable set to "" counts as
+// unset) and validates the result. The error, if any, joins every problem found (values that do not
+// parse, unreadable secret files, and everything Validate reports), one per line, each naming its
+// variable and none showing a secret's value.
 //
 // Load is the package's only loader. It does not use envconfig.Process, which would change behaviour:
 // Process reads the process environment only (tests and the demo pass a map), stops at the first error,
