@@ -47,8 +47,8 @@ const (
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
 const maxSecretFileBytes = 64 << 10
 
-// Config is the bridge's configuration. Load fills it from the environment: the variable of a field is
-// Prefix + "_" + its envconfig tag, its default the default tag. A Config built by hand should start from
+// Config is the bridge's configuration. The variable of a field is Prefix + "_" + its envconfig tag, and
+// its default, required and desc tags feed Load and Usage. A Config built by hand should start from
 // Default and be checked with Validate.
 type Config struct {
 	// Upstream API (contract §2).
@@ -117,6 +117,8 @@ type field struct {
 	index    int    // in Config
 	key      string // the variable, e.g. BRIDGE_UPSTREAM_URL
 	def      string // default tag
+	desc     string // desc tag
+	typ      string // the type column of Usage: String, Secret, True or False, Integer or Duration
 	required bool
 	secret   bool
 }
@@ -149,11 +151,29 @@ func configFields() []field {
 			index:    i,
 			key:      Prefix + "_" + name,
 			def:      sf.Tag.Get("default"),
+			desc:     sf.Tag.Get("desc"),
+			typ:      typeName(sf.Type),
 			required: sf.Tag.Get("required") == "true",
 			secret:   sf.Type == secretType,
 		})
 	}
 	return out
+}
+
+// typeName names a field's type in Usage's TYPE column, in the words envconfig's usage table used.
+func typeName(t reflect.Type) string {
+	switch {
+	case t == secretType:
+		return "Secret"
+	case t == durationType:
+		return "Duration"
+	case t.Kind() == reflect.Bool:
+		return "True or False"
+	case t.Kind() == reflect.Int:
+		return "Integer"
+	default:
+		return "String"
+	}
 }
 
 // Default returns a Config holding every default value. The required fields are empty, so it does not
@@ -173,11 +193,15 @@ func Default() *Config {
 func LoadFromEnv() (*Config, error) { return Load(os.LookupEnv) }
 
 // Load reads the configuration through lookup, which has the signature of os.LookupEnv (nil means
-// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults and validates the result.
+// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults (a variable set to "" counts as
+// unset) and validates the result. The error, if any, joins every problem found (values that do not
+// parse, unreadable secret files, and everything Validate reports), one per line, each naming its
+// variable and none showing a secret's value.
 //
-// A variable that is unset or set to the empty string takes its default. The error, if any, joins every
-// problem found (values that do not parse, unreadable secret files, and everything Validate reports),
-// one per line, each naming its variable. It never contains a secret's value.
+// Load is the package's only loader. It does not use envconfig.Process, which would change behaviour:
+// Process reads the process environment only (tests and the demo pass a map), stops at the first error,
+// lets a set-but-empty variable skip its default and satisfy required, falls back to the unprefixed name
+// (USERNAME for BRIDGE_USERNAME), parses integers in any base ("010" is 8) and has no _FILE variants.
 func Load(lookup func(string) (string, bool)) (*Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv

@@ -8,16 +8,12 @@ import (
 // redacted is what every rendering of a Secret shows instead of its value.
 const redacted = "[redacted]"
 
-// Secret is a configuration value that must never be printed: a password or a token.
+// Secret is a configuration value that must never be printed: a password or a token. fmt (every verb),
+// log/slog, encoding/json and encoding.TextMarshaler render it as "[redacted]", alone or in an exported
+// field of a struct such as Config; only Reveal, or an explicit string conversion, yields the value.
 //
-// Every way the standard library renders a value shows "[redacted]" instead of the content: fmt with any
-// verb (%v, %s, %+v, %#v, %q, ...), log/slog through LogValue, encoding/json and encoding.TextMarshaler.
-// This holds for a Secret on its own and for one in an exported field of a struct that is printed or
-// marshalled whole, such as Config. Only Reveal, or an explicit string conversion, yields the value; call
-// it where the secret is handed to the code that needs it, and nowhere else.
-//
-// Two renderings do not go through these methods, so keep a Secret out of them: a map key in
-// encoding/json (which uses string-kinded keys as they are), and unexported struct fields printed by fmt.
+// Two renderings bypass these methods, so keep a Secret out of them: a map key in encoding/json, and an
+// unexported struct field printed by fmt.
 type Secret string
 
 // Reveal returns the secret's value.

@@ -51,15 +51,10 @@ func (ck *checker) addVars(keys []string, format string, args ...any) {
 }
 
 // Validate checks the configuration and reports every problem at once, joined with errors.Join, one per
-// line, each naming the variables it concerns. It returns nil when the configuration is usable.
-//
-// It checks that required values are present; that the upstream and token URLs are absolute https URLs
-// (http only with BRIDGE_INSECURE_HTTP=true); that every NATS URL has the nats, tls, ws or wss scheme; that
-// the subject prefix is one or more valid subject tokens without wildcards; that paths start with "/";
-// that durations and sizes are positive and ranges ordered; that enumerations hold a known value; that the
-// named CA, certificate, key, credentials and seed files exist; and that NATS authentication is
-// consistent (user with password, certificate with key, at most one method). It reads the file system
-// (os.Stat) and nothing else. No message contains a secret's value.
+// line, each naming the variables it concerns; nil means the configuration is usable. Beyond required
+// values, ranges and enumerations it checks URL schemes (https unless BRIDGE_INSECURE_HTTP), subject and
+// consumer names, that named files exist, and that at most one NATS authentication method is set. It reads
+// the file system (os.Stat) and nothing else, and no message contains a secret's value.
 func (c *Config) Validate() error { return errors.Join(c.check()...) }
 
 // check returns Validate's problems, each a *problem.
