@@ -3,7 +3,6 @@ module github.com/tracking-bridge/tracking-bridge
 go 1.26.0
 
 require (
-	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/launchdarkly/eventsource v1.14.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
