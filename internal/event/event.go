@@ -23,17 +23,13 @@ type Event struct {
 }
 
 // MaxLines bounds the lines, comments aside, of one SSE message. The SSE decoder copies the data
-// gathered so far at every data line, so a message of many short lines costs far more than its size:
-// one of 174,762 empty data lines (1 MiB) took 3.9 s to decode here, and with this bound 1.9 ms; the
-// costliest message within both bounds, 1 MiB in 1,000 lines, took 0.18 s. A pretty-printed tracking
-// event has a few dozen lines.
+// gathered so far at every data line, so its work grows with a message's size times its lines; a
+// pretty-printed tracking event has a few dozen. Measurements: docs/performance.md.
 const MaxLines = 1000
 
-// Resumable reports whether id can be sent back as Last-Event-ID to resume after it: Go's HTTP client
-// sends a header value unchanged only without control characters other than tab (it refuses the
-// request) and without leading or trailing space or tab (it trims them, and so does the receiving end:
-// a header field value has no edge white space, RFC 9110 5.5). The empty id (no Last-Event-ID) is
-// resumable.
+// Resumable reports whether id can be sent back as Last-Event-ID to resume after it. Go's HTTP client
+// refuses a header value with control characters other than tab, and both ends trim leading and
+// trailing space and tab (RFC 9110 5.5). The empty id (no Last-Event-ID) is resumable.
 func Resumable(id string) bool {
 	if id != "" && (id[0] == ' ' || id[0] == '\t' || id[len(id)-1] == ' ' || id[len(id)-1] == '\t') {
 		return false

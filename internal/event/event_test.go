@@ -1,9 +1,11 @@
-package event
+package event_test
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // TestResumable: exactly the ids Go's HTTP client sends unchanged as Last-Event-ID are resumable,
@@ -24,8 +26,8 @@ func TestResumable(t *testing.T) {
 			resp.Body.Close()
 			sentUnchanged = <-got == id
 		}
-		if Resumable(id) != sentUnchanged {
-			t.Errorf("Resumable(%q) = %v, but the id sent unchanged: %v (err %v)", id, Resumable(id), sentUnchanged, err)
+		if event.Resumable(id) != sentUnchanged {
+			t.Errorf("Resumable(%q) = %v, but the id sent unchanged: %v (err %v)", id, event.Resumable(id), sentUnchanged, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package health
+package health_test
 
 import (
 	"context"
@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/health"
 )
 
 func TestHandler(t *testing.T) {
-	var c Checks
+	var c health.Checks
 	var natsDown atomic.Bool
 	c.Add("nats", func(context.Context) error {
 		if natsDown.Load() {
@@ -51,22 +53,22 @@ func TestHandler(t *testing.T) {
 }
 
 func TestPanickingCheckIsNotReady(t *testing.T) {
-	var c Checks
+	var c health.Checks
 	c.Add("broken", func(context.Context) error { panic("boom") })
 	rs := c.Evaluate(context.Background())
-	if Ready(rs) || Format(rs) != "broken: not ready: check failed: boom\n" {
-		t.Errorf("got %q", Format(rs))
+	if health.Ready(rs) || health.Format(rs) != "broken: not ready: check failed: boom\n" {
+		t.Errorf("got %q", health.Format(rs))
 	}
 }
 
 func TestEvaluateTimeout(t *testing.T) {
-	c := Checks{Timeout: 50 * time.Millisecond}
+	c := health.Checks{Timeout: 50 * time.Millisecond}
 	c.Add("slow", func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
 	start := time.Now()
-	if rs := c.Evaluate(context.Background()); Ready(rs) {
+	if rs := c.Evaluate(context.Background()); health.Ready(rs) {
 		t.Error("a check past the deadline passed")
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -77,13 +79,13 @@ func TestEvaluateTimeout(t *testing.T) {
 // TestEvaluateStuckCheck: a check that ignores its context (stuck on a lock) does not hold the answer:
 // it fails as unanswered at the timeout, and the other checks' results stand.
 func TestEvaluateStuckCheck(t *testing.T) {
-	c := Checks{Timeout: 50 * time.Millisecond}
+	c := health.Checks{Timeout: 50 * time.Millisecond}
 	release := make(chan struct{})
 	defer close(release)
 	c.Add("ok", func(context.Context) error { return nil })
 	c.Add("stuck", func(context.Context) error { <-release; return nil })
 	c.Add("down", func(context.Context) error { return errors.New("down") })
-	done := make(chan []Result, 1)
+	done := make(chan []health.Result, 1)
 	go func() { done <- c.Evaluate(context.Background()) }()
 	select {
 	case rs := <-done:
@@ -100,7 +102,7 @@ func TestEvaluateStuckCheck(t *testing.T) {
 
 func TestCached(t *testing.T) {
 	var calls atomic.Int32
-	f := Cached(time.Hour, func(context.Context) error {
+	f := health.Cached(time.Hour, func(context.Context) error {
 		calls.Add(1)
 		return errors.New("no")
 	})
@@ -112,7 +114,7 @@ func TestCached(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("%d calls, want 1", calls.Load())
 	}
-	g := Cached(0, func(context.Context) error { calls.Add(1); return nil })
+	g := health.Cached(0, func(context.Context) error { calls.Add(1); return nil })
 	_ = g(context.Background())
 	_ = g(context.Background())
 	if calls.Load() != 3 {

@@ -1,8 +1,10 @@
-package rfc3339
+package rfc3339_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 func TestParse(t *testing.T) {
@@ -10,7 +12,7 @@ func TestParse(t *testing.T) {
 		"2024-05-01T12:30:00Z", "2024-05-01t12:30:00z", "2024-05-01T12:30:00.5+01:00",
 		"2024-05-01T12:30:00.123456789-23:59", "2024-05-01T12:30:00+00:00", "2024-05-01T12:30:00.000000000001Z",
 	} {
-		if _, _, _, ok := Parse(s); !ok {
+		if _, _, _, ok := rfc3339.Parse(s); !ok {
 			t.Errorf("Parse(%q) failed", s)
 		}
 	}
@@ -19,11 +21,11 @@ func TestParse(t *testing.T) {
 		"2024-05-01T12:30:00.Z", "2024-05-01T12:30:00+24:00", "2024-05-01T12:30:00+01:60", "2024-05-01T12:30:00+0100",
 		"2024-05-01T24:00:00Z", "2024-02-30T12:30:00Z", "2024-05-01T12:30:00ZZ", "2024-05-01T12:30:00 Z", "noon",
 	} {
-		if _, _, _, ok := Parse(s); ok {
+		if _, _, _, ok := rfc3339.Parse(s); ok {
 			t.Errorf("Parse(%q) accepted it", s)
 		}
 	}
-	ts, frac, zone, ok := Parse("2025-03-14t10:15:00.50+01:00")
+	ts, frac, zone, ok := rfc3339.Parse("2025-03-14t10:15:00.50+01:00")
 	if !ok || frac != ".50" || zone != "+01:00" || !ts.Equal(time.Date(2025, 3, 14, 9, 15, 0, 5e8, time.UTC)) {
 		t.Errorf("Parse = %v, %q, %q, %v", ts, frac, zone, ok)
 	}
@@ -34,7 +36,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("2024-05-01T12:30:00.5+01:00")
 	f.Add("2024-05-01t12:30:00z")
 	f.Fuzz(func(t *testing.T, s string) {
-		ts, _, _, ok := Parse(s)
+		ts, _, _, ok := rfc3339.Parse(s)
 		if !ok {
 			return
 		}

@@ -20,10 +20,9 @@ const (
 	authInvalid = `Bearer error="invalid_token", error_description="The access token is invalid", ` + errorURI
 )
 
-// expiredDescription is the error_description of an expired access token. Spec 5.4 gives no literal
-// text, only "an error_description naming the expiry of the JWT" (with error invalid_token and that
-// error_uri); this names the JWT and its expiry instant in whole seconds (a JWT's exp claim), in the
-// words Spring Security's resource server uses for it.
+// expiredDescription is the error_description of an expired access token. Spec 5.4 asks only that it
+// name the JWT's expiry; this uses Spring Security's resource server wording, with the instant in whole
+// seconds as a JWT's exp claim has it.
 func expiredDescription(expires time.Time) string {
 	return "Jwt expired at " + expires.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
@@ -179,11 +178,9 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			s.tokenError(w, http.StatusUnauthorized, "invalid_grant", "Invalid user credentials")
 			return
 		}
-		// Spec 5: "The only scope is openid (default scope for OpenID Connect)"; 5.1 lists scope=openid
-		// among the fields the client sends but nowhere makes it mandatory. So a request without a scope
-		// (or a blank one) gets the default, openid, and is granted like scope=openid; Keycloak, too,
-		// accepts a password grant without scope. A scope list that is given must hold openid, the only
-		// scope the spec offers; further values beside it are tolerated.
+		// Spec 5 makes openid the only and default scope and never requires the field, so a missing or
+		// blank scope is granted as openid, as Keycloak does. A given scope list must hold openid; other
+		// values beside it are tolerated.
 		if sc := form.Get("scope"); strings.TrimSpace(sc) != "" && !hasScope(sc, "openid") {
 			s.tokenError(w, http.StatusBadRequest, "invalid_scope", "Invalid scopes: "+sc)
 			return

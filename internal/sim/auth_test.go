@@ -160,7 +160,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestShortAccessTTL(t *testing.T) {
-	e := newEnv(t, Options{AccessTTL: 30_000_000}) // 30 ms
+	e := newEnv(t, Options{AccessTTL: 30 * time.Millisecond})
 	r := e.token(passwordForm("demo", "demo"))
 	if r.Body["expires_in"] != 1.0 {
 		t.Errorf("expires_in %v, want 1 (rounded up)", r.Body["expires_in"])

@@ -39,7 +39,7 @@
 //
 //   - generated events. With Options.EventRate > 0 the generator appends event k (k = 0, 1, …) at
 //     start + k/EventRate, start being the user's first stream connection, and that is the event's
-//     timestamp; a stream connection writes it at that moment (accurate to about 0.2 ms). With
+//     timestamp; a stream connection writes it at that moment. With
 //     EventRate < 0 (flood) events are appended as fast as a stream reader takes them, in bursts whose
 //     events share the burst's time as timestamp. Generated events are not stored: their bytes are
 //     computed from (seq, k, timestamp), so a long flood costs no memory. GeneratedEvent returns them;

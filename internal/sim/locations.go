@@ -8,9 +8,8 @@ import (
 )
 
 // Paging of operation 4.1. The spec bounds pageSize only below (4.1, 8: >= 1, default 50) and a page's
-// data to 0..1000 items (2.3, 8). So a larger pageSize is accepted and pages hold at most maxPageItems:
-// the effective page size, reported in pagination.pageSize ("maximum size of the current page") and
-// used to compute the page's offset, is min(pageSize, maxPageItems).
+// data to 1000 items (2.3, 8), so a larger pageSize is accepted: the effective page size, reported in
+// pagination.pageSize and used to compute the page's offset, is min(pageSize, maxPageItems).
 const (
 	defaultPageSize = 50
 	maxPageItems    = 1000

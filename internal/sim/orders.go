@@ -148,11 +148,10 @@ func (s *Server) readOrder(w http.ResponseWriter, r *http.Request) (bookingOrder
 	return orderFromMap(m), true
 }
 
-// orderFromMap builds the BookingOrder of a body that validateOrder accepted, from the same map, so that
-// what is stored is what was validated. (json.Unmarshal into the struct would match keys
-// case-insensitively: {"action":"PICK_UP","ACTION":"THROW"} would validate as PICK_UP and be stored as
-// THROW.) Keys are matched exactly, as validateOrder does; any other key, a case variant of a property
-// included, is an unknown field and ignored. An id in the body is ignored too.
+// orderFromMap builds the BookingOrder of a body that validateOrder accepted from the same map, matching
+// keys exactly as validateOrder does, so that what is stored is what was validated: json.Unmarshal would
+// match keys case-insensitively and store {"action":"PICK_UP","ACTION":"THROW"} as THROW. Other keys,
+// case variants and an id included, are ignored.
 func orderFromMap(m map[string]any) bookingOrder {
 	u, _ := m["unit"].(map[string]any)
 	bo := bookingOrder{

@@ -43,15 +43,11 @@ func parseEventID(id string) (int64, bool) {
 // heartbeat is the keep-alive comment written on an idle stream.
 const heartbeat = ": keep-alive\n\n"
 
-// appendEvent appends one Server-Sent Events message to dst and returns the extended slice.
-//
-// The id: line is written when id is not empty, the event: line when event is not empty; CR and LF
-// cannot be carried in a field value and are removed from both (a NUL in the id is written as it is;
-// clients then ignore the id, as the SSE specification requires). data is split at every CRLF, CR and LF
-// into one data: line each, so arbitrary bytes are carried, but a decoder returns every line break as
-// LF: CR and CRLF do not survive SSE. A message always has at least one data: line (empty data gives an
-// empty one), and ends with a blank line. Each value follows its field name, a colon and one space, so
-// that values starting with a space are kept.
+// appendEvent appends one Server-Sent Events message to dst and returns the extended slice. The id: and
+// event: lines are written when not empty, with CR and LF removed (a field value cannot carry them; a NUL
+// in the id is kept, and clients then ignore the id as the SSE specification requires). data becomes one
+// data: line per line, split at CRLF, CR and LF (a decoder returns every break as LF), at least one;
+// every value follows "field: " so that a leading space survives, and a blank line ends the message.
 func appendEvent(dst []byte, id, event string, data []byte) []byte {
 	if id = stripLineBreaks(id); id != "" {
 		dst = append(dst, "id: "...)

@@ -28,11 +28,10 @@ type trackedUnit struct {
 	Events        []json.RawMessage `json:"events"`
 }
 
-// handleTracking serves operation 4.7: the tracked unit of orderId+positionId or of the client reference
-// pair, with its most recent events (generated and reported), oldest first. observedUntil is the time
-// of the query; events stamped later (reports may carry any timestamp) are not part of the answer
-// (spec 2.8), and the 100-event bound counts only those that are. The tracked units are the
-// caller's tracked order positions (TrackedOrders); another user's is answered 403, an unknown one 404.
+// handleTracking serves operation 4.7: the tracked unit (one of the caller's TrackedOrders) of
+// orderId+positionId or of the client reference pair, with its most recent events, oldest first; another
+// user's unit is answered 403, an unknown one 404. Events stamped after observedUntil, the time of the
+// query, are left out and not counted in the 100-event bound (spec 2.8).
 func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
 	q := r.URL.Query()
 	oid, pid := q.Get("orderId"), q.Get("positionId")
@@ -140,10 +139,9 @@ func (s *Server) countReportCall(h http.HandlerFunc) http.HandlerFunc {
 
 // handleReport serves operation 4.8. After the injected faults, the Content-Type check (415) and
 // RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
-// the report is validated (400 with every problem), its order checked and its event appended to the
-// user's log. The only permission rule of the spec is the ownership of orders by the current user (5.4),
-// so a report may name only one of the caller's tracked order positions: another user's is answered 403,
-// one nobody tracks 404. A report without an order is the caller's and belongs to no tracked unit.
+// the report is validated (400 with every problem) and its event appended to the user's log. Its order
+// must be one of the caller's tracked positions (spec 5.4): another user's is answered 403, one nobody
+// tracks 404; a report without an order belongs to no tracked unit.
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userState) {
 	f := s.Faults()
 	if s.reportFault(w, r, &f) {
@@ -174,9 +172,8 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return
 	}
-	// The event belongs to the unit the report's orderId and positionId (both required, spec 2.10) name,
-	// so 4.7 finds it by that pair and by the unit's client reference pair alike (spec 6.5), whatever
-	// client references the report carried (optional; not checked against the unit's).
+	// The unit is the one orderId and positionId name (spec 2.10), so 4.7 finds the event by either of
+	// the unit's reference pairs (spec 6.5); the report's optional client references are not checked.
 	var ref *reportRef
 	if order != nil {
 		oid, pid := order.OrderID, order.PositionID
@@ -236,12 +233,10 @@ func (s *Server) duplicate(u *userState, key string) bool {
 // parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
 // type and timestamp and its order (nil when absent); or every problem found.
 //
-// The event's timestamp is "the exact time of the event, in UTC" (spec 2.13), of type date-time,
-// which RFC 3339 writes with any offset. One with a non-zero offset names one exact instant all the same,
-// so it is accepted, and converted to UTC in the returned event (the fraction kept as written:
-// 2025-03-14T10:15:00.50+01:00 becomes 2025-03-14T09:15:00.50Z), so that the stream and operation 4.7
-// carry it in UTC. A UTC one (Z, +00:00 or -00:00) is kept as sent. One whose instant falls outside the
-// four-digit years in UTC (0000-01-01T00:30:00+01:00) cannot be written in UTC and is rejected.
+// The timestamp is "the exact time of the event, in UTC" (spec 2.13), an RFC 3339 date-time: one with a
+// non-zero offset is accepted and converted to UTC, its fraction kept as written (10:15:00.50+01:00
+// becomes 09:15:00.50Z), so the stream and 4.7 carry UTC; a UTC one is kept as sent. One that cannot be
+// written in UTC with a four-digit year (0000-01-01T00:30:00+01:00) is rejected.
 func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {

@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// Eventually polls cond every 10 ms until it holds, and fails the test when it still does
-// not after within. what describes the awaited condition for the failure message. Tests wait on
-// conditions with it instead of sleeping.
+// Eventually polls cond every 10 ms until it holds, and fails the test when it does not hold within that
+// time; what names the condition in the failure message. Tests wait on conditions with it, not on sleeps.
 func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()
 	deadline := time.Now().Add(within)

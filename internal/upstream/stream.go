@@ -32,7 +32,8 @@ type Sink interface {
 // StreamConfig configures a Stream.
 type StreamConfig struct {
 	// URL of the event stream (op 4.9).
-	URL    string
+	URL string
+	// Tokens supplies the bearer token of every connection.
 	Tokens *TokenSource
 	// Client performs the stream request. It must not have an overall timeout (the response never ends);
 	// NewHTTPClient(..., 0) builds a suitable one.
@@ -45,7 +46,8 @@ type StreamConfig struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// UnavailableRetry is the retry pace after 403 or 404: the function is not available to the account.
 	UnavailableRetry time.Duration
-	Logger           *slog.Logger
+	// Logger receives the stream's logs; nil discards them.
+	Logger *slog.Logger
 	// Observer, when set, is told of connection changes (for metrics).
 	Observer StreamObserver
 }
@@ -74,6 +76,7 @@ const (
 
 var stateNames = [...]string{"starting", "connected", "reconnecting", "unavailable", "stopped"}
 
+// String returns the state's name, as /status and the logs show it.
 func (s StreamState) String() string { return stateNames[s] }
 
 // StatusError is a non-success HTTP answer of the upstream API.
@@ -83,6 +86,7 @@ type StatusError struct {
 	Messages   []string      // from an ApiResponseMessage body, when there was one
 }
 
+// Error returns the status and the body's messages, if any.
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
 	if len(e.Messages) > 0 {

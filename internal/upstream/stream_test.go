@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // memSink stores events in memory; Resume reports the last one.
@@ -132,17 +133,12 @@ func runScripted(t *testing.T, script ...http.HandlerFunc) (*scripted, *memSink,
 
 func waitAttempts(t *testing.T, sc *scripted, n int) []time.Time {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%d connection attempts", n), func() bool {
 		at, _ := sc.seen()
-		if len(at) >= n {
-			return at
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connection attempts, want %d", len(at), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(at) >= n
+	})
+	at, _ := sc.seen()
+	return at
 }
 
 // A 200 that is not text/event-stream is an error and its body is never parsed.
@@ -220,13 +216,10 @@ func TestStreamUnsendableResumeID(t *testing.T) {
 		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
 			sc, sink, stop := runScripted(t, sse("id: "+id+"\ndata: {\"type\":\"GATE_IN\"}\n\n"))
 			defer stop()
-			deadline := time.Now().Add(10 * time.Second)
-			for sc.stream.LastError() == nil || !strings.Contains(sc.stream.LastError().Error(), "Last-Event-ID") {
-				if time.Now().After(deadline) {
-					t.Fatalf("last error %v, want one about Last-Event-ID", sc.stream.LastError())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Eventually(t, 10*time.Second, "a last error about Last-Event-ID", func() bool {
+				err := sc.stream.LastError()
+				return err != nil && strings.Contains(err.Error(), "Last-Event-ID")
+			})
 			time.Sleep(100 * time.Millisecond) // several reconnect attempts (10–20 ms apart)
 			if at, ids := sc.seen(); len(at) != 1 {
 				t.Errorf("%d connections (Last-Event-ID %q), want 1: the bridge connected without the id", len(at), ids)
@@ -246,56 +239,31 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			sc := &scripted{script: []http.HandlerFunc{sse("retry: " + hint + "\n\nid: a\ndata: {}\n\n")}}
 			srv := httptest.NewServer(sc)
 			defer srv.Close()
-			logs := &delayLog{}
+			logs := &testutil.Logs{}
 			cfg := scriptedConfig(srv.URL)
 			cfg.Logger = slog.New(logs)
 			st := NewStream(cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- st.Run(ctx, &memSink{}) }()
+			// retryIn is the delay of the first reconnect, as logged.
+			retryIn := func() string {
+				if v, ok := logs.Attr("stream disconnected", "retry_in"); ok {
+					return v.String()
+				}
+				return ""
+			}
 			deadline := time.Now().Add(10 * time.Second)
-			for logs.delay() == "" && time.Now().Before(deadline) {
+			for retryIn() == "" && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			if got, want := logs.delay(), maxServerDelay.String(); got != want {
+			if got, want := retryIn(), maxServerDelay.String(); got != want {
 				t.Errorf("reconnecting in %q after retry: %s, want %q", got, hint, want)
 			}
 		})
 	}
-}
-
-// delayLog is a slog handler that keeps the retry_in of the first "stream disconnected" record.
-type delayLog struct {
-	mu      sync.Mutex
-	retryIn string
-}
-
-func (l *delayLog) Enabled(context.Context, slog.Level) bool { return true }
-func (l *delayLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *delayLog) WithGroup(string) slog.Handler            { return l }
-func (l *delayLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "stream disconnected" {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "retry_in" {
-			l.mu.Lock()
-			if l.retryIn == "" {
-				l.retryIn = a.Value.String()
-			}
-			l.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (l *delayLog) delay() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.retryIn
 }

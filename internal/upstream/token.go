@@ -25,7 +25,9 @@ var (
 
 // TokenConfig configures a TokenSource.
 type TokenConfig struct {
+	// TokenURL is the token endpoint (spec 5.1).
 	TokenURL string
+	// ClientID and Username identify the client and the account in the password grant.
 	ClientID string
 	Username string
 	// Password returns the account password. It is a function so that the secret is read only when
@@ -37,7 +39,8 @@ type TokenConfig struct {
 	RefreshMargin time.Duration
 	// LoginRetry is the minimum interval between two password logins after the credentials were rejected.
 	LoginRetry time.Duration
-	Logger     *slog.Logger
+	// Logger receives the token source's logs; nil discards them.
+	Logger *slog.Logger
 	// Observe, when set, is told of each token request: kind is "login" or "refresh", err its outcome.
 	Observe func(kind string, err error)
 }

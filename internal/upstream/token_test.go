@@ -1,4 +1,4 @@
-package upstream
+package upstream_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 const secretPassword = "pa55-word-that-must-not-leak"
@@ -68,8 +70,8 @@ func (ts *tokenServer) grantsSeen() []string {
 	return append([]string(nil), ts.grants...)
 }
 
-func (ts *tokenServer) source(password string) *TokenSource {
-	return NewTokenSource(TokenConfig{TokenURL: ts.URL, ClientID: "bridge", Username: "u",
+func (ts *tokenServer) source(password string) *upstream.TokenSource {
+	return upstream.NewTokenSource(upstream.TokenConfig{TokenURL: ts.URL, ClientID: "bridge", Username: "u",
 		Password: func() string { return password }, RefreshMargin: 30 * time.Second, LoginRetry: time.Minute})
 }
 
@@ -136,11 +138,11 @@ func TestTokenErrorsAreSafeAndPaced(t *testing.T) {
 
 	src := ts.source("wrong-" + secretPassword)
 	_, err := src.Token(ctx)
-	if !errors.Is(err, ErrLoginRejected) || !strings.Contains(err.Error(), "BRIDGE_PASSWORD") {
+	if !errors.Is(err, upstream.ErrLoginRejected) || !strings.Contains(err.Error(), "BRIDGE_PASSWORD") {
 		t.Fatalf("err = %v, want ErrLoginRejected naming the variables", err)
 	}
 	for range 5 {
-		if _, err2 := src.Token(ctx); !errors.Is(err2, ErrLoginRejected) {
+		if _, err2 := src.Token(ctx); !errors.Is(err2, upstream.ErrLoginRejected) {
 			t.Fatalf("repeat: %v", err2)
 		}
 	}
@@ -157,15 +159,15 @@ func TestTokenErrorsAreSafeAndPaced(t *testing.T) {
 	ts.fail5xx = true
 	ts.mu.Unlock()
 	_, err = ts.source(secretPassword).Token(ctx)
-	if !errors.Is(err, ErrTokenEndpoint) || strings.Contains(err.Error(), "echo") {
+	if !errors.Is(err, upstream.ErrTokenEndpoint) || strings.Contains(err.Error(), "echo") {
 		t.Fatalf("5xx: err = %v", err)
 	}
 
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	src = NewTokenSource(TokenConfig{TokenURL: dead.URL, ClientID: "bridge", Username: "u",
+	src = upstream.NewTokenSource(upstream.TokenConfig{TokenURL: dead.URL, ClientID: "bridge", Username: "u",
 		Password: func() string { return secretPassword }})
-	if _, err := src.Token(ctx); !errors.Is(err, ErrTokenEndpoint) || strings.Contains(err.Error(), secretPassword) {
+	if _, err := src.Token(ctx); !errors.Is(err, upstream.ErrTokenEndpoint) || strings.Contains(err.Error(), secretPassword) {
 		t.Fatalf("unreachable: err = %v", err)
 	}
 }

@@ -1,0 +1,58 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamMsgs returns how many messages a JetStream stream holds, 0 when the stream does not exist; any
+// other failure fails the test.
+func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0
+	}
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	return info.State.Msgs
+}
+
+// StreamContents returns every message a JetStream stream holds, in sequence order, read one by one
+// without a consumer. Messages deleted between the first and the last are skipped.
+func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
