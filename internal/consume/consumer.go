@@ -14,24 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
-)
-
-// Headers the consumer sets on dead letters, besides publish.HeaderError ("Bridge-Error", contract §3).
-const (
-	// HeaderUpstreamStatus is the HTTP status of the upstream's answer, when it answered (contract §3).
-	HeaderUpstreamStatus = "Bridge-Upstream-Status"
-	// HeaderReportSequence is the report's sequence number in the reports stream.
-	HeaderReportSequence = "Bridge-Report-Sequence"
-	// HeaderReportTime is when the report was stored in the reports stream (RFC 3339, UTC).
-	HeaderReportTime = "Bridge-Report-Time"
-	// HeaderDeliveries is the number of times the report had been delivered to the consumer.
-	HeaderDeliveries = "Bridge-Deliveries"
-	// HeaderOriginalPrefix renames the original message's headers that JetStream would act on (those
-	// starting with "Nats-", such as Nats-Msg-Id or Nats-TTL) when they are copied to the dead letter.
-	HeaderOriginalPrefix = "Bridge-Original-"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // Defaults of the Config fields left zero.
@@ -57,7 +43,7 @@ const (
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
 // implements it. Send must be safe for concurrent use and must return when ctx is done.
 type Sender interface {
-	Send(ctx context.Context, body []byte, key string) upstream.Outcome
+	Send(ctx context.Context, body []byte, key string) delivery.Outcome
 }
 
 // Observer receives the consumer's counts, for metrics. Its methods are called from many goroutines at
@@ -74,7 +60,7 @@ type Observer interface {
 
 // Config configures a Consumer.
 type Config struct {
-	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (publish.EnsureStreams).
+	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (streams.Ensure).
 	Stream string
 	// Durable is the name of the durable pull consumer, created or updated by Run.
 	Durable string
@@ -178,8 +164,8 @@ const (
 //   - Reject (permanent 4xx): dead-lettered with the upstream's status and messages.
 //
 // A dead letter is the original body and headers (JetStream's own Nats-* headers renamed with
-// HeaderOriginalPrefix) on DLQSubject with Bridge-Error, Bridge-Upstream-Status when the upstream
-// answered, and HeaderReportSequence, HeaderReportTime and HeaderDeliveries. It is published with
+// deadletter.HeaderOriginalPrefix) on DLQSubject with Bridge-Error, Bridge-Upstream-Status when the upstream
+// answered, and deadletter.HeaderReportSequence, deadletter.HeaderReportTime and deadletter.HeaderDeliveries. It is published with
 // JetStream and its acknowledgement awaited before the report is acknowledged; its Nats-Msg-Id is
 // "<stream>-<sequence>-<timestamp>-dlq", so a crash in between gives a second dead letter the DLQ
 // stream's duplicate window drops, never a lost report. When the dead letter cannot be published, the
@@ -681,12 +667,12 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	sent()
 
 	switch out.Kind {
-	case upstream.Accepted:
+	case delivery.Accepted:
 		c.answered(probe)
 		c.stats.accepted.Add(1)
 		c.observe("accepted", out.Status)
 		c.ack(msg)
-	case upstream.Reject:
+	case delivery.Reject:
 		c.answered(probe)
 		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason())
 	default:
@@ -703,7 +689,7 @@ func (c *Consumer) answered(probe bool) {
 }
 
 // failed records a transient failure of the upstream.
-func (c *Consumer) failed(probe bool, out upstream.Outcome) {
+func (c *Consumer) failed(probe bool, out delivery.Outcome) {
 	opened, hold := c.circ.failure(probe, out.RetryAfter)
 	if opened {
 		c.stats.holds.Add(1)
@@ -713,7 +699,7 @@ func (c *Consumer) failed(probe bool, out upstream.Outcome) {
 }
 
 // retryLater hands a report back for a delayed redelivery, or dead-letters it once it is older than MaxAge.
-func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out upstream.Outcome) {
+func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out delivery.Outcome) {
 	age := time.Since(meta.Timestamp)
 	if c.cfg.MaxAge > 0 && age >= c.cfg.MaxAge {
 		c.deadLetter(msg, meta, "expired", out.Status, fmt.Sprintf(
@@ -746,15 +732,15 @@ func (c *Consumer) backoff(meta *jetstream.MsgMetadata) time.Duration {
 func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string) {
 	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit())
 	err := c.publishDeadLetter(dl)
-	if publish.TooLarge(err) {
+	if deadletter.TooLarge(err) {
 		// The limits changed since they were read (the stream's max_msg_size lowered, a failover to a
 		// server with a smaller max_payload): read them again and send a dead letter that fits.
 		c.readDLQLimit(context.Background())
 		limit := c.dlqLimit()
-		if limit <= 0 || limit >= int64(publish.MsgSize(dl)) {
-			limit = int64(publish.MsgSize(dl)) - 1 // refused for a reason the limits read do not show
+		if limit <= 0 || limit >= int64(deadletter.MsgSize(dl)) {
+			limit = int64(deadletter.MsgSize(dl)) - 1 // refused for a reason the limits read do not show
 		}
-		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, limit); publish.MsgSize(smaller) < publish.MsgSize(dl) {
+		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, limit); deadletter.MsgSize(smaller) < deadletter.MsgSize(dl) {
 			err = c.publishDeadLetter(smaller)
 		}
 	}
@@ -790,9 +776,9 @@ func (c *Consumer) publishDeadLetter(dl *nats.Msg) error {
 	return err
 }
 
-// dlqLimit is the largest dead letter NATS stores (see publish.MaxMessage).
+// dlqLimit is the largest dead letter NATS stores (see deadletter.MaxMessage).
 func (c *Consumer) dlqLimit() int64 {
-	return publish.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
+	return deadletter.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
 }
 
 // readDLQLimit reads the max_msg_size of DLQStream, keeping the last known value when it cannot.
@@ -802,7 +788,7 @@ func (c *Consumer) readDLQLimit(ctx context.Context) {
 	if c.cfg.DLQStream == "" {
 		return
 	}
-	if n, err := publish.StreamMaxMsgSize(ctx, c.js, c.cfg.DLQStream); err == nil {
+	if n, err := streams.MaxMsgSize(ctx, c.js, c.cfg.DLQStream); err == nil {
 		c.dlqMax.Store(n)
 	} else {
 		c.log.Debug("dead-letter stream's max_msg_size unknown", "stream", c.cfg.DLQStream, "err", err)
@@ -812,8 +798,8 @@ func (c *Consumer) readDLQLimit(ctx context.Context) {
 // deadLetterMsg builds the dead letter of a report (see Consumer). It is always storable: headers whose
 // names nats.go cannot send are left out; when the report's headers would take the header block past
 // what JetStream stores, or the message past maxSize (the largest message the dead-letter stream stores,
-// see publish.MaxMessage; 0: no bound) even with a description in place of the report, the report's
-// headers go; a report too large with the headers is described (see publish.FitDeadLetter). A dead
+// see deadletter.MaxMessage; 0: no bound) even with a description in place of the report, the report's
+// headers go; a report too large with the headers is described (see deadletter.Fit). A dead
 // letter that cannot be stored would be redelivered forever.
 func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string,
 	maxSize int64) *nats.Msg {
@@ -823,7 +809,7 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	left := 0
 	for k, vs := range msg.Headers() {
 		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") {
-			k = HeaderOriginalPrefix + k
+			k = deadletter.HeaderOriginalPrefix + k
 		}
 		if !sendableHeaderKey(k) {
 			left++
@@ -835,17 +821,17 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 		reason += fmt.Sprintf("; %d report header(s) with names a NATS client cannot send were left out", left)
 	}
 	setDeadLetterHeaders(dl.Header, meta, status, reason)
-	if publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
+	if deadletter.HeaderSize(dl) <= deadletter.MaxHeaderBlock {
 		// A description lengthens Bridge-Error, which may take the header block over after all.
-		fitted := publish.FitDeadLetter(dl, maxSize, key)
-		if !fitted || int64(publish.MsgSize(dl)) <= maxSize && publish.HeaderSize(dl) <= publish.MaxHeaderBlock {
+		fitted := deadletter.Fit(dl, maxSize, key)
+		if !fitted || int64(deadletter.MsgSize(dl)) <= maxSize && deadletter.HeaderSize(dl) <= deadletter.MaxHeaderBlock {
 			return dl
 		}
 	}
 	dl.Header = nats.Header{}
 	dl.Data = msg.Data()
 	setDeadLetterHeaders(dl.Header, meta, status, reason+"; the report's headers were dropped: too large for a dead letter")
-	publish.FitDeadLetter(dl, maxSize, key)
+	deadletter.Fit(dl, maxSize, key)
 	return dl
 }
 
@@ -866,16 +852,16 @@ func sendableHeaderKey(k string) bool {
 
 // setDeadLetterHeaders sets the bridge's headers of a report's dead letter.
 func setDeadLetterHeaders(h nats.Header, meta *jetstream.MsgMetadata, status int, reason string) {
-	h.Set(publish.HeaderError, publish.Clip(reason, publish.MaxErrorHeader))
+	h.Set(deadletter.HeaderError, deadletter.Clip(reason, deadletter.MaxErrorHeader))
 	if status != 0 {
-		h.Set(HeaderUpstreamStatus, strconv.Itoa(status))
+		h.Set(deadletter.HeaderUpstreamStatus, strconv.Itoa(status))
 	} else {
-		h.Del(HeaderUpstreamStatus)
+		h.Del(deadletter.HeaderUpstreamStatus)
 	}
-	h.Set(HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
-	h.Set(HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
-	h.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
-	h.Set(publish.HeaderMsgID, reportKey(meta)+"-dlq")
+	h.Set(deadletter.HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
+	h.Set(deadletter.HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
+	h.Set(deadletter.HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	h.Set(jetstream.MsgIDHeader, reportKey(meta)+"-dlq")
 }
 
 // ack acknowledges a settled report and waits for the server's confirmation.
@@ -945,7 +931,7 @@ func reportKey(meta *jetstream.MsgMetadata) string {
 // idempotencyKey is the producer's Nats-Msg-Id when it is usable as an HTTP header value, else reportKey:
 // the same for every delivery of the report.
 func idempotencyKey(msg jetstream.Msg, meta *jetstream.MsgMetadata) string {
-	if id := msg.Headers().Get(publish.HeaderMsgID); id != "" && len(id) <= 256 && printableASCII(id) {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" && len(id) <= 256 && printableASCII(id) {
 		return id
 	}
 	return reportKey(meta)

@@ -15,9 +15,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
@@ -383,7 +385,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	e.token = TypeToken(f.Type, f.TypeKind)
 	e.subject = p.events + e.token
 	if f.TypeKind == KindString {
-		e.typ, e.hasType = Clip(headerValue(f.Type), maxTypeHeader), true
+		e.typ, e.hasType = deadletter.Clip(headerValue(f.Type), maxTypeHeader), true
 	}
 	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && rfc3339.Valid(f.Timestamp) {
 		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
@@ -396,7 +398,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
 	hsize := 256 + 3*len(e.id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
-	if max := MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max {
+	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max {
 		p.tooLarge(e, max, max == p.eventsMax && max != p.nc.MaxPayload())
 	}
 }
@@ -428,7 +430,7 @@ func (p *Publisher) tooLarge(e *pending, max int64, fromStream bool) {
 // letter that describes it, or a dead letter into one that fits. It reports whether the message changed;
 // if not, it is sent again as it is, after a pause.
 func (p *Publisher) refit(ctx context.Context, e *pending, refusal error) bool {
-	if n, err := StreamMaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
+	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
 		p.eventsMax = n
 	}
 	p.readDLQLimit(ctx)
@@ -440,8 +442,8 @@ func (p *Publisher) refit(ctx context.Context, e *pending, refusal error) bool {
 		}
 		return true
 	}
-	max := MaxMessage(p.nc.MaxPayload(), p.dlqMax)
-	return max > 0 && FitDeadLetter(e.dead, max, e.id)
+	max := deadletter.MaxMessage(p.nc.MaxPayload(), p.dlqMax)
+	return max > 0 && deadletter.Fit(e.dead, max, e.id)
 }
 
 // readDLQLimit reads the max_msg_size of the stream that stores the events' dead letters, keeping the
@@ -450,7 +452,7 @@ func (p *Publisher) readDLQLimit(ctx context.Context) {
 	if p.cfg.DLQStream == "" {
 		return
 	}
-	if n, err := StreamMaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
+	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
 		p.dlqMax = n
 	} else {
 		p.log.Debug("dead-letter stream's max_msg_size unknown", "stream", p.cfg.DLQStream, "err", err)
@@ -464,7 +466,7 @@ type position struct {
 }
 
 // Bounds of headers whose values come from the upstream's data, which keep every header block far below
-// MaxHeaderBlock.
+// deadletter.MaxHeaderBlock.
 const (
 	maxNameHeader = 256  // Sse-Event of a dead letter
 	maxTypeHeader = 1024 // Tracking-Event-Type
@@ -482,22 +484,22 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 		id = digest(body)
 	}
 	h := nats.Header{
-		HeaderMsgID:   {id},
-		HeaderEventID: {id},
-		HeaderError:   {Clip(headerValue(reason), MaxErrorHeader)},
+		HeaderMsgID:            {id},
+		HeaderEventID:          {id},
+		deadletter.HeaderError: {deadletter.Clip(headerValue(reason), deadletter.MaxErrorHeader)},
 	}
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if name != "" {
-		h["Sse-Event"] = []string{Clip(headerValue(name), maxNameHeader)}
+		h["Sse-Event"] = []string{deadletter.Clip(headerValue(name), maxNameHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}
 	}
 	m := &nats.Msg{Subject: p.dlq, Header: h, Data: body}
-	if FitDeadLetter(m, MaxMessage(p.nc.MaxPayload(), p.dlqMax), id) {
-		reason = m.Header.Get(HeaderError)
+	if deadletter.Fit(m, deadletter.MaxMessage(p.nc.MaxPayload(), p.dlqMax), id) {
+		reason = m.Header.Get(deadletter.HeaderError)
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
@@ -674,7 +676,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 					"event_id", e.id, "err", e.err)
 			}
 			p.cfg.Observer.PublishRetried(e.err)
-			refitted := TooLarge(e.err) && p.refit(ctx, e, e.err)
+			refitted := deadletter.TooLarge(e.err) && p.refit(ctx, e, e.err)
 			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 				return ctx.Err()
 			}
