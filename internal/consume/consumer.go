@@ -31,12 +31,12 @@ import (
 //   - Reject (permanent 4xx): dead-lettered with the upstream's status and messages.
 //
 // A dead letter is the original body and headers (JetStream's own Nats-* headers renamed with
-// deadletter.HeaderOriginalPrefix) on DLQSubject with Bridge-Error, Bridge-Upstream-Status when the upstream
-// answered, and deadletter.HeaderReportSequence, deadletter.HeaderReportTime and deadletter.HeaderDeliveries. It is published with
-// JetStream and its acknowledgement awaited before the report is acknowledged; its Nats-Msg-Id is
-// "<stream>-<sequence>-<timestamp>-dlq", so a crash in between gives a second dead letter the DLQ
-// stream's duplicate window drops, never a lost report. When the dead letter cannot be published, the
-// report stays in the work queue and is tried again later.
+// Bridge-Original-) on DLQSubject with Bridge-Error, Bridge-Upstream-Status when the upstream answered,
+// and Bridge-Report-Sequence, Bridge-Report-Time and Bridge-Deliveries (see internal/deadletter). It is
+// published with JetStream and its acknowledgement awaited before the report is acknowledged; its
+// Nats-Msg-Id is "<stream>-<sequence>-<timestamp>-dlq", so a crash in between gives a second dead letter
+// the DLQ stream's duplicate window drops, never a lost report. When the dead letter cannot be published,
+// the report stays in the work queue and is tried again later.
 //
 // At most Config.Concurrency reports are sent upstream at the same time. While the upstream is failing,
 // the consumer holds new fetches after a burst of transient failures and probes with one report per hold
