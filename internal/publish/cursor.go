@@ -12,8 +12,8 @@ import (
 )
 
 // skipped reports whether the event was found stored beyond the cursor (at start-up, or in the tail at a
-// reconnect), and its Nats-Msg-Id then.
-func (p *Publisher) skipped(ev *event.Event) (string, bool) {
+// reconnect), and its Nats-Msg-Id then. sc is the event's scan, shared with prepare.
+func (p *Publisher) skipped(ev *event.Event, sc *eventScan) (string, bool) {
 	if p.skip == nil {
 		return "", false
 	}
@@ -21,7 +21,7 @@ func (p *Publisher) skipped(ev *event.Event) (string, bool) {
 		p.skip = nil
 		return "", false
 	}
-	id := eventKey(ev)
+	id := eventKey(ev, sc)
 	if _, ok := p.skip[id]; !ok || id == "" {
 		return "", false
 	}
@@ -44,15 +44,15 @@ func (p *Publisher) skipAll(ids []string) {
 }
 
 // eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
-// cheap.
-func eventKey(ev *event.Event) string {
+// cheap. An event without an SSE id is scanned for its JSON id; sc keeps that scan for prepare.
+func eventKey(ev *event.Event, sc *eventScan) string {
 	if ev.ID != "" {
 		return HeaderID(ev.ID)
 	}
 	if ev.Oversize > 0 {
 		return ""
 	}
-	if f, err := ScanEvent(ev.Data); err == nil && f.ID != "" {
+	if f, err := sc.fields(); err == nil && f.ID != "" {
 		return HeaderID(f.ID)
 	}
 	return digest(ev.Data)

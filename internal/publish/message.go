@@ -14,8 +14,27 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
+// eventScan is ScanEvent's result for an event's data, computed at most once: after a restart the skip
+// check (eventKey) may need the event's JSON id before prepare needs its other fields.
+type eventScan struct {
+	data []byte
+	f    Fields
+	err  error
+	done bool
+}
+
+// fields returns ScanEvent(data), scanning on the first call only.
+func (s *eventScan) fields() (Fields, error) {
+	if !s.done {
+		s.f, s.err = ScanEvent(s.data)
+		s.done = true
+	}
+	return s.f, s.err
+}
+
 // prepare fills the entry for an event: a message on P.events.<TYPE>, or a dead letter on P.dlq.events.
-func (p *Publisher) prepare(e *pending, ev *event.Event) {
+// sc is the event's scan (eventScan over ev.Data).
+func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 	if ev.Oversize > 0 {
 		d := struct {
 			Error string `json:"error"`
@@ -39,7 +58,7 @@ func (p *Publisher) prepare(e *pending, ev *event.Event) {
 		p.deadLetter(e, ev.Name, desc, d.ID, ReasonOversize, reason)
 		return
 	}
-	f, err := ScanEvent(ev.Data)
+	f, err := sc.fields()
 	if err != nil {
 		var hid string
 		if ev.ID != "" {

@@ -192,10 +192,11 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	} else {
 		p.posN++
 	}
-	if key, skip := p.skipped(&ev); skip {
+	sc := eventScan{data: ev.Data} // scanned once, by the skip check or by prepare
+	if key, skip := p.skipped(&ev, &sc); skip {
 		e.id = key // stored already: nothing to send, but a later replay may repeat it (tail)
 	} else {
-		p.prepare(e, &ev)
+		p.prepare(e, &ev, &sc)
 	}
 	p.next++
 	p.n++
