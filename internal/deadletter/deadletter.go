@@ -1,19 +1,16 @@
 // Package deadletter owns what the event path (internal/publish) and the report path (internal/consume)
 // share about dead letters: the Bridge-* header names of contract §3, the size NATS counts for a message,
 // and making a dead letter small enough that NATS stores it. Neither path imports the other; both import
-// this package.
+// this package. deadletter.go has the headers and Fit, size.go the sizes and limits NATS applies.
 package deadletter
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"math"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Headers of dead letters (contract §3).
@@ -35,13 +32,6 @@ const (
 
 // MaxErrorHeader bounds the Bridge-Error header of a dead letter.
 const MaxErrorHeader = 4096
-
-// MaxHeaderBlock is the largest header block JetStream stores: it refuses a message with a larger one
-// (error 10097), whatever the server's max_payload.
-const MaxHeaderBlock = math.MaxUint16
-
-// HeaderSize returns the size of m's header block as nats.go writes it.
-func HeaderSize(m *nats.Msg) int { return MsgSize(m) - len(m.Data) }
 
 // DataPrefix is how many bytes of the dropped data a description made by Fit keeps (data_prefix).
 const DataPrefix = 256
@@ -86,40 +76,6 @@ func describe(v any) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // plain strings and ints: cannot fail
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
-// TooLarge reports whether a publish failed because the message is larger than NATS accepts: larger than
-// the server's max_payload (refused by the client) or than the stream's max_msg_size (refused by
-// JetStream). Sending it again cannot succeed; it must become a (smaller) dead letter.
-func TooLarge(err error) bool {
-	var api *jetstream.APIError
-	return errors.Is(err, nats.ErrMaxPayload) ||
-		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
-}
-
-// MaxMessage returns the largest message (headers and data) a stream stores, given the server's
-// max_payload and the stream's max_msg_size; a value of 0 or less is no bound, and so is the result.
-func MaxMessage(maxPayload, maxMsgSize int64) int64 {
-	if maxMsgSize > 0 && (maxPayload <= 0 || maxMsgSize < maxPayload) {
-		return maxMsgSize
-	}
-	return maxPayload
-}
-
-// MsgSize returns the size of m as the server counts it against max_payload: the header block as nats.go
-// writes it, plus the data.
-func MsgSize(m *nats.Msg) int {
-	n := len(m.Data)
-	if len(m.Header) == 0 {
-		return n
-	}
-	n += len("NATS/1.0\r\n") + len("\r\n")
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
 }
 
 // Clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
