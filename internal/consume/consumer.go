@@ -74,27 +74,7 @@ type Consumer struct {
 // New returns a Consumer of the reports in cfg.Stream that delivers them with client. Zero fields of cfg
 // take their defaults. Nothing is contacted before Run.
 func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
-	}
-	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = DefaultBackoffMin
-	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(cfg.BackoffMin, DefaultBackoffMax)
-	}
-	if cfg.AckWait <= 0 {
-		cfg.AckWait = DefaultAckWait
-	}
-	if cfg.MaxAge < 0 {
-		cfg.MaxAge = 0
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	return &Consumer{
 		js:             js,
 		send:           client,

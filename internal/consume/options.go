@@ -105,3 +105,29 @@ func (c *Config) check() error {
 	}
 	return errors.Join(errs...)
 }
+
+// withDefaults returns the configuration with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.BackoffMin <= 0 {
+		c.BackoffMin = DefaultBackoffMin
+	}
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = max(c.BackoffMin, DefaultBackoffMax)
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.MaxAge < 0 {
+		c.MaxAge = 0
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

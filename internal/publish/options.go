@@ -50,6 +50,24 @@ type Config struct {
 	Observer Observer
 }
 
+// withDefaults returns the configuration with its zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Window <= 0 {
+		cfg.Window = 1024
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return cfg
+}
+
+// nopObserver is the Observer of a Config without one.
 type nopObserver struct{}
 
 func (nopObserver) Published(string)         {}

@@ -86,18 +86,7 @@ type pending struct {
 
 // New returns a Publisher over the connection nc.
 func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
-	if cfg.Window <= 0 {
-		cfg.Window = 1024
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = nopObserver{}
-	}
+	cfg = cfg.withDefaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
