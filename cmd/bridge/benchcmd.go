@@ -30,8 +30,8 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // Targets of issue #2, as ratios bridge/refpipe, and the latency target.
@@ -556,7 +556,7 @@ func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string
 func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult, error) {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := publish.Layout{Prefix: prefix}
+	layout := streams.Layout{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	r := benchTPResult{pipeline: "bridge"}
 	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-bridge", run), -1, e.o.n)
@@ -848,7 +848,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
 		e.seq++
 		prefix := fmt.Sprintf("bench%d", e.seq)
-		layout := publish.Layout{Prefix: prefix}
+		layout := streams.Layout{Prefix: prefix}
 		r, err := e.latencyRun(ctx, "bridge", prefix+".events.>", total, func(s *benchSim) (*bench.Child, error) {
 			return e.startBridge(ctx, fmt.Sprintf("bridge-latency-%d", i), s, prefix)
 		}, false)
@@ -1074,7 +1074,7 @@ func benchToken(ctx context.Context, tokenURL string) (string, error) {
 func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := publish.Layout{Prefix: prefix}
+	layout := streams.Layout{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	rate, n := -1.0, e.o.n
 	if e.o.latency { // profile at the latency test's rate instead of a flood

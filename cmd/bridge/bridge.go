@@ -16,6 +16,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -25,7 +26,7 @@ type bridge struct {
 	log    *slog.Logger
 	nc     *nats.Conn
 	natsSt *natsState // nc's state, readable without its lock
-	layout publish.Layout
+	layout streams.Layout
 	tokens *upstream.TokenSource
 	stream *upstream.Stream
 	pub    *publish.Publisher
@@ -38,7 +39,7 @@ type bridge struct {
 // yet) but does not contact the upstream.
 func newBridge(cfg *config.Config, log *slog.Logger) (*bridge, error) {
 	b := &bridge{cfg: cfg, log: log,
-		layout: publish.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
+		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
 	b.ops = newOps(b)
 
 	apiClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile, Timeout: cfg.HTTPTimeout})
@@ -250,7 +251,7 @@ func (b *bridge) ensureStreams(ctx context.Context) error {
 	}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := publish.EnsureStreams(cctx, js, b.layout, b.cfg.CreateStreams, b.log.With("component", "streams"))
+		err := streams.Ensure(cctx, js, b.layout, b.cfg.CreateStreams, b.log.With("component", "streams"))
 		cancel()
 		if err == nil {
 			return nil

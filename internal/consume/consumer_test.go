@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -31,7 +31,7 @@ func TestValidReportDelivered(t *testing.T) {
 	// Odd spacing and number formats: the upstream must get these very bytes.
 	body := "{ \"event\":{\"timestamp\":\"2024-05-01T12:30:00.000+00:00\",\"type\":\"GATE_IN\", " +
 		"\"observation\":{\"observedLoadingUnit\":{\"weight\":{\"gross\":1.50e4}}}},\n\"x\":[] }"
-	e.publish(body, publish.HeaderMsgID, "producer-id-1", "Producer", "scanner-7")
+	e.publish(body, jetstream.MsgIDHeader, "producer-id-1", "Producer", "scanner-7")
 	e.publish(string(report(2))) // no Nats-Msg-Id
 
 	testutil.Eventually(t, 10*time.Second, "two reports accepted", func() bool { return len(e.accepted()) == 2 })
@@ -135,9 +135,9 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 		{"not an object", `["GATE_IN"]`, "the report must be a JSON object (TrackingEventReport), not an array"},
 	}
 	for i, tt := range tests {
-		e.publish(tt.body, publish.HeaderMsgID, fmt.Sprintf("bad-%d", i), "Producer", "scanner-7")
+		e.publish(tt.body, jetstream.MsgIDHeader, fmt.Sprintf("bad-%d", i), "Producer", "scanner-7")
 	}
-	e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "good-1")
 
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == len(tests) })
 	testutil.Eventually(t, 10*time.Second, "valid report accepted", func() bool { return len(e.accepted()) == 1 })
@@ -153,20 +153,20 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 			if m == nil {
 				t.Fatal("no dead letter")
 			}
-			if got := m.Header.Get(publish.HeaderError); got != tt.want {
+			if got := m.Header.Get(deadletter.HeaderError); got != tt.want {
 				t.Errorf("Bridge-Error\n got %q\nwant %q", got, tt.want)
 			}
 			if m.Subject != "tracking.dlq.reports" || string(m.Data) != tt.body {
 				t.Errorf("subject %q, body %q; want the report verbatim on tracking.dlq.reports", m.Subject, m.Data)
 			}
-			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get(HeaderUpstreamStatus) != "" {
+			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get(deadletter.HeaderUpstreamStatus) != "" {
 				t.Errorf("headers %v: want the original ones and no upstream status", m.Header)
 			}
-			if id := m.Header.Get(publish.HeaderMsgID); !strings.HasSuffix(id, "-dlq") {
+			if id := m.Header.Get(jetstream.MsgIDHeader); !strings.HasSuffix(id, "-dlq") {
 				t.Errorf("Nats-Msg-Id %q", id)
 			}
-			if m.Header.Get(HeaderReportSequence) != fmt.Sprint(i+1) || m.Header.Get(HeaderDeliveries) != "1" {
-				t.Errorf("sequence %q, deliveries %q", m.Header.Get(HeaderReportSequence), m.Header.Get(HeaderDeliveries))
+			if m.Header.Get(deadletter.HeaderReportSequence) != fmt.Sprint(i+1) || m.Header.Get(deadletter.HeaderDeliveries) != "1" {
+				t.Errorf("sequence %q, deliveries %q", m.Header.Get(deadletter.HeaderReportSequence), m.Header.Get(deadletter.HeaderDeliveries))
 			}
 		})
 	}
@@ -196,18 +196,18 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	e.start(e.js, cfg)
 
 	big := `{"pad":"` + strings.Repeat("x", max-70) + `"}`
-	e.publish(big, publish.HeaderMsgID, "big-body")
-	e.publish(`{"not":"a report"`, publish.HeaderMsgID, "big-header", "Producer-Note", strings.Repeat("n", max-200))
-	e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
+	e.publish(big, jetstream.MsgIDHeader, "big-body")
+	e.publish(`{"not":"a report"`, jetstream.MsgIDHeader, "big-header", "Producer-Note", strings.Repeat("n", max-200))
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "good-1")
 
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	dl := map[string]*jetstream.RawStreamMsg{} // by report sequence: reports are handled concurrently
 	for i, m := range e.deadLetters() {
-		if size := publish.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
+		if size := deadletter.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
 			t.Errorf("dead letter %d: %d bytes", i, size)
 		}
-		dl[m.Header.Get(HeaderReportSequence)] = m
+		dl[m.Header.Get(deadletter.HeaderReportSequence)] = m
 	}
 	if dl["1"] == nil || dl["2"] == nil {
 		t.Fatalf("dead letters of reports %v, want 1 and 2", slices.Sorted(maps.Keys(dl)))
@@ -222,7 +222,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 		d.Size != len(big) || d.Prefix != big[:256] {
 		t.Errorf("the large report's dead letter is not its description: %v: %.200s", err, dl["1"].Data)
 	}
-	if got := dl["1"].Header.Get(publish.HeaderError); !strings.Contains(got, "the data was dropped") {
+	if got := dl["1"].Header.Get(deadletter.HeaderError); !strings.Contains(got, "the data was dropped") {
 		t.Errorf("the large report's Bridge-Error: %q", got)
 	}
 	if got := dl["1"].Header.Get("Bridge-Original-Nats-Msg-Id"); got != "big-body" {
@@ -230,7 +230,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	}
 	// The small report with a large header: verbatim, without the report's headers.
 	if string(dl["2"].Data) != `{"not":"a report"` || dl["2"].Header.Get("Producer-Note") != "" ||
-		!strings.Contains(dl["2"].Header.Get(publish.HeaderError), "the report's headers were dropped") {
+		!strings.Contains(dl["2"].Header.Get(deadletter.HeaderError), "the report's headers were dropped") {
 		t.Errorf("the large-header report's dead letter: %.100s %v", dl["2"].Data, dl["2"].Header)
 	}
 }
@@ -241,7 +241,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
 	e := newEnv(t, false)
 	e.start(e.js, e.config())
-	e.publish(`{"not":"a report"`, publish.HeaderMsgID, "r-1", "Producer-Note", strings.Repeat("n", 65400))
+	e.publish(`{"not":"a report"`, jetstream.MsgIDHeader, "r-1", "Producer-Note", strings.Repeat("n", 65400))
 
 	// A raw HPUB, as another client library may send it.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.ns.URL(), "nats://"))
@@ -260,16 +260,16 @@ func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	for _, m := range e.deadLetters() {
-		if size := publish.HeaderSize(&nats.Msg{Header: m.Header}); size > publish.MaxHeaderBlock {
+		if size := deadletter.HeaderSize(&nats.Msg{Header: m.Header}); size > deadletter.MaxHeaderBlock {
 			t.Errorf("a dead letter's header block is %d bytes", size)
 		}
-		if m.Header.Get(HeaderReportSequence) == "2" {
+		if m.Header.Get(deadletter.HeaderReportSequence) == "2" {
 			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get("Trace/Id") != "" ||
-				!strings.Contains(m.Header.Get(publish.HeaderError), "1 report header(s) with names a NATS client cannot send") {
+				!strings.Contains(m.Header.Get(deadletter.HeaderError), "1 report header(s) with names a NATS client cannot send") {
 				t.Errorf("raw report's dead letter: %v", m.Header)
 			}
-		} else if m.Header.Get("Producer-Note") != "" || !strings.Contains(m.Header.Get(publish.HeaderError), "headers were dropped") {
-			t.Errorf("large-header report's dead letter kept its headers or does not say so: %.200s", m.Header.Get(publish.HeaderError))
+		} else if m.Header.Get("Producer-Note") != "" || !strings.Contains(m.Header.Get(deadletter.HeaderError), "headers were dropped") {
+			t.Errorf("large-header report's dead letter kept its headers or does not say so: %.200s", m.Header.Get(deadletter.HeaderError))
 		}
 	}
 }
@@ -328,7 +328,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{Report429: true, RetryAfter: time.Second})
 	c := e.start(e.js, e.config()) // backoff 20 ms .. 200 ms: far shorter than Retry-After
-	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1")
 
 	testutil.Eventually(t, 10*time.Second, "first attempt", func() bool { return e.rec.count() >= 1 })
 	e.sim.SetFaults(sim.Faults{})
@@ -364,13 +364,13 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 	bodies := map[string]string{}
 	for _, typ := range []string{"REJECT_400", "REJECT_409", "REJECT_403"} {
 		bodies[typ] = `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"` + typ + `"}}`
-		e.publish(bodies[typ], publish.HeaderMsgID, typ, "Producer", "scanner-7")
+		e.publish(bodies[typ], jetstream.MsgIDHeader, typ, "Producer", "scanner-7")
 	}
 	// A three-letter country code passes the bridge's check (JSON types and required fields); the
 	// simulator is stricter and answers 400 itself.
 	strict := `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"},"reporter":{"address":{"country":{"code":"DEU"}}}}`
-	e.publish(strict, publish.HeaderMsgID, "strict")
-	e.publish(string(report(1)), publish.HeaderMsgID, "good")
+	e.publish(strict, jetstream.MsgIDHeader, "strict")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "good")
 
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 4 })
 	testutil.Eventually(t, 10*time.Second, "good report accepted", func() bool { return len(e.accepted()) == 1 })
@@ -383,7 +383,7 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 	}
 	for _, m := range e.deadLetters() {
 		id := m.Header.Get("Bridge-Original-Nats-Msg-Id")
-		status, reason := m.Header.Get(HeaderUpstreamStatus), m.Header.Get(publish.HeaderError)
+		status, reason := m.Header.Get(deadletter.HeaderUpstreamStatus), m.Header.Get(deadletter.HeaderError)
 		if id == "strict" {
 			if status != "400" || !strings.Contains(reason, "reporter.address.country.code") {
 				t.Errorf("strict: status %q, reason %q", status, reason)
@@ -408,11 +408,11 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 func TestTokenExpiredBetweenReports(t *testing.T) {
 	e := newEnv(t, true)
 	c := e.start(e.js, e.config())
-	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1")
 	testutil.Eventually(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
 
 	e.sim.ExpireTokens()
-	e.publish(string(report(2)), publish.HeaderMsgID, "r-2")
+	e.publish(string(report(2)), jetstream.MsgIDHeader, "r-2")
 	testutil.Eventually(t, 10*time.Second, "second report accepted", func() bool { return len(e.accepted()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
@@ -548,13 +548,13 @@ func TestNATSRestart(t *testing.T) {
 func TestConsumerDeletedIsRecreated(t *testing.T) {
 	e := newEnv(t, false)
 	c := e.start(e.js, e.config())
-	e.publish(string(report(1)), publish.HeaderMsgID, "r-1")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1")
 	testutil.Eventually(t, 10*time.Second, "first report accepted", func() bool { return len(e.accepted()) == 1 })
 
 	if err := e.js.DeleteConsumer(context.Background(), e.layout.Reports(), "bridge-reports"); err != nil {
 		t.Fatal(err)
 	}
-	e.publish(string(report(2)), publish.HeaderMsgID, "r-2")
+	e.publish(string(report(2)), jetstream.MsgIDHeader, "r-2")
 	testutil.Eventually(t, 20*time.Second, "report after the deletion accepted", func() bool { return len(e.accepted()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	if n := e.logs.count(slog.LevelWarn, "report consumer was deleted; creating it again"); n < 1 {
@@ -569,15 +569,15 @@ func TestMaxAgeDeadLetters(t *testing.T) {
 	cfg := e.config()
 	cfg.MaxAge = 500 * time.Millisecond
 	c := e.start(e.js, cfg)
-	e.publish(string(report(1)), publish.HeaderMsgID, "r-1", "Producer", "scanner-7")
+	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1", "Producer", "scanner-7")
 
 	testutil.Eventually(t, 10*time.Second, "dead letter", func() bool { return len(e.deadLetters()) == 1 })
 	m := e.deadLetters()[0]
-	reason := m.Header.Get(publish.HeaderError)
+	reason := m.Header.Get(deadletter.HeaderError)
 	if !strings.HasPrefix(reason, "the upstream still failed after") || !strings.Contains(reason, "max age 500ms") {
 		t.Errorf("Bridge-Error %q", reason)
 	}
-	if s := m.Header.Get(HeaderUpstreamStatus); len(s) != 3 || s[0] != '5' {
+	if s := m.Header.Get(deadletter.HeaderUpstreamStatus); len(s) != 3 || s[0] != '5' {
 		t.Errorf("Bridge-Upstream-Status %q, want the last 5xx", s)
 	}
 	if m.Header.Get("Producer") != "scanner-7" {
@@ -594,7 +594,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	cfg := e.config()
 	cfg.DLQSubject = "nowhere.dlq.reports" // no stream captures it (yet)
 	c := e.start(e.js, cfg)
-	e.publish(`{"event":{}}`, publish.HeaderMsgID, "bad")
+	e.publish(`{"event":{}}`, jetstream.MsgIDHeader, "bad")
 
 	testutil.Eventually(t, 10*time.Second, "failed dead-letter publishes", func() bool { return c.Stats().DeadLetterFailures >= 2 })
 	if left := e.streamMsgs(e.layout.Reports()); left != 1 {
@@ -610,7 +610,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(publish.HeaderError) != "event.timestamp is missing; event.type is missing" {
+	if m.Header.Get(deadletter.HeaderError) != "event.timestamp is missing; event.type is missing" {
 		t.Errorf("dead letter %v", m.Header)
 	}
 	if n := e.logs.count(slog.LevelWarn, "JetStream dead-letter publish failed; the report will be delivered again"); n != 1 {
@@ -696,10 +696,10 @@ func TestDeadLetterMsgBounds(t *testing.T) {
 	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
 		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
 	data := []byte(strings.Repeat("x", max-40<<10)) // with the headers, over max_payload
-	for n := publish.MaxHeaderBlock - 600; n <= publish.MaxHeaderBlock-100; n++ {
+	for n := deadletter.MaxHeaderBlock - 600; n <= deadletter.MaxHeaderBlock-100; n++ {
 		msg := stubMsg{data: data, h: nats.Header{"Producer-Note": {strings.Repeat("n", n)}}}
 		dl := deadLetterMsg("tracking.dlq.reports", msg, meta, 0, "report body is not JSON", max)
-		if hs, size := publish.HeaderSize(dl), publish.MsgSize(dl); hs > publish.MaxHeaderBlock || size > max {
+		if hs, size := deadletter.HeaderSize(dl), deadletter.MsgSize(dl); hs > deadletter.MaxHeaderBlock || size > max {
 			t.Fatalf("report header of %d bytes: dead letter header block %d bytes, message %d bytes", n, hs, size)
 		}
 	}
@@ -738,15 +738,15 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 				setMax()
 			}
 			big := `{"pad":"` + strings.Repeat("x", 3000) + `"}`
-			e.publish(big, publish.HeaderMsgID, "big-body")
-			e.publish(string(report(1)), publish.HeaderMsgID, "good-1")
+			e.publish(big, jetstream.MsgIDHeader, "big-body")
+			e.publish(string(report(1)), jetstream.MsgIDHeader, "good-1")
 
 			testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 			dl := e.deadLetters()
 			if len(dl) != 1 {
 				t.Fatalf("%d dead letters, want 1", len(dl))
 			}
-			if size := publish.MsgSize(&nats.Msg{Header: dl[0].Header, Data: dl[0].Data}); size > dlqMax {
+			if size := deadletter.MsgSize(&nats.Msg{Header: dl[0].Header, Data: dl[0].Data}); size > dlqMax {
 				t.Errorf("dead letter of %d bytes, over the stream's max_msg_size", size)
 			}
 			var d struct{ Size int }

@@ -19,5 +19,13 @@
 // The consumer's MaxDeliver is unlimited, so JetStream never gives up on a report by itself (no
 // max-deliveries advisory to watch); the optional MaxAge, measured from the report's JetStream
 // timestamp, is the only limit. The classification of upstream answers is upstream.Classify; this
-// package only decides what to do with its outcome.
+// package only decides what to do with its outcome (a delivery.Outcome), and builds dead letters with
+// the headers and size bounds of internal/deadletter. It imports neither internal/publish nor
+// internal/upstream.
+//
+// Files: options.go (Config, defaults, the Sender and Observer interfaces), consumer.go (New, Run, the
+// durable consumer's set-up), pull.go (the pull loop, probes, fetch errors), circuit.go (holding fetches
+// while the upstream fails), settle.go (one report's attempt, acknowledgement and delayed redelivery),
+// deadletter.go (a report's dead letter), status.go (Ready, Pending, Stats), and validate.go, schema.go
+// and walk.go (Validate).
 package consume

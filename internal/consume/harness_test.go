@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -30,7 +30,7 @@ type env struct {
 	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	layout publish.Layout
+	layout streams.Layout
 	sim    *sim.Server
 	http   *httptest.Server
 	rec    *recorder
@@ -49,13 +49,13 @@ func newEnv(tb testing.TB, record bool) *env {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(tb testing.TB, record bool, configure func(*server.Options)) *env {
 	tb.Helper()
-	e := &env{tb: tb, layout: publish.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
+	e := &env{tb: tb, layout: streams.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
 		ns: testutil.StartNATS(tb, configure)}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := publish.EnsureStreams(ctx, e.js, e.layout, true, slog.New(slog.DiscardHandler)); err != nil {
+	if err := streams.Ensure(ctx, e.js, e.layout, true, slog.New(slog.DiscardHandler)); err != nil {
 		tb.Fatal(err)
 	}
 
@@ -152,7 +152,7 @@ func (e *env) publishN(n int) {
 	for i := range n {
 		m := nats.NewMsg(e.layout.ReportsSubject())
 		m.Data = report(i)
-		m.Header.Set(publish.HeaderMsgID, fmt.Sprintf("r-%d", i))
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("r-%d", i))
 		if _, err := e.js.PublishMsgAsync(m); err != nil {
 			e.tb.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package publish
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,13 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// errAckTimeout is the outcome of a publish whose acknowledgement did not arrive within Config.Timeout:
-// ambiguous (the message may be stored), so it is sent again with the same Nats-Msg-Id.
-var errAckTimeout = errors.New("no acknowledgement from JetStream in time")
-
-// errBadAck is the outcome of a reply that is neither a PubAck nor a JetStream error.
-var errBadAck = errors.New("invalid JetStream acknowledgement")
 
 // Outcomes of a publish, in the low bits of a slot's state word. acking is the reply handler's hold on a
 // slot while it reads the slot's token (the publisher reuses a slot only once it is acked or failed).

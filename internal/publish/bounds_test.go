@@ -3,18 +3,17 @@ package publish
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/textproto"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
@@ -69,37 +68,6 @@ func FuzzHeaderID(f *testing.F) {
 	})
 }
 
-func TestClip(t *testing.T) {
-	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
-		got := Clip(s, 11)
-		if len(got) > 11 || !utf8.ValidString(got) {
-			t.Errorf("Clip(%q, 11) = %q (%d bytes)", s, got, len(got))
-		}
-		if len(s) <= 11 && got != s {
-			t.Errorf("clip changed a short value: %q", got)
-		}
-	}
-}
-
-// TestMsgSize: MsgSize is the size the client checks against max_payload: a message of exactly
-// max_payload is accepted, one byte more is refused.
-func TestMsgSize(t *testing.T) {
-	const max = 4096
-	e := newEnvWith(t, time.Minute, func(o *server.Options) { o.MaxPayload = max })
-	m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{"A": {"1"}, "Bee": {"x", "yy"}}}
-	m.Data = make([]byte, max-MsgSize(m))
-	if MsgSize(m) != max {
-		t.Fatalf("MsgSize = %d", MsgSize(m))
-	}
-	if err := e.nc.PublishMsg(m); err != nil {
-		t.Fatalf("a message of exactly max_payload: %v", err)
-	}
-	m.Data = append(m.Data, 'x')
-	if err := e.nc.PublishMsg(m); !errors.Is(err, nats.ErrMaxPayload) {
-		t.Fatalf("a message one byte over max_payload: %v, want ErrMaxPayload", err)
-	}
-}
-
 // TestDeadLettersFitMaxPayload: a non-JSON event as large as max_payload, and events with a huge event
 // name or id, are dead-lettered as descriptions that fit; the stream goes on behind them.
 func TestDeadLettersFitMaxPayload(t *testing.T) {
@@ -135,11 +103,11 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	if err := json.Unmarshal(dlq[0].Data, &d); err != nil {
 		t.Fatalf("dead letter 0 is not a description: %v (%d bytes)", err, len(dlq[0].Data))
 	}
-	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", dataPrefix) ||
+	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", deadletter.DataPrefix) ||
 		!strings.Contains(d.Reason, "not a JSON object") {
 		t.Errorf("description = %+v", d)
 	}
-	if got := dlq[0].Header.Get(HeaderError); !strings.Contains(got, "max_payload") {
+	if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_payload") {
 		t.Errorf("Bridge-Error = %q", got)
 	}
 	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > maxNameHeader {
@@ -221,7 +189,7 @@ func (e *testEnv) deadLetters(n int, max int64) []*jetstream.RawStreamMsg {
 		e.t.Fatalf("dead letters = %d, want %d", len(dlq), n)
 	}
 	for i, m := range dlq {
-		if size := MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
+		if size := deadletter.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
 			e.t.Errorf("dead letter %d: %d bytes, over the %d bytes NATS stores", i, size, max)
 		}
 	}
@@ -402,24 +370,6 @@ func TestHugeHeaderValuesDoNotStall(t *testing.T) {
 				t.Errorf("ce-time kept: %.40q…", msgs[0].Header.Get("ce-time"))
 			}
 		})
-	}
-}
-
-// TestFitDeadLetterAlwaysFits: whatever the reason (HTML-like characters included, which json.Marshal
-// would triple) and the max_payload, a replaced dead letter fits.
-func TestFitDeadLetterAlwaysFits(t *testing.T) {
-	for _, max := range []int64{2 << 10, 4 << 10, 16 << 10} {
-		m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{
-			HeaderMsgID: {"x"}, HeaderError: {Clip(strings.Repeat("<&>", 5000), MaxErrorHeader)}}, Data: make([]byte, max)}
-		if !FitDeadLetter(m, max, "x") {
-			t.Fatalf("max %d: not replaced", max)
-		}
-		if size := MsgSize(m); size > int(max) {
-			t.Errorf("max %d: the dead letter is still %d bytes", max, size)
-		}
-		if !strings.Contains(m.Header.Get(HeaderError), "the data was dropped") {
-			t.Errorf("max %d: Bridge-Error does not say the data was dropped: %.80q…", max, m.Header.Get(HeaderError))
-		}
 	}
 }
 

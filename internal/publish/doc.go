@@ -1,5 +1,11 @@
-// Package publish owns JetStream publishing of tracking events: event scanning (scan.go), subject
-// mapping (subject.go), message headers (headers.go), the asynchronous publish window with retries under
-// the same Nats-Msg-Id and the resume cursor (publisher.go), the tracking of JetStream's
-// acknowledgements (acks.go), and stream provisioning (streams.go). It knows nothing about HTTP.
+// Package publish owns JetStream publishing of tracking events. It knows nothing about HTTP; the stream
+// layout comes from internal/streams and the dead-letter headers and size bounds from internal/deadletter.
+//
+// Files: options.go (Config, Observer, the dead-letter reasons), publisher.go (Publisher: Handle, Resume,
+// Run), window.go (the asynchronous publish window and its settling), acks.go (JetStream's
+// acknowledgements, matched to the window), recover.go (sending failed publishes again with the same
+// Nats-Msg-Id), cursor.go (the resume cursor read from the events stream, and the events to skip after a
+// restart), message.go (an event's message and subject), headers.go (its headers and how ids travel in
+// them), deadletter.go (events that cannot be published as such: not JSON, oversize, too large for NATS),
+// scan.go and jsonlex.go (ScanEvent), subject.go (type tokens), errors.go (sentinel errors).
 package publish

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 )
@@ -15,7 +14,6 @@ const (
 	HeaderMsgID     = "Nats-Msg-Id"
 	HeaderEventID   = "Tracking-Event-Id"
 	HeaderEventType = "Tracking-Event-Type"
-	HeaderError     = "Bridge-Error"
 	// HeaderResumeAfter names the stream id after which resuming loses nothing: when the message was sent,
 	// every event up to that id was acknowledged by JetStream. The resume cursor is built from it.
 	HeaderResumeAfter = "Bridge-Resume-After"
@@ -140,32 +138,4 @@ func ParseHeaderID(v string) (id string, ok bool) {
 		return string(b), err == nil
 	}
 	return v, true
-}
-
-// MsgSize returns the size of m as the server counts it against max_payload: the header block as nats.go
-// writes it, plus the data.
-func MsgSize(m *nats.Msg) int {
-	n := len(m.Data)
-	if len(m.Header) == 0 {
-		return n
-	}
-	n += len("NATS/1.0\r\n") + len("\r\n")
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
-}
-
-// Clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	k := n - len("…")
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k-- // s[k] continues a character: cut before the character
-	}
-	return s[:k] + "…"
 }

@@ -3,15 +3,11 @@ package publish
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
@@ -92,7 +88,7 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				!strings.Contains(d.Error, "max_msg_size") {
 				t.Errorf("dead letter 0 = %s (%v)", dlq[0].Data, err)
 			}
-			if got := dlq[0].Header.Get(HeaderError); !strings.Contains(got, "max_msg_size") {
+			if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_msg_size") {
 				t.Errorf("Bridge-Error = %q", got)
 			}
 			if id := dlq[1].Header.Get(HeaderMsgID); id != "raw-3" || !strings.Contains(string(dlq[1].Data), "data_prefix") {
@@ -115,35 +111,5 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				t.Errorf("%d dead letters after the replay, want 2", n)
 			}
 		})
-	}
-}
-
-func TestTooLarge(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{nats.ErrMaxPayload, true},
-		{fmt.Errorf("publish: %w", nats.ErrMaxPayload), true},
-		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum}, true},
-		{&jetstream.APIError{Code: 503, ErrorCode: 10077}, false},
-		{nats.ErrTimeout, false},
-		{errors.New("message size exceeds maximum allowed"), false},
-		{nil, false},
-	} {
-		if got := TooLarge(tc.err); got != tc.want {
-			t.Errorf("TooLarge(%v) = %v", tc.err, got)
-		}
-	}
-}
-
-func TestMaxMessage(t *testing.T) {
-	for _, tc := range []struct{ payload, stream, want int64 }{
-		{1 << 20, -1, 1 << 20}, {1 << 20, 0, 1 << 20}, {1 << 20, 2048, 2048}, {1024, 2048, 1024},
-		{0, 2048, 2048}, {0, -1, 0},
-	} {
-		if got := MaxMessage(tc.payload, tc.stream); got != tc.want {
-			t.Errorf("MaxMessage(%d, %d) = %d, want %d", tc.payload, tc.stream, got, tc.want)
-		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -24,7 +26,7 @@ type testEnv struct {
 	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	layout Layout
+	layout streams.Layout
 }
 
 func newEnv(t *testing.T, dup time.Duration) *testEnv {
@@ -35,12 +37,12 @@ func newEnv(t *testing.T, dup time.Duration) *testEnv {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: streams.Layout{Prefix: "tracking", DuplicateWindow: dup}}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -187,7 +189,7 @@ func TestPublishDeadLetters(t *testing.T) {
 	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound",
 		"more than 1000 lines exceeds the line bound"} {
 		m := dlq[i]
-		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(HeaderError), want) {
+		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
 		}
 	}
@@ -383,7 +385,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 				t.Fatal("every event taken while nothing could be stored")
 			default:
 			}
-			if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+			if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
@@ -429,7 +431,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 	const n = 3
 	handleRange(ctx, t, p, 0, n)
 	testutil.Eventually(t, 10*time.Second, "unanswered publishes sent again", func() bool { return obs.retried.Load() > 0 })
-	if err := EnsureStreams(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the events stored and the resume id moved on", func() bool {

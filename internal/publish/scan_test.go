@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // benchEvent is a realistic tracking event of about 1 KB.
@@ -370,5 +372,20 @@ func BenchmarkJSONValid(b *testing.B) {
 		if !json.Valid(data) {
 			b.Fatal("invalid")
 		}
+	}
+}
+
+// TestEventScanOnce: the skip check after a restart scans an event without an SSE id for its JSON id;
+// prepare then reuses that scan instead of scanning the same data again.
+func TestEventScanOnce(t *testing.T) {
+	ev := event.Event{Data: []byte(benchEvent)}
+	sc := eventScan{data: ev.Data}
+	if got, want := eventKey(&ev, &sc), HeaderID("evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9"); got != want {
+		t.Fatalf("eventKey = %q, want %q", got, want)
+	}
+	sc.data = []byte("not json") // a second scan would now fail
+	f, err := sc.fields()
+	if err != nil || f.Type != "truck.position.updated" || f.TypeKind != KindString {
+		t.Errorf("fields after eventKey = %+v, %v: scanned again", f, err)
 	}
 }

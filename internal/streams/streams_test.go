@@ -1,8 +1,10 @@
-package publish
+package streams_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 func TestStreamNames(t *testing.T) {
@@ -13,12 +15,12 @@ func TestStreamNames(t *testing.T) {
 		{"trück", "TR_CK"},
 	}
 	for _, tt := range tests {
-		l := Layout{Prefix: tt.prefix}
+		l := streams.Layout{Prefix: tt.prefix}
 		if l.Events() != tt.want+"_EVENTS" || l.Reports() != tt.want+"_REPORTS" || l.DLQ() != tt.want+"_DLQ" {
 			t.Errorf("prefix %q: %s %s %s, want %s_*", tt.prefix, l.Events(), l.Reports(), l.DLQ(), tt.want)
 		}
 	}
-	l := Layout{Prefix: "tracking"}
+	l := streams.Layout{Prefix: "tracking"}
 	if l.ReportsSubject() != "tracking.reports" || l.ReportsDLQSubject() != "tracking.dlq.reports" {
 		t.Errorf("subjects %s %s", l.ReportsSubject(), l.ReportsDLQSubject())
 	}
@@ -30,7 +32,7 @@ func FuzzStreamName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, prefix string) {
-		got := Layout{Prefix: prefix}.Events()
+		got := streams.Layout{Prefix: prefix}.Events()
 		if strings.TrimFunc(got, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' }) != "" {
 			t.Errorf("prefix %q gives stream name %q: not [A-Z0-9_]+", prefix, got)
 		}

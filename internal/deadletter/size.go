@@ -1,12 +1,19 @@
-package publish
+package deadletter
 
 import (
-	"context"
 	"errors"
+	"math"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// MaxHeaderBlock is the largest header block JetStream stores: it refuses a message with a larger one
+// (error 10097), whatever the server's max_payload.
+const MaxHeaderBlock = math.MaxUint16
+
+// HeaderSize returns the size of m's header block as nats.go writes it.
+func HeaderSize(m *nats.Msg) int { return MsgSize(m) - len(m.Data) }
 
 // TooLarge reports whether a publish failed because the message is larger than NATS accepts: larger than
 // the server's max_payload (refused by the client) or than the stream's max_msg_size (refused by
@@ -26,11 +33,18 @@ func MaxMessage(maxPayload, maxMsgSize int64) int64 {
 	return maxPayload
 }
 
-// StreamMaxMsgSize returns the max_msg_size of the named stream (0: no bound).
-func StreamMaxMsgSize(ctx context.Context, js jetstream.JetStream, name string) (int64, error) {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return 0, err
+// MsgSize returns the size of m as the server counts it against max_payload: the header block as nats.go
+// writes it, plus the data.
+func MsgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) == 0 {
+		return n
 	}
-	return max(int64(s.CachedInfo().Config.MaxMsgSize), 0), nil
+	n += len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
 }

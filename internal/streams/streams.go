@@ -1,4 +1,7 @@
-package publish
+// Package streams owns the layout of the bridge's three JetStream streams (contract §4): their names,
+// subjects and configuration, creating them at start-up, and reading a stream's message size bound. The
+// daemon, the event publisher (internal/publish) and the report consumer (internal/consume) all use it.
+package streams
 
 import (
 	"context"
@@ -63,10 +66,10 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams makes sure the three streams exist. With create it creates missing ones; a stream that
+// Ensure makes sure the three streams exist. With create it creates missing ones; a stream that
 // exists with another configuration is used as it is and the differences are logged. Without create, a
 // missing stream is an error.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, l Layout, create bool, log *slog.Logger) error {
+func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, log *slog.Logger) error {
 	var errs []error
 	for _, want := range l.Configs() {
 		s, err := js.Stream(ctx, want.Name)
@@ -107,4 +110,13 @@ func streamDiff(want, have jetstream.StreamConfig) string {
 		d = append(d, fmt.Sprintf("duplicate window %v (want %v)", have.Duplicates, want.Duplicates))
 	}
 	return strings.Join(d, "; ")
+}
+
+// MaxMsgSize returns the max_msg_size of the named stream (0: no bound).
+func MaxMsgSize(ctx context.Context, js jetstream.JetStream, name string) (int64, error) {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	return max(int64(s.CachedInfo().Config.MaxMsgSize), 0), nil
 }

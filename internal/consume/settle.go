@@ -1,0 +1,169 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+)
+
+// handle validates and sends one report, calls sent when that is over (the upstream answered, or the report
+// failed validation), then settles it.
+func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
+	c.stats.consumed.Add(1)
+	c.stats.inFlight.Add(1)
+	defer c.stats.inFlight.Add(-1)
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Consumed()
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		// Not a JetStream delivery; cannot happen on a pull consumer.
+		sent()
+		c.circ.abandon(probe)
+		c.log.Error("report without JetStream metadata; leaving it to redelivery", "subject", msg.Subject(), "err", err)
+		return
+	}
+	body := msg.Data()
+	if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
+		sent()
+		c.circ.abandon(probe)
+		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "))
+		return
+	}
+
+	// The attempt is not cancelled when Run's context ends: a report being sent is finished and settled.
+	sctx, cancel := context.WithTimeout(context.Background(), c.attemptTimeout)
+	out := c.send.Send(sctx, body, idempotencyKey(msg, meta))
+	cancel()
+	sent()
+
+	switch out.Kind {
+	case delivery.Accepted:
+		c.answered(probe)
+		c.stats.accepted.Add(1)
+		c.observe("accepted", out.Status)
+		c.ack(msg)
+	case delivery.Reject:
+		c.answered(probe)
+		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason())
+	default:
+		c.failed(probe, out)
+		c.retryLater(msg, meta, out)
+	}
+}
+
+// answered records that the upstream answered (accepted or rejected): it is up.
+func (c *Consumer) answered(probe bool) {
+	if recovered, openFor, failed := c.circ.success(probe); recovered {
+		c.log.Info("upstream recovered", "failed_attempts", failed, "after", openFor.Round(time.Millisecond).String())
+	}
+}
+
+// failed records a transient failure of the upstream.
+func (c *Consumer) failed(probe bool, out delivery.Outcome) {
+	opened, hold := c.circ.failure(probe, out.RetryAfter)
+	if opened {
+		c.stats.holds.Add(1)
+		c.log.Warn("upstream failing, backing off", "status", out.Status, "err", out.Reason(),
+			"hold", hold.Round(time.Millisecond).String())
+	}
+}
+
+// retryLater hands a report back for a delayed redelivery, or dead-letters it once it is older than MaxAge.
+func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out delivery.Outcome) {
+	age := time.Since(meta.Timestamp)
+	if c.cfg.MaxAge > 0 && age >= c.cfg.MaxAge {
+		c.deadLetter(msg, meta, "expired", out.Status, fmt.Sprintf(
+			"the upstream still failed after %s (max age %s, %d attempts): %s",
+			age.Round(time.Second), c.cfg.MaxAge, meta.NumDelivered, out.Reason()))
+		return
+	}
+	delay := max(c.backoff(meta), out.RetryAfter)
+	if c.cfg.MaxAge > 0 {
+		delay = min(delay, c.cfg.MaxAge-age) // a last attempt right at the age limit
+	}
+	c.stats.retried.Add(1)
+	c.observe("retry", out.Status)
+	c.log.Debug("report failed; retrying later", "seq", meta.Sequence.Stream, "status", out.Status,
+		"err", out.Reason(), "retry_in", delay.Round(time.Millisecond).String())
+	if err := msg.NakWithDelay(delay); err != nil {
+		// Without the nak the report comes back after AckWait instead.
+		c.natsFailure("nak", err)
+	}
+}
+
+// backoff is the redelivery delay after the report's n-th delivery failed.
+func (c *Consumer) backoff(meta *jetstream.MsgMetadata) time.Duration {
+	n := int(min(meta.NumDelivered, 64))
+	return retry.Backoff(c.cfg.BackoffMin, c.cfg.BackoffMax, max(n-1, 0))
+}
+
+// ack acknowledges a settled report and waits for the server's confirmation.
+func (c *Consumer) ack(msg jetstream.Msg) {
+	actx, cancel := context.WithTimeout(context.Background(), c.opTimeout)
+	err := msg.DoubleAck(actx)
+	cancel()
+	if err != nil {
+		c.stats.ackFailures.Add(1)
+		c.natsFailure("acknowledgement", err)
+		return
+	}
+	if c.natsFailed.CompareAndSwap(true, false) {
+		c.log.Info("JetStream acknowledgements succeed again")
+	}
+}
+
+// natsFailure logs the first of a series of failed JetStream operations on reports; the rest go to debug.
+func (c *Consumer) natsFailure(op string, err error) {
+	if c.natsFailed.CompareAndSwap(false, true) {
+		c.log.Warn("JetStream "+op+" failed; the report will be delivered again", "err", err)
+		return
+	}
+	c.log.Debug("JetStream "+op+" failed", "err", err)
+}
+
+func (c *Consumer) observe(kind string, status int) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Outcome(kind, statusClass(status))
+	}
+}
+
+// statusClass returns "1xx" to "5xx", or "none".
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "none"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}
+
+// reportKey identifies a report's stored message: its stream, sequence and storage time (nanoseconds),
+// so that a re-created stream reusing sequence numbers does not collide.
+func reportKey(meta *jetstream.MsgMetadata) string {
+	return meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10) + "-" +
+		strconv.FormatInt(meta.Timestamp.UnixNano(), 10)
+}
+
+// idempotencyKey is the producer's Nats-Msg-Id when it is usable as an HTTP header value, else reportKey:
+// the same for every delivery of the report.
+func idempotencyKey(msg jetstream.Msg, meta *jetstream.MsgMetadata) string {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" && len(id) <= 256 && printableASCII(id) {
+		return id
+	}
+	return reportKey(meta)
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

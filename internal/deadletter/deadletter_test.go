@@ -1,0 +1,95 @@
+package deadletter_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nats.ErrMaxPayload, true},
+		{fmt.Errorf("publish: %w", nats.ErrMaxPayload), true},
+		{&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum}, true},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10077}, false},
+		{nats.ErrTimeout, false},
+		{errors.New("message size exceeds maximum allowed"), false},
+		{nil, false},
+	} {
+		if got := deadletter.TooLarge(tc.err); got != tc.want {
+			t.Errorf("TooLarge(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+func TestMaxMessage(t *testing.T) {
+	for _, tc := range []struct{ payload, stream, want int64 }{
+		{1 << 20, -1, 1 << 20}, {1 << 20, 0, 1 << 20}, {1 << 20, 2048, 2048}, {1024, 2048, 1024},
+		{0, 2048, 2048}, {0, -1, 0},
+	} {
+		if got := deadletter.MaxMessage(tc.payload, tc.stream); got != tc.want {
+			t.Errorf("MaxMessage(%d, %d) = %d, want %d", tc.payload, tc.stream, got, tc.want)
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
+		got := deadletter.Clip(s, 11)
+		if len(got) > 11 || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, 11) = %q (%d bytes)", s, got, len(got))
+		}
+		if len(s) <= 11 && got != s {
+			t.Errorf("clip changed a short value: %q", got)
+		}
+	}
+}
+
+// TestMsgSize: MsgSize is the size the client checks against max_payload: a message of exactly
+// max_payload is accepted, one byte more is refused.
+func TestMsgSize(t *testing.T) {
+	const max = 4096
+	nc := testutil.StartNATS(t, func(o *server.Options) { o.MaxPayload = max }).Connect()
+	m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{"A": {"1"}, "Bee": {"x", "yy"}}}
+	m.Data = make([]byte, max-deadletter.MsgSize(m))
+	if deadletter.MsgSize(m) != max {
+		t.Fatalf("MsgSize = %d", deadletter.MsgSize(m))
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatalf("a message of exactly max_payload: %v", err)
+	}
+	m.Data = append(m.Data, 'x')
+	if err := nc.PublishMsg(m); !errors.Is(err, nats.ErrMaxPayload) {
+		t.Fatalf("a message one byte over max_payload: %v, want ErrMaxPayload", err)
+	}
+}
+
+// TestFitAlwaysFits: whatever the reason (HTML-like characters included, which json.Marshal
+// would triple) and the max_payload, a replaced dead letter fits.
+func TestFitAlwaysFits(t *testing.T) {
+	for _, max := range []int64{2 << 10, 4 << 10, 16 << 10} {
+		m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{
+			jetstream.MsgIDHeader: {"x"}, deadletter.HeaderError: {deadletter.Clip(strings.Repeat("<&>", 5000), deadletter.MaxErrorHeader)}}, Data: make([]byte, max)}
+		if !deadletter.Fit(m, max, "x") {
+			t.Fatalf("max %d: not replaced", max)
+		}
+		if size := deadletter.MsgSize(m); size > int(max) {
+			t.Errorf("max %d: the dead letter is still %d bytes", max, size)
+		}
+		if !strings.Contains(m.Header.Get(deadletter.HeaderError), "the data was dropped") {
+			t.Errorf("max %d: Bridge-Error does not say the data was dropped: %.80q…", max, m.Header.Get(deadletter.HeaderError))
+		}
+	}
+}

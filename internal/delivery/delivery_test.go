@@ -1,0 +1,36 @@
+package delivery_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+)
+
+func TestReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		out  delivery.Outcome
+		want string
+	}{
+		{"messages first", delivery.Outcome{Kind: delivery.Reject, Status: 400, Messages: []string{"a", "b\r\nc"},
+			Err: errors.New("ignored")}, "a; b  c"},
+		{"then the error", delivery.Outcome{Kind: delivery.Retry, Err: errors.New("dial tcp: refused")}, "dial tcp: refused"},
+		{"then the status", delivery.Outcome{Kind: delivery.Reject, Status: 409}, "HTTP 409 Conflict"},
+		{"else the kind", delivery.Outcome{Kind: delivery.Retry}, "retry"},
+	} {
+		if got := tc.out.Reason(); got != tc.want {
+			t.Errorf("%s: Reason() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[delivery.OutcomeKind]string{
+		0: "invalid", delivery.Accepted: "accepted", delivery.Retry: "retry", delivery.Reject: "reject", 9: "invalid", -1: "invalid",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("OutcomeKind(%d).String() = %q, want %q", int(k), got, want)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+)
+
+// skipped reports whether the event was found stored beyond the cursor (at start-up, or in the tail at a
+// reconnect), and its Nats-Msg-Id then. sc is the event's scan, shared with prepare.
+func (p *Publisher) skipped(ev *event.Event, sc *eventScan) (string, bool) {
+	if p.skip == nil {
+		return "", false
+	}
+	if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
+		p.skip = nil
+		return "", false
+	}
+	id := eventKey(ev, sc)
+	if _, ok := p.skip[id]; !ok || id == "" {
+		return "", false
+	}
+	delete(p.skip, id)
+	return id, true
+}
+
+// skipAll adds ids to the skip list, for as long as the upstream's replay of them may take.
+func (p *Publisher) skipAll(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	if p.skip == nil {
+		p.skip = make(map[string]struct{}, len(ids))
+	}
+	for _, id := range ids {
+		p.skip[id] = struct{}{}
+	}
+	p.skipTTL = 4*len(p.skip) + len(p.ring)
+}
+
+// eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
+// cheap. An event without an SSE id is scanned for its JSON id; sc keeps that scan for prepare.
+func eventKey(ev *event.Event, sc *eventScan) string {
+	if ev.ID != "" {
+		return HeaderID(ev.ID)
+	}
+	if ev.Oversize > 0 {
+		return ""
+	}
+	if f, err := sc.fields(); err == nil && f.ID != "" {
+		return HeaderID(f.ID)
+	}
+	return digest(ev.Data)
+}
+
+// loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
+// HeaderResumeAfter, an id up to which everything was stored; the messages stored after that id are
+// remembered so that the upstream's replay does not publish them twice, whatever the duplicate window.
+// Messages another client published to P.events.* (see foreign) are passed over: the cursor comes from
+// the newest message that is not.
+func (p *Publisher) loadCursor(ctx context.Context) error {
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	p.eventsMax = max(int64(info.Config.MaxMsgSize), 0)
+	p.readDLQLimit(ctx)
+	st := info.State
+	if st.Msgs == 0 {
+		p.log.Info("events stream empty; starting from the upstream's beginning", "stream", p.cfg.EventsStream)
+		return nil
+	}
+	limit := uint64(2*len(p.ring) + 1000)
+	var after string
+	skip := map[string]struct{}{}
+	found, newest := false, false
+	more := len(p.ring) // messages read past the resume point's own (see below)
+	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && more > 0; seq-- {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
+		}
+		if !newest {
+			if foreign(m.Header) {
+				continue
+			}
+			newest = true
+			after = m.Header.Get(HeaderResumeAfter)
+			if after == "" && m.Header.Get(HeaderMsgID) == "" {
+				// Written by another tool that names its event: resume after it as it stands.
+				after = m.Header.Get(HeaderEventID)
+			}
+		}
+		if found {
+			more--
+		} else if after != "" && m.Header.Get(HeaderStreamID) == "" && m.Header.Get(HeaderEventID) == after {
+			// The resume point's own message: a message without an SSE id carries the id before it in
+			// Bridge-Stream-Id, and the upstream replays it after that id, so it goes on the skip list
+			// even when its stream id is `after`. Messages handed after the resume point may still be
+			// stored before it, when its first publish failed and it was sent again once the window had
+			// settled: the window's length of messages before it is read too (remembering a message the
+			// upstream will not replay does no harm).
+			found = true
+			continue
+		}
+		skip[m.Header.Get(HeaderMsgID)] = struct{}{}
+	}
+	if !newest {
+		p.log.Warn("no event written by the bridge in the stream tail; starting from the upstream's beginning",
+			"stream", p.cfg.EventsStream, "messages_read", min(limit, st.LastSeq-st.FirstSeq+1))
+	}
+	if !found && after != "" {
+		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
+			"stream", p.cfg.EventsStream, "resume_after", after)
+	}
+	resume, ok := ParseHeaderID(after)
+	if !ok || !event.Resumable(resume) {
+		p.log.Warn("resume point not usable (not written by this version); relying on the duplicate window",
+			"stream", p.cfg.EventsStream, "resume_after", after)
+		resume, after = "", ""
+	}
+	p.resume, p.resumeHdr = resume, after
+	p.posID, p.posN = resume, 0
+	p.setLastResume(resume)
+	if len(skip) > 0 {
+		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
+	}
+	p.tail = p.tail[:0]
+	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
+	return nil
+}
+
+// foreign reports whether a message in the events stream was published by another client than the
+// bridge: the bridge's carry the event id as both Nats-Msg-Id and Tracking-Event-Id. A message with a
+// Tracking-Event-Id and no Nats-Msg-Id counts as the bridge's: resuming after it as it stands is the best
+// guess.
+func foreign(h nats.Header) bool {
+	id := h.Get(HeaderEventID)
+	if id == "" {
+		return true
+	}
+	msgID := h.Get(HeaderMsgID)
+	return msgID != "" && msgID != id
+}

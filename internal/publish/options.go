@@ -1,0 +1,76 @@
+package publish
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
+// from the goroutine that calls Handle and Resume or from Run's, except Published and AckLatency (see
+// there); implementations must be cheap.
+type Observer interface {
+	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
+	// its subject's type token, before the event leaves the window (so before a Resume waiting for it
+	// returns). It is called from the acknowledgement subscription's goroutine as the acknowledgement
+	// arrives, or from the Handle or Run goroutine for an event sent again after a failure: it must be
+	// safe for concurrent use.
+	Published(typeToken string)
+	// AckLatency is told how long an event's acknowledgement took, just before Published and from the
+	// same goroutine.
+	AckLatency(d time.Duration)
+	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
+	DeadLettered(reason string)
+	PublishRetried(err error)
+}
+
+// Reasons for dead-lettering an event, as passed to Observer.DeadLettered. The set is closed (a metrics
+// label).
+const (
+	ReasonNotJSON    = "not_json"     // the data is not a JSON object
+	ReasonOversize   = "oversize"     // over the bounds of one SSE message (BRIDGE_STREAM_MAX_EVENT_BYTES, event.MaxLines)
+	ReasonMaxPayload = "max_payload"  // larger than the NATS server's max_payload
+	ReasonMaxMsgSize = "max_msg_size" // larger than the events stream's max_msg_size
+)
+
+// Config configures a Publisher.
+type Config struct {
+	// Prefix is the subject prefix P of the contract ("tracking").
+	Prefix string
+	// EventsStream is the name of the events stream (PFX_EVENTS), read at start-up for the resume cursor.
+	EventsStream string
+	// DLQStream is the name of the dead-letter stream (PFX_DLQ), whose max_msg_size bounds dead letters.
+	DLQStream string
+	// Window is the number of publishes awaiting their acknowledgement at once.
+	Window int
+	// Timeout bounds the wait for one acknowledgement; a publish that times out is sent again.
+	Timeout time.Duration
+	// Source is the CloudEvents source attribute.
+	Source   string
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// withDefaults returns the configuration with its zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Window <= 0 {
+		cfg.Window = 1024
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return cfg
+}
+
+// nopObserver is the Observer of a Config without one.
+type nopObserver struct{}
+
+func (nopObserver) Published(string)         {}
+func (nopObserver) AckLatency(time.Duration) {}
+func (nopObserver) DeadLettered(string)      {}
+func (nopObserver) PublishRetried(error)     {}

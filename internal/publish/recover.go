@@ -1,0 +1,146 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+)
+
+// recover handles a failed publish: it lets every publish in the window settle, then sends the failed
+// ones again, in their original order and with their Nats-Msg-Id, until JetStream stores each. A failed
+// publish may have been stored (its answer lost with the connection, or late): JetStream's duplicate
+// window drops the second copy only while it lasts, which a NATS outage can outlast, so the events
+// stream is asked first (settleStored). The window is empty afterwards.
+func (p *Publisher) recover(ctx context.Context) error {
+	for i := 0; i < p.n; i++ {
+		if err := p.await(ctx, &p.ring[(p.head+i)%len(p.ring)]); err != nil {
+			return err
+		}
+	}
+	looked := false
+	for p.n > 0 {
+		e := &p.ring[p.head]
+		resent := e.err != nil
+		for attempt := 0; e.err != nil; attempt++ {
+			if e.err == errFoundStored {
+				e.err = nil
+				break
+			}
+			if !p.failing {
+				p.failing = true
+				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,
+					"event_id", e.id, "err", e.err)
+			}
+			p.cfg.Observer.PublishRetried(e.err)
+			refitted := deadletter.TooLarge(e.err) && p.refit(ctx, e, e.err)
+			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
+				return ctx.Err()
+			}
+			if !looked {
+				err := p.settleStored(ctx)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil && (!p.nc.IsConnected() || !answered(err)) {
+					// NATS is away, or its answers are (a timeout): look again once they are back.
+					// Sending again without looking may store the event a second time.
+					e.err = err
+					continue
+				}
+				if err != nil {
+					p.log.Warn("cannot look up the failed publishes in the events stream; sending them again",
+						"stream", p.cfg.EventsStream, "err", err)
+				}
+				looked = true
+				if e.err == errFoundStored {
+					continue // settled at the top of the loop
+				}
+			}
+			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+			_, e.err = p.js.PublishMsg(pctx, p.message(e))
+			cancel()
+			if e.err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if e.err != nil && !answered(e.err) && !errors.Is(e.err, nats.ErrMaxPayload) {
+				// Unanswered, not refused: this send may have been stored. Look it up again before the
+				// next one, which may come after the duplicate window.
+				looked = false
+			}
+		}
+		if resent && e.token != "" {
+			p.cfg.Observer.AckLatency(time.Since(e.sent))
+			p.cfg.Observer.Published(e.token)
+		}
+		p.pop()
+	}
+	if p.failing {
+		p.failing = false
+		p.log.Info("publishing recovered", "resume_after", p.resume)
+	}
+	return nil
+}
+
+// answered reports whether err is JetStream's answer (a refusal), rather than a silence (a timeout, a
+// lost connection) after which the request may still have been carried out.
+func answered(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api)
+}
+
+// settleStored settles as stored the failed publishes of the window that the events stream holds, so
+// that they are not sent again. It reads the stream back from its end to the cursor's own message (the
+// window's events were sent after it was stored), for at most as many messages as loadCursor.
+func (p *Publisher) settleStored(ctx context.Context) error {
+	want := map[string]bool{}
+	for i := 0; i < p.n; i++ {
+		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && e.subject != "" {
+			want[e.id] = false
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return err
+	}
+	st := s.CachedInfo().State
+	limit := uint64(2*len(p.ring) + 1000)
+	found := 0
+	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && found < len(want); seq-- {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if seen, ok := want[m.Header.Get(HeaderMsgID)]; ok && !seen {
+			want[m.Header.Get(HeaderMsgID)] = true
+			found++
+		}
+		if p.resumeHdr != "" && !foreign(m.Header) && m.Header.Get(HeaderStreamID) == "" &&
+			m.Header.Get(HeaderEventID) == p.resumeHdr {
+			break
+		}
+	}
+	if found == 0 {
+		return nil
+	}
+	for i := 0; i < p.n; i++ {
+		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && want[e.id] {
+			e.err = errFoundStored
+		}
+	}
+	p.log.Info("failed publishes found stored; not sending them again", "events", found)
+	return nil
+}
