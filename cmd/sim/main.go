@@ -1,3 +1,6 @@
+// Command sim serves the simulator of the whole upstream API (token endpoint, event stream, report
+// operation) for local development, the compose demo and the benchmark. 'sim -h' lists its knobs,
+// faults included.
 package main
 
 import (
@@ -8,15 +11,26 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"time"
+	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/simserve"
 )
 
-// runSim is 'bridge sim': the upstream simulator alone, for tests, benchmarks and local development.
-func runSim(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bridge sim", flag.ContinueOnError)
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run serves the simulator until ctx is done and returns the exit code: 0 after a stop by signal, 2 for
+// a usage error, 1 for any other failure.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
@@ -24,39 +38,25 @@ func runSim(ctx context.Context, args []string, stderr io.Writer) error {
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return 0
 		}
-		return usageError{err}
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 2
 	}
-	log := newLogger(stderr, *logFormat, slog.LevelInfo)
+	log := logging.New(stderr, *logFormat, slog.LevelInfo)
 	opts.Logger = log.With("component", "sim")
 	s := sim.New(opts)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return err
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 1
 	}
 	base := "http://" + ln.Addr().String()
 	log.Info("simulator listening", "upstream_url", base+opts.BasePath, "token_url", base+"/auth/token",
 		"client_id", opts.ClientID)
-	return serveSim(ctx, s, ln)
-}
-
-// serveSim serves the simulator on ln until ctx is done.
-func serveSim(ctx context.Context, s *sim.Server, ln net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
-	go func() { errc <- s.Run(ctx) }()
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("simulator: %w", err)
-		}
+	if err := simserve.Serve(ctx, s, ln); err != nil {
+		fmt.Fprintf(stderr, "sim: %v\n", err)
+		return 1
 	}
-	s.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	return nil
+	return 0
 }
