@@ -378,74 +378,153 @@ func deployResolve(t *testing.T, s string) string {
 	})
 }
 
-// deployDockerfile is what the tests read from the Dockerfile.
-type deployDockerfile struct {
+// deployStage is one stage of the Dockerfile.
+type deployStage struct {
+	from, name string
 	entrypoint []string
-	froms      []string
+	cmd        []string
 	args       []string
 	expose     []string
 	user       string
-	build      string // the RUN line that builds the binary
-	copyTo     string // where the final stage puts the binary
+	builds     []string          // RUN lines that run go build
+	copies     map[string]string // COPY --from=<stage> <src> <dst>: the stage's name by destination
+}
+
+// deployDockerfile is what the tests read from the Dockerfile: its stages, in order (the last is the
+// default target).
+type deployDockerfile struct {
+	stages []*deployStage
+}
+
+// stage returns the stage named name, nil if none.
+func (d deployDockerfile) stage(name string) *deployStage {
+	for _, s := range d.stages {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// final is the default target's stage.
+func (d deployDockerfile) final() *deployStage { return d.stages[len(d.stages)-1] }
+
+// args are the ARGs of every stage.
+func (d deployDockerfile) args() []string {
+	var out []string
+	for _, s := range d.stages {
+		out = append(out, s.args...)
+	}
+	return out
+}
+
+// binary returns where stage s puts the binary it copies from another stage, the RUN line that built
+// it there, and the stage it was built in (following FROM chains).
+func (d deployDockerfile) binary(t *testing.T, s *deployStage) (dst, build string) {
+	t.Helper()
+	if len(s.copies) != 1 {
+		t.Fatalf("stage %q copies %d files from other stages, want one binary", s.name, len(s.copies))
+	}
+	for dst, from := range s.copies {
+		src := d.stage(from)
+		if src == nil || len(src.builds) != 1 {
+			t.Fatalf("stage %q copies %s from stage %q, which does not build one binary", s.name, dst, from)
+		}
+		return dst, src.builds[0]
+	}
+	return "", ""
 }
 
 func deployParseDockerfile(t *testing.T) deployDockerfile {
 	t.Helper()
 	var d deployDockerfile
+	var cur *deployStage
 	for line := range strings.Lines(deployRead(t, "Dockerfile")) {
 		line = strings.TrimSpace(line)
 		instr, rest, _ := strings.Cut(line, " ")
+		if instr == "FROM" {
+			cur = &deployStage{from: rest, copies: map[string]string{}}
+			f := strings.Fields(rest)
+			if len(f) >= 3 && strings.EqualFold(f[len(f)-2], "AS") {
+				cur.name = f[len(f)-1]
+				cur.from = strings.Join(f[:len(f)-2], " ")
+			}
+			d.stages = append(d.stages, cur)
+			continue
+		}
+		if cur == nil {
+			continue
+		}
 		switch instr {
-		case "FROM":
-			d.froms = append(d.froms, rest)
 		case "ARG":
 			name, _, _ := strings.Cut(rest, "=")
-			d.args = append(d.args, name)
+			cur.args = append(cur.args, name)
 		case "EXPOSE":
-			d.expose = append(d.expose, strings.Fields(rest)...)
+			cur.expose = append(cur.expose, strings.Fields(rest)...)
 		case "USER":
-			d.user = rest
+			cur.user = rest
 		case "ENTRYPOINT":
-			if err := json.Unmarshal([]byte(rest), &d.entrypoint); err != nil {
+			if err := json.Unmarshal([]byte(rest), &cur.entrypoint); err != nil {
 				t.Fatalf("ENTRYPOINT is not in exec (JSON) form: %v", err)
+			}
+		case "CMD":
+			if err := json.Unmarshal([]byte(rest), &cur.cmd); err != nil {
+				t.Fatalf("CMD is not in exec (JSON) form: %v", err)
 			}
 		case "RUN":
 			if strings.Contains(rest, "go build") {
-				d.build = rest
+				cur.builds = append(cur.builds, rest)
 			}
 		case "COPY":
-			if strings.HasPrefix(rest, "--from=build ") {
-				f := strings.Fields(rest)
-				d.copyTo = f[len(f)-1]
+			if from, ok := strings.CutPrefix(rest, "--from="); ok {
+				f := strings.Fields(from)
+				cur.copies[f[len(f)-1]] = f[0]
 			}
 		}
+	}
+	if len(d.stages) == 0 {
+		t.Fatal("the Dockerfile has no FROM")
 	}
 	return d
 }
 
-// TestDockerfile: a multi-stage build of a static, trimmed, version-stamped binary onto a pinned
-// distroless non-root image whose entrypoint is 'bridge run'.
+// TestDockerfile: a multi-stage build of static, trimmed binaries onto a pinned distroless non-root
+// image. The default target is the daemon, version-stamped, whose entrypoint is 'bridge run'; the sim
+// target is the simulator alone (cmd/sim), for the compose demo.
 func TestDockerfile(t *testing.T) {
 	d := deployParseDockerfile(t)
-	if len(d.froms) != 2 {
-		t.Fatalf("FROM lines %q, want a build stage and a final stage", d.froms)
+	for _, s := range d.stages {
+		if len(s.builds) > 0 || s.name == "source" {
+			if d.stage(s.from) == nil && !strings.HasSuffix(s.from, "golang:1.26") {
+				t.Errorf("build stage %q from %q: want golang:1.26 (or another build stage)", s.name, s.from)
+			}
+		} else {
+			if s.from != "gcr.io/distroless/static-debian12:nonroot" {
+				t.Errorf("image stage %q from %q: want gcr.io/distroless/static-debian12:nonroot", s.name, s.from)
+			}
+			if s.user != "nonroot:nonroot" {
+				t.Errorf("image stage %q: USER %q, want nonroot:nonroot", s.name, s.user)
+			}
+		}
+		for _, b := range s.builds {
+			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w"} {
+				if !strings.Contains(b, want) {
+					t.Errorf("build command %q lacks %q", b, want)
+				}
+			}
+		}
 	}
-	if !strings.Contains(d.froms[0], "golang:1.26 ") && !strings.HasSuffix(d.froms[0], "golang:1.26 AS build") {
-		t.Errorf("build stage %q: want golang:1.26 AS build", d.froms[0])
-	}
-	if d.froms[1] != "gcr.io/distroless/static-debian12:nonroot" {
-		t.Errorf("final stage %q: want gcr.io/distroless/static-debian12:nonroot", d.froms[1])
-	}
-	if d.user != "nonroot:nonroot" {
-		t.Errorf("USER %q, want nonroot:nonroot", d.user)
-	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-X main.version=$VERSION", "-X main.commit=$COMMIT", "./cmd/bridge", "-o /out/bridge"} {
-		if !strings.Contains(d.build, want) {
-			t.Errorf("build command %q lacks %q", d.build, want)
+
+	// The daemon: the default target.
+	final := d.final()
+	copyTo, build := d.binary(t, final)
+	for _, want := range []string{"-X main.version=$VERSION", "-X main.commit=$COMMIT", "./cmd/bridge", "-o /out/bridge"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("build command %q lacks %q", build, want)
 		}
 	}
 	for _, a := range []string{"VERSION", "COMMIT"} {
-		if !slices.Contains(d.args, a) {
+		if !slices.Contains(d.args(), a) {
 			t.Errorf("no ARG %s", a)
 		}
 	}
@@ -455,13 +534,26 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("cmd/bridge/main.go declares no %q: -X main.%s has nothing to set", v, strings.TrimSpace(strings.TrimSuffix(v, "= ")))
 		}
 	}
-	if !slices.Equal(d.entrypoint, []string{d.copyTo, "run"}) {
-		t.Errorf("ENTRYPOINT %q, want [%q \"run\"]", d.entrypoint, d.copyTo)
+	if !slices.Equal(final.entrypoint, []string{copyTo, "run"}) {
+		t.Errorf("ENTRYPOINT %q, want [%q \"run\"]", final.entrypoint, copyTo)
 	}
 	def := config.Default()
 	_, port, _ := net.SplitHostPort(def.HTTPAddr)
-	if !slices.Equal(d.expose, []string{port}) {
-		t.Errorf("EXPOSE %q, want the default BRIDGE_HTTP_ADDR port %s", d.expose, port)
+	if !slices.Equal(final.expose, []string{port}) {
+		t.Errorf("EXPOSE %q, want the default BRIDGE_HTTP_ADDR port %s", final.expose, port)
+	}
+
+	// The simulator's target.
+	simStage := d.stage("sim")
+	if simStage == nil {
+		t.Fatal("the Dockerfile has no sim stage")
+	}
+	simTo, simBuild := d.binary(t, simStage)
+	if !strings.Contains(simBuild, "./cmd/sim") {
+		t.Errorf("the sim stage's binary is built by %q, want ./cmd/sim", simBuild)
+	}
+	if !slices.Equal(simStage.entrypoint, []string{simTo}) {
+		t.Errorf("sim ENTRYPOINT %q, want [%q]", simStage.entrypoint, simTo)
 	}
 	if strings.Contains(deployRead(t, "Dockerfile"), "HEALTHCHECK") {
 		t.Error("the Dockerfile has a HEALTHCHECK; it is left to the orchestrator")
@@ -475,12 +567,13 @@ func TestDockerfileBuildCommand(t *testing.T) {
 		t.Skip("set TRACKING_BRIDGE_BUILD_TEST=1 to run the Dockerfile's build command (about a minute with a cold cache)")
 	}
 	d := deployParseDockerfile(t)
+	_, build := d.binary(t, d.final())
 	out := filepath.Join(t.TempDir(), "bridge")
-	cmd := exec.Command("sh", "-c", strings.Replace(d.build, "/out/bridge", out, 1))
+	cmd := exec.Command("sh", "-c", strings.Replace(build, "/out/bridge", out, 1))
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "VERSION=v0.0.0-test", "COMMIT=c0ffee", "TARGETOS=", "TARGETARCH=")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", d.build, err, b)
+		t.Fatalf("%s: %v\n%s", build, err, b)
 	}
 	b, err := exec.Command(out, "version").Output()
 	if err != nil {
@@ -515,7 +608,7 @@ func TestCompose(t *testing.T) {
 		t.Errorf("bridge build context %v, want .", build["context"])
 	}
 	for arg := range deployMap(t, build["args"], "services.bridge.build.args") {
-		if !slices.Contains(d.args, arg) {
+		if !slices.Contains(d.args(), arg) {
 			t.Errorf("build arg %s is not an ARG of the Dockerfile", arg)
 		}
 	}
@@ -538,7 +631,7 @@ func TestCompose(t *testing.T) {
 
 	// Its ports: the HTTP endpoint, as exposed by the image.
 	_, httpPort, _ := net.SplitHostPort(cfg.HTTPAddr)
-	if !slices.Contains(d.expose, httpPort) {
+	if !slices.Contains(d.final().expose, httpPort) {
 		t.Errorf("BRIDGE_HTTP_ADDR port %s is not EXPOSEd", httpPort)
 	}
 	if ports := deployStrings(t, bridge["ports"], "services.bridge.ports"); !slices.ContainsFunc(ports, func(p string) bool {
@@ -591,23 +684,39 @@ func TestCompose(t *testing.T) {
 		t.Errorf("BRIDGE_NATS_URL port %s, the server listens on %d", natsURL.Port(), opts.Port)
 	}
 
-	// The simulator: demo profile only, the bridge binary's sim command, where the demo defaults point.
+	// The simulator: demo profile only, the Dockerfile's sim target, listening where the demo defaults
+	// point.
 	if p := deployStrings(t, sim["profiles"], "services.sim.profiles"); !slices.Equal(p, []string{"demo"}) {
 		t.Errorf("sim profiles %q, want [demo]", p)
 	}
-	entry := deployStrings(t, sim["entrypoint"], "services.sim.entrypoint")
-	if len(entry) != 4 || entry[0] != d.copyTo || entry[1] != "sim" || entry[2] != "-addr" {
-		t.Fatalf("sim entrypoint %q, want [%s sim -addr <host:port>]", entry, d.copyTo)
+	simBuild := deployMap(t, sim["build"], "services.sim.build")
+	if simBuild["context"] != "." {
+		t.Error("the sim service is not built from this directory")
 	}
-	_, simPort, _ := net.SplitHostPort(entry[3])
+	if simBuild["target"] != "sim" || d.stage("sim") == nil {
+		t.Errorf("the sim service builds target %v; want sim, a stage of the Dockerfile", simBuild["target"])
+	}
+	if _, ok := sim["entrypoint"]; ok {
+		t.Error("the sim service overrides the sim image's entrypoint")
+	}
+	args := deployStrings(t, sim["command"], "services.sim.command")
+	if len(args) != 2 || args[0] != "-addr" {
+		t.Fatalf("sim command %q, want [-addr <host:port>]", args)
+	}
+	_, simPort, _ := net.SplitHostPort(args[1])
 	for _, u := range []string{cfg.UpstreamURL, cfg.TokenURL} {
 		pu, _ := url.Parse(u)
 		if pu.Hostname() != "sim" || pu.Port() != simPort {
 			t.Errorf("demo default %s does not point at the sim service on port %s", u, simPort)
 		}
 	}
-	if deployMap(t, sim["build"], "services.sim.build")["context"] != "." {
-		t.Error("the sim service is not built from this directory")
+	if s := d.stage("sim"); s != nil && !slices.Contains(s.expose, simPort) {
+		t.Errorf("the sim stage EXPOSEs %q, not the port %s it listens on", s.expose, simPort)
+	}
+	if ports := deployStrings(t, sim["ports"], "services.sim.ports"); !slices.ContainsFunc(ports, func(p string) bool {
+		return strings.HasSuffix(p, ":"+simPort)
+	}) {
+		t.Errorf("sim ports %q do not publish %s", ports, simPort)
 	}
 }
 

@@ -2,12 +2,12 @@
 // to NATS JetStream.
 //
 //	bridge run      the daemon, configured by BRIDGE_* environment variables (bridge -h lists them)
-//	bridge sim      the upstream simulator alone
-//	bridge demo     embedded NATS + simulator + bridge in one process
 //	bridge version  version, commit and Go version
 //
-// This package is wiring only: it parses the configuration, builds the logger, runs the components and
-// maps the outcome to an exit code. It is the only place that handles signals or calls os.Exit.
+// This package is wiring only: it parses the configuration, builds the logger, runs the daemon
+// (internal/daemon) and maps the outcome to an exit code. It is the only place that handles signals or
+// calls os.Exit. The simulator, the demo and the benchmark are commands of their own (cmd/sim, cmd/demo,
+// cmd/bench), so that this binary links none of them.
 package main
 
 import (
@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.commit=...".
@@ -41,6 +42,13 @@ func main() {
 	os.Exit(code)
 }
 
+// movedCommands names where the commands that used to be part of this binary went.
+var movedCommands = map[string]string{
+	"sim":   "go run ./cmd/sim",
+	"demo":  "go run ./cmd/demo",
+	"bench": "go run ./cmd/bench",
+}
+
 // run executes one command and returns the exit code: 0 after success or a stop by signal, 2 for a usage
 // or configuration error, 1 for any other failure.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -52,12 +60,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "run":
 		err = runDaemon(ctx, args, stderr)
-	case "sim":
-		err = runSim(ctx, args, stderr)
-	case "demo":
-		err = runDemo(ctx, args, stdout, stderr)
-	case "bench":
-		err = runBench(ctx, args, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", version, commit, runtime.Version())
 		return 0
@@ -65,7 +67,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "bridge: unknown command %q\n\n", cmd)
+		if moved, ok := movedCommands[cmd]; ok {
+			fmt.Fprintf(stderr, "bridge: %q is a command of its own now: %s\n\n", cmd, moved)
+		} else {
+			fmt.Fprintf(stderr, "bridge: unknown command %q\n\n", cmd)
+		}
 		usage(stderr)
 		return 2
 	}
@@ -82,31 +88,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// shutdownGrace is what runBounded allows past BRIDGE_SHUTDOWN_TIMEOUT for Run to return by itself.
-const shutdownGrace = 2 * time.Second
-
-// runBounded runs f and returns its result, but once ctx is done waits at most stopWithin for it: a
-// part stuck where the shutdown timeout cannot reach it (a call that ignores contexts) must not keep the
-// process from exiting. Nothing is lost by leaving then: a restart resumes from what JetStream stored.
-func runBounded(ctx context.Context, f func(context.Context) error, stopWithin time.Duration) error {
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	t := time.NewTimer(stopWithin)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-t.C:
-		return fmt.Errorf("still stopping %v after the signal (BRIDGE_SHUTDOWN_TIMEOUT plus %v); exiting "+
-			"without a clean stop (nothing is lost: the next start resumes from JetStream)", stopWithin, shutdownGrace)
-	}
-}
-
 // usageError is a problem with the command line or the configuration: exit code 2.
 type usageError struct{ error }
 
@@ -117,10 +98,12 @@ func usage(w io.Writer) {
 
 Usage:
   bridge run       run the bridge (the default), configured from the environment below
-  bridge demo      embedded NATS + upstream simulator + bridge in one process (no credentials needed)
-  bridge sim       run the upstream simulator alone (bridge sim -h for its flags)
-  bridge bench     benchmark the bridge against the reference pipeline (bridge bench -h)
   bridge version   print version, commit and Go version
+
+The demo, the simulator and the benchmark are commands of their own:
+  go run ./cmd/demo    embedded NATS + upstream simulator + bridge in one process (no credentials needed)
+  go run ./cmd/sim     the upstream simulator alone (-h for its flags)
+  go run ./cmd/bench   benchmark the bridge against the reference pipeline (-h)
 
 Configuration of 'bridge run' (environment variables):
 
@@ -140,37 +123,56 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}
-	log := newLogger(stderr, cfg.LogFormat, cfg.SlogLevel())
+	log := logging.New(stderr, cfg.LogFormat, cfg.SlogLevel())
 	log.Info("starting", "version", version, "commit", commit, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
-	b, err := newBridge(cfg, log)
+	d, err := daemon.New(cfg, log, daemon.BuildInfo{Version: version, Commit: commit})
 	if err != nil {
 		return err
 	}
-	if err := runBounded(ctx, b.Run, cfg.ShutdownTimeout+shutdownGrace); err != nil {
+	if err := runBounded(ctx, d.Run, cfg.ShutdownTimeout+shutdownGrace); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
 }
 
+// shutdownGrace is what runBounded allows past BRIDGE_SHUTDOWN_TIMEOUT for Run to return by itself.
+const shutdownGrace = 2 * time.Second
+
+// runBounded runs f and returns its result, but once ctx is done waits at most stopWithin for it: a
+// part stuck where the shutdown timeout cannot reach it (a call that ignores contexts) must not keep the
+// process from exiting. Nothing is lost by leaving then: a restart resumes from what JetStream stored.
+//
+// It lives here rather than in internal/daemon because giving up on a goroutine is only safe when the
+// process exits right after, and only main decides that; daemon.Run itself always returns after its
+// parts did.
+func runBounded(ctx context.Context, f func(context.Context) error, stopWithin time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(stopWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("still stopping %v after the signal (BRIDGE_SHUTDOWN_TIMEOUT plus %v); exiting "+
+			"without a clean stop (nothing is lost: the next start resumes from JetStream)", stopWithin, shutdownGrace)
+	}
+}
+
 // setMaxProcs runs the daemon on one processor unless the GOMAXPROCS variable says otherwise. Only main
 // calls it: tests run the daemon inside their own process. The event path is a chain of goroutines
 // handing each event on (HTTP body reader, SSE decoder, publisher, NATS flusher, acknowledgement
 // handler): on one processor each hand-off is a goroutine switch on the same thread, on several it is
-// often a thread wake-up on another core. Measured with 'bridge bench' on 2 cores (docs/performance.md):
-// one processor moves more events per second for about half the CPU per event. The report path is
-// network-bound and needs no parallelism either. Set GOMAXPROCS to use more.
+// often a thread wake-up on another core, which costs more (figures in docs/performance.md). The report
+// path is network-bound and needs no parallelism either. Set GOMAXPROCS to use more.
 func setMaxProcs() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-}
-
-// newLogger returns the process logger: JSON (the default) or text.
-func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -1,11 +1,23 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
 // TestRunBounded: once ctx is done, runBounded waits for the daemon only so long; before that, and for
@@ -31,5 +43,165 @@ func TestRunBounded(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("runBounded waited %v for a bound of 100ms", d)
+	}
+}
+
+// jsonList returns the JSON array that follows prefix on the last line of the file that starts with it
+// (the Dockerfile's exec-form instructions and the compose file's inline lists are JSON arrays; the
+// Dockerfile's last ENTRYPOINT is its default stage's, the daemon's).
+func jsonList(t *testing.T, file, prefix string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	found := false
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			list, found = nil, true
+			if err := json.Unmarshal([]byte(rest), &list); err != nil {
+				t.Fatalf("%s: %s: %v", file, line, err)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("%s has no line starting with %q", file, prefix)
+	}
+	return list
+}
+
+// startRun runs the command line args as main does, in the background, and waits until its stderr
+// contains want. stop cancels it (SIGTERM's equivalent) and returns the exit code.
+func startRun(t *testing.T, args []string, want string) (stderr *testutil.Buffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr = &testutil.Buffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, io.Discard, stderr) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(stderr.String(), want) {
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("bridge %q exited %d:\n%s", args, code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("bridge %q: no %q within 15s:\n%s", args, want, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return stderr, func() int { cancel(); return <-done }
+}
+
+// TestImageEntrypointRuns runs the command the image runs, as this binary's run function: the
+// Dockerfile's entrypoint ('bridge run', configured from the environment). (cmd/sim's tests run the
+// compose file's simulator command.)
+func TestImageEntrypointRuns(t *testing.T) {
+	entry := jsonList(t, "Dockerfile", "ENTRYPOINT ")
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{EventRate: 20})
+	for k, v := range up.Env(ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}) {
+		t.Setenv(k, v)
+	}
+	stderr, stop := startRun(t, entry[1:], "stream connected")
+	if code := stop(); code != 0 {
+		t.Errorf("bridge %q exited %d after SIGTERM's equivalent:\n%s", entry[1:], code, stderr.String())
+	}
+}
+
+// TestCommands: the commands and their exit codes; the commands that moved out name their new place.
+func TestCommands(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{[]string{"version"}, 0, "tracking-bridge dev (commit unknown, go", ""},
+		{[]string{"-h"}, 0, "BRIDGE_UPSTREAM_URL", ""},
+		{[]string{"run", "extra"}, 2, "", "run takes no arguments"},
+		{[]string{"sim"}, 2, "", "go run ./cmd/sim"},
+		{[]string{"demo"}, 2, "", "go run ./cmd/demo"},
+		{[]string{"bench"}, 2, "", "go run ./cmd/bench"},
+		{[]string{"nonsense"}, 2, "", `unknown command "nonsense"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.err) {
+			t.Errorf("bridge %q = %d\nstdout:\n%s\nstderr:\n%s\nwant %d, %q on stdout, %q on stderr",
+				tc.args, code, &stdout, &stderr, tc.code, tc.out, tc.err)
+		}
+	}
+}
+
+// Secrets the command test uses; each must never appear in the command's output.
+const (
+	secUpstreamPassword = "upstream-Pa55-7f3b9c1e"
+	secWrongPassword    = "wrong-Pa55-a8d2e4f6"
+	secNATSPassword     = "nats-Pa55-5c7e9a1b"
+	secNATSToken        = "nats-Tok3n-2b4d6f8h"
+)
+
+// TestSecretsNeverLeakFromCommand searches the output of 'bridge run' as the process runs it (its
+// start-up line logs the configuration), of bridge -h, bridge version and a run whose configuration is
+// invalid, all with the secrets in the environment, for the passwords and for every access and refresh
+// token the upstream issued. (internal/daemon's TestSecretsNeverLeak covers the flows that handle
+// secrets: refreshes, logins, refusals, the endpoints.)
+func TestSecretsNeverLeakFromCommand(t *testing.T) {
+	var outputs []string
+	natsA := testutil.StartNATS(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
+	})
+	up := simtest.Start(t, false, sim.Options{Users: map[string]string{"alice": secUpstreamPassword}, EventRate: 50})
+
+	// 'bridge run' as the process runs it, configured from the environment.
+	for k, v := range up.Env(natsA.URL(), map[string]string{
+		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
+		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	}) {
+		t.Setenv(k, v)
+	}
+	stderr, stop := startRun(t, []string{"run"}, "stream connected")
+	if code := stop(); code != 0 {
+		t.Errorf("bridge run exited %d", code)
+	}
+	outputs = append(outputs, stderr.String())
+
+	// The command line with the secrets in the environment: bridge -h, and a run whose configuration
+	// is invalid (so that it prints its error).
+	t.Setenv("BRIDGE_PASSWORD", secUpstreamPassword)
+	t.Setenv("BRIDGE_NATS_PASSWORD", secNATSPassword)
+	t.Setenv("BRIDGE_NATS_TOKEN", secNATSToken)
+	t.Setenv("BRIDGE_NATS_USER", "bridge")
+	t.Setenv("BRIDGE_UPSTREAM_URL", "ftp://user:"+secWrongPassword+"@example.com/v1.0")
+	for _, args := range [][]string{{"-h"}, {"run"}, {"version"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, &stdout, &stderr)
+		outputs = append(outputs, fmt.Sprintf("bridge %v (exit %d):\n%s%s", args, code, &stdout, &stderr))
+	}
+
+	secrets := append([]string{secUpstreamPassword, secWrongPassword, secNATSPassword, secNATSToken},
+		up.IssuedTokens()...)
+	if len(secrets) < 4+2 {
+		t.Fatalf("the upstream issued %d tokens, want at least a login's two", len(secrets)-4)
+	}
+	all := strings.Join(outputs, "\n")
+	for _, s := range secrets {
+		if strings.Contains(all, s) {
+			i := strings.Index(all, s)
+			t.Errorf("secret %.12s… appears in the output: …%s…", s, all[max(0, i-200):min(len(all), i+len(s)+50)])
+		}
+	}
+	if strings.Contains(all, "Bearer ") {
+		t.Error(`"Bearer " appears in the output`)
+	}
+	// The flows did run and log.
+	for _, want := range []string{"stream connected", "[redacted]", "BRIDGE_UPSTREAM_URL"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }

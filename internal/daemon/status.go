@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -52,41 +52,41 @@ type statusReports struct {
 
 // status gathers the status document. The readiness checks run as for /readyz.
 func (o *ops) status(ctx context.Context) statusDoc {
-	d := statusDoc{Version: version, Commit: commit, Checks: []statusCheck{}}
+	doc := statusDoc{Version: o.d.info.Version, Commit: o.d.info.Commit, Checks: []statusCheck{}}
 	rs := o.ready.Evaluate(ctx)
-	d.Ready = len(rs) > 0
+	doc.Ready = len(rs) > 0
 	for _, r := range rs {
 		c := statusCheck{Name: r.Name, OK: r.Err == nil}
 		if r.Err != nil {
-			c.Reason, d.Ready = r.Err.Error(), false // the checks' errors carry no secret
+			c.Reason, doc.Ready = r.Err.Error(), false // the checks' errors carry no secret
 		}
-		d.Checks = append(d.Checks, c)
+		doc.Checks = append(doc.Checks, c)
 	}
 
-	b := o.b
-	d.Stream.State = "not started"
-	if s := b.stream; s != nil {
-		d.Stream.State = s.State().String()
+	d := o.d
+	doc.Stream.State = "not started"
+	if s := d.stream; s != nil {
+		doc.Stream.State = s.State().String()
 		if err := s.LastError(); err != nil {
-			d.Stream.LastError = err.Error()
+			doc.Stream.LastError = err.Error()
 		}
 	}
-	if b.pub != nil {
-		d.Stream.ResumeAfter = b.pub.LastResumeID()
+	if d.pub != nil {
+		doc.Stream.ResumeAfter = d.pub.LastResumeID()
 	}
 	a := o.metrics.StreamActivity()
-	d.Stream.LastReceivedID = a.LastID
-	d.Stream.LastEventAt, d.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
+	doc.Stream.LastReceivedID = a.LastID
+	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
 
-	d.NATS.Status = "not connected yet"
-	if ns := b.natsSt; ns != nil {
+	doc.NATS.Status = "not connected yet"
+	if ns := d.natsSt; ns != nil {
 		st := ns.Status()
-		d.NATS.Connected, d.NATS.Status, d.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
+		doc.NATS.Connected, doc.NATS.Status, doc.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
 	}
 	if c := o.reports.Load(); c != nil {
-		d.Reports = &statusReports{Pending: c.Pending()}
+		doc.Reports = &statusReports{Pending: c.Pending()}
 	}
-	return d
+	return doc
 }
 
 func optionalTime(t time.Time) *time.Time {
@@ -99,10 +99,10 @@ func optionalTime(t time.Time) *time.Time {
 
 // statusHandler serves GET /status. It always answers 200: gate on /readyz, read here.
 func (o *ops) statusHandler(w http.ResponseWriter, r *http.Request) {
-	d := o.status(r.Context())
+	doc := o.status(r.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(d)
+	_ = enc.Encode(doc)
 }

@@ -6,17 +6,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// TestDemoRuns runs the README's first command, 'bridge demo', for a few seconds: events flow from the
+// TestDemoRuns runs the README's first command, 'go run ./cmd/demo', for a few seconds: events flow from the
 // simulator through the bridge to the watcher, a report makes the round trip, it stops cleanly with exit
 // code 0, and every log line names each attribute once (the bridge's parts add their own "component").
 func TestDemoRuns(t *testing.T) {
-	var stdout, stderr opsLogs
-	code := run(context.Background(), []string{"demo", "-duration", "5s", "-nats-port", "0", "-rate", "40",
+	var stdout, stderr testutil.Buffer
+	code := run(context.Background(), []string{"-duration", "5s", "-nats-port", "0", "-rate", "40",
 		"-report-every", "1s", "-quiet"}, &stdout, &stderr)
 	if code != 0 {
-		t.Fatalf("bridge demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
 	m := regexp.MustCompile(`(\d+) events received on NATS; (\d+) reports published, (\d+) came back as events`).

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -9,12 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,130 +21,25 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The helpers of the operations tests carry an "ops" prefix: other test files of this package have
 // their own.
 
-// opsUpstream serves a simulator that can be replaced (a new instance after Close), over HTTP or TLS. It
-// records the access and refresh tokens the token endpoint hands out.
-type opsUpstream struct {
-	srv    *httptest.Server
-	cur    atomic.Pointer[sim.Server]
-	mu     sync.Mutex
-	tokens []string
-}
-
-func opsStartUpstream(t *testing.T, tlsServer bool, o sim.Options) *opsUpstream {
-	t.Helper()
-	u := &opsUpstream{}
-	u.cur.Store(sim.New(o))
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := u.cur.Load()
-		if r.URL.Path != sim.TokenPath {
-			s.Handler().ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		s.Handler().ServeHTTP(rec, r)
-		u.recordTokens(rec.Body.Bytes())
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-	})
-	if tlsServer {
-		u.srv = httptest.NewTLSServer(h)
-	} else {
-		u.srv = httptest.NewServer(h)
-	}
-	t.Cleanup(func() {
-		u.cur.Load().Close()
-		u.srv.CloseClientConnections()
-		u.srv.Close()
-	})
-	return u
-}
-
-// recordTokens keeps the access_token and refresh_token values of a token response.
-func (u *opsUpstream) recordTokens(body []byte) {
-	for _, key := range []string{`"access_token":"`, `"refresh_token":"`} {
-		if _, rest, ok := bytes.Cut(body, []byte(key)); ok {
-			if v, _, ok := bytes.Cut(rest, []byte(`"`)); ok && len(v) > 0 {
-				u.mu.Lock()
-				u.tokens = append(u.tokens, string(v))
-				u.mu.Unlock()
-			}
-		}
-	}
-}
-
-func (u *opsUpstream) issuedTokens() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.tokens...)
-}
-
-func (u *opsUpstream) sim() *sim.Server { return u.cur.Load() }
-
-// opsLogs is a concurrency-safe log sink.
-type opsLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *opsLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *opsLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // opsBridge is a bridge running in the test, configured through BRIDGE_* variables as a user would.
 type opsBridge struct {
-	b      *bridge
-	logs   *opsLogs
+	b      *Daemon
+	logs   *testutil.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	addr   string
 	// beforeStop stops what runs on the bridge's connection (a report consumer) before the bridge.
 	beforeStop []func()
-}
-
-// opsEnv returns the variables of a bridge against upstream u and NATS at natsURL, with short reconnect
-// delays; extra overrides them ("" removes one).
-func opsEnv(u *opsUpstream, natsURL string, extra map[string]string) map[string]string {
-	env := map[string]string{
-		"BRIDGE_UPSTREAM_URL":     u.srv.URL + sim.DefaultBasePath,
-		"BRIDGE_TOKEN_URL":        u.srv.URL + sim.TokenPath,
-		"BRIDGE_CLIENT_ID":        sim.DefaultClientID,
-		"BRIDGE_USERNAME":         "demo",
-		"BRIDGE_PASSWORD":         "demo",
-		"BRIDGE_INSECURE_HTTP":    "true",
-		"BRIDGE_NATS_URL":         natsURL,
-		"BRIDGE_HTTP_ADDR":        "127.0.0.1:0",
-		"BRIDGE_LOG_LEVEL":        "debug",
-		"BRIDGE_RECONNECT_MIN":    "100ms",
-		"BRIDGE_RECONNECT_MAX":    "500ms",
-		"BRIDGE_SHUTDOWN_TIMEOUT": "5s",
-	}
-	for k, v := range extra {
-		if v == "" {
-			delete(env, k)
-		} else {
-			env[k] = v
-		}
-	}
-	return env
 }
 
 // opsStartBridge builds and runs a bridge; it waits until its HTTP endpoint listens. The bridge is
@@ -158,7 +49,7 @@ func opsStartBridge(t *testing.T, env map[string]string) *opsBridge {
 	return opsStartBridgeWith(t, env, nil)
 }
 
-// opsStartBridgeWith is opsStartBridge with a hook called between newBridge and Run.
+// opsStartBridgeWith is opsStartBridge with a hook called between New and Run.
 func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridge)) *opsBridge {
 	t.Helper()
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -166,11 +57,11 @@ func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridg
 		t.Fatalf("configuration: %v", err)
 	}
 	cfg.LoginRetry = time.Second // below config.MinLoginRetry, which guards users: tests wait seconds
-	logs := &opsLogs{}
-	log := newLogger(logs, cfg.LogFormat, cfg.SlogLevel())
-	b, err := newBridge(cfg, log)
+	logs := &testutil.Buffer{}
+	log := logging.New(logs, cfg.LogFormat, cfg.SlogLevel())
+	b, err := New(cfg, log, BuildInfo{})
 	if err != nil {
-		t.Fatalf("newBridge: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob := &opsBridge{b: b, logs: logs, cancel: cancel, done: make(chan error, 1)}
@@ -369,8 +260,8 @@ var allReady = []string{"nats: ok", "jetstream_streams: ok", "upstream_token: ok
 // again after it is back; /healthz stays 200 throughout.
 func TestReadyzFollowsNATS(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
+	up := simtest.Start(t, false, sim.Options{EventRate: 20})
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	ob.requireAlive(t)
@@ -399,16 +290,16 @@ func TestReadyzStreamUnavailable(t *testing.T) {
 	for _, code := range []int{http.StatusForbidden, http.StatusNotFound} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			ns := testutil.StartNATS(t, nil)
-			up := opsStartUpstream(t, false, sim.Options{EventRate: 20, Faults: sim.Faults{StreamStatus: code}})
-			ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_UNAVAILABLE_RETRY": "300ms"}))
+			up := simtest.Start(t, false, sim.Options{EventRate: 20, Faults: sim.Faults{StreamStatus: code}})
+			ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_UNAVAILABLE_RETRY": "300ms"}))
 			ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "nats: ok",
 				fmt.Sprintf("upstream_stream: not ready: unavailable: tracking stream not available to this account: HTTP %d", code))
 			ob.requireAlive(t)
-			refused := up.sim().Stats().StreamRequests
+			refused := up.Sim().Stats().StreamRequests
 			testutil.Eventually(t, 10*time.Second, "another attempt at the unavailable pace", func() bool {
-				return up.sim().Stats().StreamRequests > refused
+				return up.Sim().Stats().StreamRequests > refused
 			})
-			up.sim().SetFaults(sim.Faults{})
+			up.Sim().SetFaults(sim.Faults{})
 			ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
 		})
 	}
@@ -418,12 +309,12 @@ func TestReadyzStreamUnavailable(t *testing.T) {
 // stream 503, or is closed, and 200 again once it serves it; /healthz stays 200.
 func TestReadyzFollowsUpstreamStream(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
+	up := simtest.Start(t, false, sim.Options{EventRate: 20})
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 
 	// 503 to new stream connections; the open one is dropped after its next event.
-	up.sim().SetFaults(sim.Faults{StreamStatus: http.StatusServiceUnavailable, DropEvery: 1})
+	up.Sim().SetFaults(sim.Faults{StreamStatus: http.StatusServiceUnavailable, DropEvery: 1})
 	start := time.Now()
 	body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_stream: not ready: reconnecting: HTTP 503")
 	t.Logf("not ready after %v:\n%s", time.Since(start).Round(time.Millisecond), body)
@@ -444,14 +335,14 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 		t.Errorf("/status while the stream is refused = %+v, want not ready with HTTP 503 and a resume point", st)
 	}
 
-	up.sim().SetFaults(sim.Faults{})
+	up.Sim().SetFaults(sim.Faults{})
 	ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
 
 	// The upstream goes away altogether (its streams end, new ones fail), then a new instance serves.
-	up.sim().Close()
+	up.Sim().Close()
 	ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_stream: not ready:")
 	ob.requireAlive(t)
-	up.cur.Store(sim.New(sim.Options{EventRate: 20}))
+	up.Replace(sim.New(sim.Options{EventRate: 20}))
 	ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
 	ob.requireAlive(t)
 
@@ -471,18 +362,18 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 // by reason.
 func TestMetricsCountEvents(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{})
+	up := simtest.Start(t, false, sim.Options{})
 	sent := map[string]int{"GATE_IN": 3, "ARRIVED": 2, "NEW_KIND": 1}
 	n := 0
 	for typ, count := range sent {
 		for range count {
 			n++
-			up.sim().Inject("demo", fmt.Sprintf("ev-%d", n), typ,
+			up.Sim().Inject("demo", fmt.Sprintf("ev-%d", n), typ,
 				fmt.Appendf(nil, `{"id":"ev-%d","type":%q,"timestamp":"2026-01-02T03:04:05Z"}`, n, typ))
 		}
 	}
-	up.sim().Inject("demo", "bad-1", "", []byte("not json"))
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
+	up.Sim().Inject("demo", "bad-1", "", []byte("not json"))
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 
 	opsEventually(t, 15*time.Second, "every event counted", func() (bool, string) {
 		got := ob.counter(t, "bridge_events_received_total", nil)
@@ -552,13 +443,13 @@ func TestHTTPAddrInUse(t *testing.T) {
 	taken := httptest.NewServer(http.NotFoundHandler())
 	defer taken.Close()
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{})
-	env := opsEnv(up, ns.URL(), map[string]string{"BRIDGE_HTTP_ADDR": strings.TrimPrefix(taken.URL, "http://")})
+	up := simtest.Start(t, false, sim.Options{})
+	env := up.Env(ns.URL(), map[string]string{"BRIDGE_HTTP_ADDR": strings.TrimPrefix(taken.URL, "http://")})
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newBridge(cfg, slog.New(slog.DiscardHandler))
+	b, err := New(cfg, slog.New(slog.DiscardHandler), BuildInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,8 +462,8 @@ func TestHTTPAddrInUse(t *testing.T) {
 // TestHealthzMethods: only GET and HEAD are answered.
 func TestHealthzMethods(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
+	up := simtest.Start(t, false, sim.Options{})
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 	resp, err := http.Post("http://"+ob.addr+"/readyz", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -589,79 +480,13 @@ func TestHealthzMethods(t *testing.T) {
 	}
 }
 
-// opsJSONList returns the JSON array that follows prefix on a line of the file (the compose file's
-// inline lists and the Dockerfile's exec-form instructions are JSON arrays).
-func opsJSONList(t *testing.T, file, prefix string) []string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(raw)) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			var list []string
-			if err := json.Unmarshal([]byte(rest), &list); err != nil {
-				t.Fatalf("%s: %s: %v", file, line, err)
-			}
-			return list
-		}
-	}
-	t.Fatalf("%s has no line starting with %q", file, prefix)
-	return nil
-}
-
-// TestDeploymentCommandsRun runs the commands the image and the compose file run, as this binary's
-// run function: the image's entrypoint ('bridge run', configured from the environment) and the demo's
-// simulator ('bridge sim -addr ...', on a free port instead of 8081).
-func TestDeploymentCommandsRun(t *testing.T) {
-	entry := opsJSONList(t, "Dockerfile", "ENTRYPOINT ")
-	simEntry := opsJSONList(t, "docker-compose.yml", "entrypoint: ")
-	if entry[0] != simEntry[0] {
-		t.Fatalf("the compose file runs %s, the image holds %s", simEntry[0], entry[0])
-	}
-	for i, a := range simEntry {
-		if a == "0.0.0.0:8081" {
-			simEntry[i] = "127.0.0.1:0"
-		}
-	}
-	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{EventRate: 20})
-	for k, v := range opsEnv(up, ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}) {
-		t.Setenv(k, v)
-	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{entry[1:], "stream connected"},
-		{simEntry[1:], "simulator listening"},
-	} {
-		ctx, cancel := context.WithCancel(context.Background())
-		var stderr opsLogs
-		done := make(chan int, 1)
-		go func() { done <- run(ctx, tc.args, io.Discard, &stderr) }()
-		opsEventually(t, 15*time.Second, fmt.Sprintf("bridge %q: %s", tc.args, tc.want), func() (bool, string) {
-			select {
-			case code := <-done:
-				t.Fatalf("bridge %q exited %d:\n%s", tc.args, code, stderr.String())
-			default:
-			}
-			return strings.Contains(stderr.String(), tc.want), stderr.String()
-		})
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("bridge %q exited %d after SIGTERM's equivalent:\n%s", tc.args, code, stderr.String())
-		}
-	}
-}
-
 // TestLogsOneLinePerStateChange: thousands of events make no log line at info level; every line is
 // JSON (the default format).
 func TestLogsOneLinePerStateChange(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	const n = 3000
-	up := opsStartUpstream(t, false, sim.Options{EventRate: -1, EventLimit: n})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
+	up := simtest.Start(t, false, sim.Options{EventRate: -1, EventLimit: n})
+	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
 	opsEventually(t, 30*time.Second, "every event stored", func() (bool, string) {
 		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got == n, fmt.Sprint(got)
@@ -685,7 +510,7 @@ func TestLogsOneLinePerStateChange(t *testing.T) {
 	}
 }
 
-// opsWireConsumer wires a report consumer into b the way bridge.go does it once the consumer is part
+// opsWireConsumer wires a report consumer into b the way daemon.go does it once the consumer is part
 // of the daemon: on the bridge's NATS connection, with the bridge's token source, an instrumented HTTP
 // client, the metrics observer and the readiness check. It runs until the bridge is stopped, and stops
 // before it.
@@ -727,8 +552,8 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 }
 
 // opsReport returns a valid report (spec 2.17) about a position the simulator tracks for user demo.
-func opsReport(up *opsUpstream, i int) []byte {
-	o := up.sim().TrackedOrders("demo")[0]
+func opsReport(up *simtest.Upstream, i int) []byte {
+	o := up.Sim().TrackedOrders("demo")[0]
 	return fmt.Appendf(nil, `{"order":{"orderId":%q,"positionId":%q},"transport":{"identifier":"truck-7"},`+
 		`"event":{"timestamp":"2026-05-01T12:00:%02dZ","type":"GATE_IN","observation":{"observedMeansOfTransport":`+
 		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-TB %d"}},"observedLoadingUnit":`+
@@ -759,14 +584,14 @@ func opsPublishReports(t *testing.T, natsURL string, reports [][]byte, opts ...n
 // the consumer is part of /readyz and its backlog of bridge_reports_pending.
 func TestMetricsCountReports(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{})
-	up.sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
+	up := simtest.Start(t, false, sim.Options{})
+	up.Sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
 		if bytes.Contains(body, []byte("HH-TB 99")) {
 			return http.StatusConflict, []string{"order no longer open"}, true
 		}
 		return 0, nil, false
 	}})
-	ob := opsStartBridgeWith(t, opsEnv(up, ns.URL(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
+	ob := opsStartBridgeWith(t, up.Env(ns.URL(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 
 	reports := [][]byte{opsReport(up, 1), opsReport(up, 2), opsReport(up, 3), opsReport(up, 99), []byte(`{"event":{}}`)}
@@ -789,7 +614,7 @@ func TestMetricsCountReports(t *testing.T) {
 	if got := ob.counter(t, "bridge_reports_consumed_total", nil); got != 5 {
 		t.Errorf("bridge_reports_consumed_total = %v, want 5", got)
 	}
-	if got := len(up.sim().Reports("demo")); got != 3 {
+	if got := len(up.Sim().Reports("demo")); got != 3 {
 		t.Errorf("the upstream accepted %d reports, want 3", got)
 	}
 	if got := ob.counter(t, "bridge_upstream_request_duration_seconds", map[string]string{"operation": "report", "code": "202"}); got != 3 {
@@ -808,8 +633,8 @@ func TestMetricsCountReports(t *testing.T) {
 // request needs a new one) does not make the bridge unready; a failing token endpoint does.
 func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), nil))
+	up := simtest.Start(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	opsEventually(t, 10*time.Second, "the access token expired", func() (bool, string) {
 		return !ob.b.tokens.Valid(), "still valid"
@@ -819,9 +644,9 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 	}
 
 	// Now the stream needs a token and the token endpoint fails.
-	up.sim().SetFaults(sim.Faults{TokenErrorRate: 1, DropEvery: 1})
+	up.Sim().SetFaults(sim.Faults{TokenErrorRate: 1, DropEvery: 1})
 	ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_token: not ready: no valid access token: token endpoint unavailable")
-	up.sim().SetFaults(sim.Faults{})
+	up.Sim().SetFaults(sim.Faults{})
 	ob.waitReady(t, 10*time.Second, http.StatusOK, allReady...)
 }
 
@@ -831,8 +656,8 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 // is lost: what was not acknowledged is sent again after the restart.
 func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
-	up := opsStartUpstream(t, false, sim.Options{EventRate: 200})
-	ob := opsStartBridge(t, opsEnv(up, ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))
+	up := simtest.Start(t, false, sim.Options{EventRate: 200})
+	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	opsEventually(t, 10*time.Second, "events flowing", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")

@@ -1,3 +1,7 @@
+// Command demo runs an embedded nats-server with JetStream, the upstream simulator and the bridge's
+// daemon in one process, and shows the events arriving on NATS by type; every few seconds it also
+// publishes a report, which the bridge sends upstream and which comes back as an event. Ctrl-C stops it
+// cleanly. It needs nothing but Go: 'go run ./cmd/demo'.
 package main
 
 import (
@@ -10,45 +14,78 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/simserve"
 )
 
-// runDemo is 'bridge demo': an embedded nats-server with JetStream, the upstream simulator and the bridge
-// in one process. The terminal shows the events arriving on NATS, by type. Ctrl-C stops it cleanly.
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bridge demo", flag.ContinueOnError)
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the demo until ctx is done or its -duration passed, and returns the exit code: 0 after a
+// clean stop, 2 for a usage error, 1 for any other failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	rate := fs.Float64("rate", 5, "events per second the simulator generates")
-	duration := fs.Duration("duration", 0, "stop after this long; 0 runs until Ctrl-C")
-	natsPort := fs.Int("nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (0 picks a free one)")
-	storeDir := fs.String("store", "", "JetStream directory; empty means a temporary one, removed at exit")
-	quiet := fs.Bool("quiet", false, "print only the summary, not every event")
-	reportEvery := fs.Duration("report-every", 5*time.Second, "publish a report on P.reports this often, to show the round trip; 0 never")
+	o := demoOptions{}
+	fs.Float64Var(&o.rate, "rate", 5, "events per second the simulator generates")
+	fs.DurationVar(&o.duration, "duration", 0, "stop after this long; 0 runs until Ctrl-C")
+	fs.IntVar(&o.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (0 picks a free one)")
+	fs.StringVar(&o.storeDir, "store", "", "JetStream directory; empty means a temporary one, removed at exit")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary, not every event")
+	fs.DurationVar(&o.reportEvery, "report-every", 5*time.Second, "publish a report on P.reports this often, to show the round trip; 0 never")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return 0
 		}
-		return usageError{err}
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
 	}
-	if *duration > 0 {
+	if err := runDemo(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	rate        float64
+	duration    time.Duration
+	natsPort    int
+	storeDir    string
+	quiet       bool
+	reportEvery time.Duration
+}
+
+// runDemo runs NATS, the simulator and the daemon, with a watcher subscribed to the events.
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+	if o.duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	log := newLogger(stderr, "text", slog.LevelInfo)
+	log := logging.New(stderr, "text", slog.LevelInfo)
 
 	// NATS, with JetStream, on loopback.
-	dir := *storeDir
+	dir := o.storeDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "tracking-bridge-demo-")
 		if err != nil {
@@ -57,7 +94,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	port := *natsPort
+	port := o.natsPort
 	if port == 0 || !portFree(port) {
 		port = -1
 	}
@@ -68,14 +105,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer ns.Shutdown()
 
 	// The simulator on a free port.
-	s := sim.New(sim.Options{EventRate: *rate, Logger: log.With("process", "sim")})
+	s := sim.New(sim.Options{EventRate: o.rate, Logger: log.With("process", "sim")})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	simCtx, stopSim := context.WithCancel(context.Background())
 	simDone := make(chan error, 1)
-	go func() { simDone <- serveSim(simCtx, s, ln) }()
+	go func() { simDone <- simserve.Serve(simCtx, s, ln) }()
 	defer func() { stopSim(); <-simDone }()
 	base := "http://" + ln.Addr().String()
 
@@ -99,7 +136,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
-	b, err := newBridge(cfg, log.With("process", "bridge")) // its parts add "component"
+	b, err := daemon.New(cfg, log.With("process", "bridge"), daemon.BuildInfo{}) // its parts add "component"
 	if err != nil {
 		return err
 	}
@@ -112,14 +149,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 `, ns.ClientURL(), base+sim.DefaultBasePath, cfg.SubjectPrefix, ns.ClientURL())
 
-	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, *quiet)
+	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, o.quiet)
 	if err != nil {
 		return err
 	}
 	defer w.close()
 
-	if *reportEvery > 0 {
-		go w.report(ctx, cfg.SubjectPrefix, s.TrackedOrders("demo"), *reportEvery)
+	if o.reportEvery > 0 {
+		go w.report(ctx, cfg.SubjectPrefix, s.TrackedOrders("demo"), o.reportEvery)
 	}
 	err = b.Run(ctx)
 	w.summary()

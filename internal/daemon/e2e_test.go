@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -22,20 +22,38 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// TestMain lets the test binary act as the bridge itself (for the kill -9 test): with
-// BRIDGE_TEST_AS_BRIDGE=1 it runs `bridge run` and exits.
+// TestMain lets the test binary act as the bridge process (for the kill -9 test): with
+// BRIDGE_TEST_AS_BRIDGE=1 it runs the daemon as 'bridge run' does, configured from the environment, and
+// exits 0 after a stop by SIGTERM, non-zero on failure.
 func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, []string{"run"}, os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
+		os.Exit(runAsBridge())
 	}
 	os.Exit(m.Run())
+}
+
+func runAsBridge() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := config.LoadFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	d, err := New(cfg, logging.New(os.Stderr, cfg.LogFormat, cfg.SlogLevel()), BuildInfo{})
+	if err == nil {
+		err = d.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 const testPassword = "s3cret-Pa55word-do-not-log"
@@ -48,9 +66,9 @@ type harness struct {
 	http *httptest.Server
 	ns   *testutil.NATS
 	env  map[string]string
-	logs *syncBuffer
+	logs *testutil.Buffer
 	// bridge is the one startBridge started last.
-	bridge *bridge
+	bridge *Daemon
 	// loginRetry, when set, replaces BRIDGE_LOGIN_RETRY after validation: tests measure the pace of
 	// rejected logins in seconds, below the config.MinLoginRetry users may set.
 	loginRetry time.Duration
@@ -61,7 +79,7 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 	if o.Users == nil {
 		o.Users = map[string]string{"demo": testPassword}
 	}
-	h := &harness{t: t, logs: &syncBuffer{}}
+	h := &harness{t: t, logs: &testutil.Buffer{}}
 	h.sim = sim.New(o)
 	h.http = httptest.NewServer(h.sim.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,7 +128,7 @@ func (h *harness) config() *config.Config {
 // startBridge runs a bridge in-process; stop cancels it and waits for Run to return.
 func (h *harness) startBridge() (stop func() error) {
 	h.t.Helper()
-	b, err := newBridge(h.config(), newLogger(h.logs, "json", -4))
+	b, err := New(h.config(), logging.New(h.logs, "json", -4), BuildInfo{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -234,23 +252,6 @@ func (h *harness) assertGenerated(n int) {
 	if len(msgs) != n {
 		h.t.Errorf("events stream holds %d messages, want %d", len(msgs), n)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestEndToEndTypesAndOddPayloads: every event type lands on its subject with the contract's headers,

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+)
+
+// benchEnv is what all runs share: the temporary directory, the nats-server child and a connection to it.
+type benchEnv struct {
+	ctx     context.Context // the benchmark's; cancelled by SIGINT or SIGTERM
+	o       benchOptions
+	self    string
+	dir     string
+	log     io.Writer
+	natsSrv *bench.Child
+	natsURL string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	refpipe string // refpipe binary; "" with -skip-refpipe
+	sim     string // simulator binary, built from ./cmd/sim
+	bridge  string // bridge binary: -bridge-bin, else built from ./cmd/bridge; "" with -cpuprofile
+	seq     int
+	csvSeq  int
+	simSeq  int
+}
+
+func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEnv, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "bridge-bench-")
+	if err != nil {
+		return nil, err
+	}
+	e := &benchEnv{ctx: ctx, o: o, self: self, dir: dir, log: log}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if !o.skipRef && o.cpuprofile == "" {
+		if e.refpipe, err = buildRefpipe(ctx, o.refpipe, dir); err != nil {
+			return nil, err
+		}
+	}
+	if e.sim, err = buildCommand(ctx, "sim", dir); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.bridgeBin != "":
+		e.bridge = o.bridgeBin
+	case o.cpuprofile == "": // -cpuprofile runs the daemon in this process
+		if e.bridge, err = buildCommand(ctx, "bridge", dir); err != nil {
+			return nil, err
+		}
+	}
+
+	addr, err := bench.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-serve-nats", filepath.Join(dir, "jetstream"), "-nats-addr", addr)
+	if e.natsSrv, err = e.startChild("nats-server", cmd); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := bench.WaitTCP(wctx, addr, e.natsSrv.Done()); err != nil {
+		return nil, e.childFailed(e.natsSrv, fmt.Errorf("nats-server not accepting connections: %w", err))
+	}
+	e.natsURL = "nats://" + addr
+	if e.nc, err = nats.Connect(e.natsURL, nats.Name("bridge-bench")); err != nil {
+		return nil, err
+	}
+	if e.js, err = jetstream.New(e.nc); err != nil {
+		return nil, err
+	}
+	for {
+		_, err := e.js.AccountInfo(wctx)
+		if err == nil {
+			break
+		}
+		if wctx.Err() != nil {
+			return nil, fmt.Errorf("JetStream not ready: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintf(log, "bench: nats-server pid %d at %s, JetStream in %s\n", e.natsSrv.Pid(), e.natsURL, dir)
+	return e, nil
+}
+
+func (e *benchEnv) close() {
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.natsSrv != nil {
+		if _, err := e.natsSrv.Stop(10 * time.Second); err != nil && e.ctx.Err() == nil {
+			fmt.Fprintf(e.log, "bench: %v\n", err)
+		}
+	}
+	if e.o.keep {
+		fmt.Fprintf(e.log, "bench: kept %s\n", e.dir)
+		return
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// buildRefpipe returns the refpipe binary: src itself when it is a file, else built from the directory.
+func buildRefpipe(ctx context.Context, src, dir string) (string, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("refpipe: %w (set -refpipe or -skip-refpipe)", err)
+	}
+	if !fi.IsDir() {
+		return filepath.Abs(src)
+	}
+	out := filepath.Join(dir, "refpipe")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building refpipe in %s: %w\n%s", src, err, b)
+	}
+	return out, nil
+}
+
+// buildCommand builds ./cmd/<name> of this module into dir with 'go build' and returns the binary.
+func buildCommand(ctx context.Context, name, dir string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/tracking-bridge/tracking-bridge/cmd/"+name)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building ./cmd/%s (run the benchmark from the repository): %w\n%s", name, err, b)
+	}
+	return out, nil
+}
+
+// startChild starts cmd with its output in logs/<name>.log, unless cmd already has a Stdout.
+func (e *benchEnv) startChild(name string, cmd *exec.Cmd) (*bench.Child, error) {
+	f, err := os.Create(e.logPath(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the child has its own descriptor
+	if cmd.Stdout == nil {
+		cmd.Stdout = f
+	}
+	cmd.Stderr = f
+	return bench.Start(name, cmd)
+}
+
+func (e *benchEnv) logPath(name string) string { return filepath.Join(e.dir, "logs", name+".log") }
+
+// childFailed adds the tail of the child's log to err.
+func (e *benchEnv) childFailed(c *bench.Child, err error) error {
+	b, _ := os.ReadFile(e.logPath(c.Name))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	exit := ""
+	if c.Exited() {
+		exit = fmt.Sprintf(" (exited: %v)", c.Cmd.ProcessState)
+	}
+	return fmt.Errorf("%s: %w%s; its log ends:\n  %s", c.Name, err, exit, strings.Join(lines, "\n  "))
+}
+
+// benchSim is a running simulator child.
+type benchSim struct {
+	*bench.Child
+	base string // http://127.0.0.1:port
+}
+
+func (s *benchSim) streamURL() string {
+	return s.base + sim.DefaultBasePath + "/tracking/events/stream"
+}
+func (s *benchSim) tokenURL() string { return s.base + "/auth/token" }
+
+// startSim starts a fresh simulator child: a flood of n events, or rate events/s up to n.
+func (e *benchEnv) startSim(ctx context.Context, name string, rate float64, n int) (*benchSim, error) {
+	addr, err := bench.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, e.sim, "-addr", addr, "-log-format", "text",
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-limit", strconv.Itoa(n), "-size", strconv.Itoa(e.o.size))
+	c, err := e.startChild(name, cmd)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := bench.WaitTCP(wctx, addr, c.Done()); err != nil {
+		c.Kill()
+		return nil, e.childFailed(c, fmt.Errorf("simulator not listening: %w", err))
+	}
+	return &benchSim{Child: c, base: "http://" + addr}, nil
+}
+
+func (s *benchSim) stop(log io.Writer) {
+	if _, err := s.Stop(10 * time.Second); err != nil && s.Cmd.ProcessState.ExitCode() != -1 {
+		fmt.Fprintf(log, "bench: %v\n", err)
+	}
+}
+
+// bridgeEnv is the environment of a 'bridge run' child: this process's environment without BRIDGE_*
+// variables, plus the benchmark's.
+func (e *benchEnv) bridgeEnv(s *benchSim, prefix string) ([]string, error) {
+	httpAddr, err := bench.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, config.Prefix+"_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range e.bridgeVars(s, prefix, httpAddr) {
+		env = append(env, k+"="+v)
+	}
+	return env, nil
+}
+
+func (e *benchEnv) bridgeVars(s *benchSim, prefix, httpAddr string) map[string]string {
+	vars := map[string]string{
+		"BRIDGE_UPSTREAM_URL":  s.base + sim.DefaultBasePath,
+		"BRIDGE_TOKEN_URL":     s.tokenURL(),
+		"BRIDGE_CLIENT_ID":     sim.DefaultClientID,
+		"BRIDGE_USERNAME":      "demo",
+		"BRIDGE_PASSWORD":      "demo",
+		"BRIDGE_INSECURE_HTTP": "true",
+		"BRIDGE_NATS_URL":      e.natsURL,
+		"BRIDGE_HTTP_ADDR":     httpAddr,
+		"BRIDGE_LOG_LEVEL":     "warn",
+		// A fresh set of streams per run: the simulator's ids repeat from run to run.
+		"BRIDGE_SUBJECT_PREFIX": prefix,
+		// refpipe's duplicate window, so that the server's deduplication work is the same.
+		"BRIDGE_DUPLICATE_WINDOW": "2m",
+	}
+	if e.o.window > 0 {
+		vars["BRIDGE_PUBLISH_WINDOW"] = strconv.Itoa(e.o.window)
+	}
+	return vars
+}
+
+func (e *benchEnv) startBridge(ctx context.Context, name string, s *benchSim, prefix string) (*bench.Child, error) {
+	env, err := e.bridgeEnv(s, prefix)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, e.bridge, "run")
+	cmd.Env = env
+	return e.startPipeline(name, cmd)
+}
+
+// benchRSSInterval is how often a pipeline's VmHWM is read while it runs.
+const benchRSSInterval = 50 * time.Millisecond
+
+// startPipeline starts a measured child: like startChild, also tracking its peak RSS.
+func (e *benchEnv) startPipeline(name string, cmd *exec.Cmd) (*bench.Child, error) {
+	c, err := e.startChild(name, cmd)
+	if err == nil {
+		c.TrackPeakRSS(benchRSSInterval)
+	}
+	return c, err
+}
+
+func (e *benchEnv) startRefpipe(ctx context.Context, name string, s *benchSim, n int, stdout io.Writer) (*bench.Child, error) {
+	cmd := exec.CommandContext(ctx, e.refpipe, "-url", s.streamURL(), "-n", strconv.Itoa(n), "-nats", e.natsURL,
+		"-token-url", s.tokenURL(), "-user", "demo", "-pass", "demo", "-client-id", sim.DefaultClientID,
+		"-window", strconv.Itoa(e.o.refWindow))
+	cmd.Stdout = stdout
+	return e.startPipeline(name, cmd)
+}
+
+// deleteStreams removes the streams of a run, so that the store does not grow from run to run. It does
+// nothing once the benchmark is being cancelled or the server is gone: the store is removed with the
+// temporary directory anyway.
+func (e *benchEnv) deleteStreams(names ...string) {
+	for _, name := range names {
+		if e.ctx.Err() != nil || e.natsSrv.Exited() || !e.nc.IsConnected() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+		err := e.js.DeleteStream(ctx, name)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			fmt.Fprintf(e.log, "bench: deleting stream %s: %v\n", name, err)
+		}
+	}
+}
+
+func (e *benchEnv) serverCPU() time.Duration {
+	st, err := bench.ReadStat(e.natsSrv.Pid())
+	if err != nil {
+		return 0
+	}
+	return st.CPU()
+}

@@ -1,0 +1,214 @@
+// Command bench measures the bridge against the refpipe yardstick (../shared/bench/refpipe): throughput,
+// CPU per event and peak RSS over a simulator flood, or end-to-end latency at a fixed rate. Each pipeline
+// runs as its own process ('bridge run', built from ./cmd/bridge, or refpipe), fed by a fresh simulator
+// (built from ./cmd/sim) and writing to the same nats-server (this command, re-executed with
+// -serve-nats). 'go run ./cmd/bench -h' says exactly what each figure means; docs/performance.md has the
+// results.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+)
+
+// Targets of issue #2, as ratios bridge/refpipe, and the latency target.
+const (
+	benchTargetRate = 0.90 // events/s at least 0.9× refpipe's
+	benchTargetCPU  = 1.15 // CPU per event at most 1.15× refpipe's
+	benchTargetRSS  = 1.50 // peak RSS at most 1.5× refpipe's
+	benchTargetP99  = 2 * time.Millisecond
+	benchRefStream  = "REFPIPE"
+	benchRefSubject = "refpipe.events.>"
+	benchPoll       = 20 * time.Millisecond
+	benchWarmup     = time.Second
+)
+
+// benchOptions are the benchmark's flags.
+type benchOptions struct {
+	n          int
+	size       int
+	runs       int
+	latency    bool
+	rate       float64
+	duration   time.Duration
+	window     int
+	refWindow  int
+	skipRef    bool
+	skipSSE    bool
+	skipNATS   bool
+	refpipe    string
+	bridgeBin  string
+	timeout    time.Duration
+	keep       bool
+	latencyCSV string
+	cpuprofile string
+	memprofile string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := runBench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a problem with the command line: exit code 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// runBench measures the bridge against the refpipe yardstick on the same simulator flood and the same
+// nats-server, each pipeline in its own process so that its CPU time and peak RSS are its own. See
+// benchUsage.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o benchOptions
+	fs.IntVar(&o.n, "n", 200000, "events per throughput run")
+	fs.IntVar(&o.size, "size", 1000, "approximate bytes of an event's data (simulator -size)")
+	fs.IntVar(&o.runs, "runs", 3, "runs per pipeline, alternating bridge and refpipe")
+	fs.BoolVar(&o.latency, "latency", false, "measure end-to-end latency at -rate for -duration instead of throughput")
+	fs.Float64Var(&o.rate, "rate", 2000, "events per second in -latency mode")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the event sequence in -latency mode")
+	fs.IntVar(&o.window, "window", 0, "BRIDGE_PUBLISH_WINDOW of the bridge; 0 keeps the bridge's default")
+	fs.IntVar(&o.refWindow, "refpipe-window", 4000, "refpipe's -window (its own default is 4000)")
+	fs.BoolVar(&o.skipRef, "skip-refpipe", false, "measure the bridge only")
+	fs.BoolVar(&o.skipSSE, "skip-sse", false, "in -latency mode, leave out the SSE-only baseline (simulator to an SSE reader in this process)")
+	fs.BoolVar(&o.skipNATS, "skip-nats", false, "in -latency mode, leave out the NATS-only baseline (this process publishing to JetStream)")
+	fs.StringVar(&o.refpipe, "refpipe", "../shared/bench/refpipe", "refpipe source directory (built with go build) or a built binary")
+	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binary run as 'bridge run' (for comparing builds); empty builds ./cmd/bridge with go build")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
+	fs.StringVar(&o.latencyCSV, "latency-csv", "", "in -latency mode, write each run's per-event latencies to CSV files in this directory")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (child logs, JetStream store)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "instead of comparing, run the bridge once in this process (over -n events, or with -latency at -rate) and write its CPU profile here")
+	fs.StringVar(&o.memprofile, "memprofile", "", "with -cpuprofile: also write the allocation profile here")
+	serveNATS := fs.String("serve-nats", "", "internal: only run a JetStream server storing in this directory (the benchmark starts itself this way)")
+	natsAddr := fs.String("nats-addr", "127.0.0.1:4222", "internal: listen address for -serve-nats")
+	fs.Usage = func() { benchUsage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("bench takes no arguments, got %q", fs.Args())}
+	}
+	if *serveNATS != "" {
+		return serveBenchNATS(ctx, *serveNATS, *natsAddr)
+	}
+	switch {
+	case o.n < 2:
+		return usageError{errors.New("-n must be at least 2")}
+	case o.runs < 1:
+		return usageError{errors.New("-runs must be at least 1")}
+	case o.size < 1:
+		return usageError{errors.New("-size must be positive")}
+	case o.latency && (o.rate <= 0 || o.duration <= benchWarmup):
+		return usageError{fmt.Errorf("-latency needs -rate > 0 and -duration > %v", benchWarmup)}
+	case o.window < 0:
+		return usageError{errors.New("-window must not be negative")}
+	case o.memprofile != "" && o.cpuprofile == "":
+		return usageError{errors.New("-memprofile needs -cpuprofile")}
+	}
+
+	e, err := newBenchEnv(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+
+	fmt.Fprint(stdout, benchMachine())
+	switch {
+	case o.cpuprofile != "":
+		err = e.profile(ctx, stdout)
+	case o.latency:
+		err = e.latencyRuns(ctx, stdout)
+	default:
+		err = e.throughputRuns(ctx, stdout)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "bench: interrupted")
+		return nil
+	}
+	if m, merr := bench.ReadMem(os.Getpid()); merr == nil {
+		fmt.Fprintf(stdout, "this process's peak RSS %.1f MB (a child's ru_maxrss is at least this process's RSS peak at its start)\n",
+			benchMB(m.PeakRSS))
+	}
+	fmt.Fprintf(stdout, "load average at the end: %s\n", benchLoadAvg())
+	return err
+}
+
+func benchUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `Usage: go run ./cmd/bench [flags]
+
+Measures the bridge against the refpipe yardstick (../shared/bench/refpipe, built with 'go build'). Each
+run starts a fresh simulator in flood mode ('sim -rate -1 -limit N -size S') and one pipeline as a child
+process, 'bridge run' or refpipe, both writing to the same nats-server (a child process, JetStream file
+storage, duplicate window 2m) until N events are stored. Runs alternate: bridge, refpipe, bridge, ...
+The simulator and the bridge are built from ./cmd/sim and ./cmd/bridge with 'go build' into the
+temporary directory (run it from the repository), unless -bridge-bin names a bridge binary.
+
+  events/s      (N-1) / (time between the first and the last message's JetStream storage timestamps)
+  CPU µs/event  the pipeline process's user+system CPU over its whole life (rusage at exit: start-up,
+                the N events, shutdown), divided by N
+  peak RSS      the process's VmHWM, read from /proc every 50 ms while it runs (ru_maxrss is shown
+                too, but on Linux it includes the benchmark's own RSS at the fork)
+The bridge is stopped with SIGTERM as soon as N events are stored; refpipe exits by itself.
+
+With -latency the simulator generates -rate events/s for -duration; a core NATS subscriber in this
+process computes receive time minus the event's "timestamp" (its generation time), leaving out the first
+second. After the pipelines' runs, as many runs of two baselines that split the path in its two hops:
+SSE-only, this process reading the simulator's stream itself (no NATS), and NATS-only, this process
+publishing events of the same size at -rate to a JetStream stream (file storage, Nats-Msg-Id,
+asynchronously, no HTTP) and timing them at the same kind of subscriber.
+
+With -cpuprofile the bridge runs once inside this process (the simulator and nats-server still in their
+own) under the CPU profiler: over a flood of -n events, or with -latency at -rate for -duration.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// serveBenchNATS is the nats-server child: an embedded server with JetStream until ctx is done.
+func serveBenchNATS(ctx context.Context, dir, addr string) error {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError{fmt.Errorf("-nats-addr: %w", err)}
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return usageError{fmt.Errorf("-nats-addr: %w", err)}
+	}
+	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Port: port})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	return nil
+}

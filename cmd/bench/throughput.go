@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+)
+
+// benchTPResult is one throughput run.
+type benchTPResult struct {
+	pipeline  string
+	events    uint64
+	rate      float64       // store-window events/s
+	window    time.Duration // first to last storage timestamp
+	e2e       time.Duration // process start to all N stored (as seen by polling)
+	cpu       time.Duration // rusage at exit
+	startCPU  time.Duration // /proc CPU when the first message was seen stored
+	peakRSS   int64         // VmHWM, sampled
+	ruMaxRSS  int64         // ru_maxrss (includes this process's peak at the fork; see bench.Usage)
+	serverCPU time.Duration // nats-server CPU during the run
+	stored    uint64        // bytes the stream holds
+	exitCode  int
+	self      string // refpipe's own RESULT line
+	note      string
+}
+
+func (r benchTPResult) cpuPerEvent() float64 {
+	return float64(r.cpu.Nanoseconds()) / 1e3 / float64(max(r.events, 1))
+}
+
+func (r benchTPResult) String() string {
+	s := fmt.Sprintf("%-8s %d events  %.0f events/s (store window %.3f s; %.3f s from process start)  "+
+		"CPU %.2f µs/event (%.3f s in all, %.3f s before the first store)  peak RSS %.1f MB (ru_maxrss %.1f)  "+
+		"nats-server %.2f µs/event  stored %.0f bytes/event  exit %d",
+		r.pipeline, r.events, r.rate, r.window.Seconds(), r.e2e.Seconds(), r.cpuPerEvent(), r.cpu.Seconds(),
+		r.startCPU.Seconds(), benchMB(r.peakRSS), benchMB(r.ruMaxRSS), float64(r.serverCPU.Nanoseconds())/1e3/float64(max(r.events, 1)),
+		float64(r.stored)/float64(max(r.events, 1)), r.exitCode)
+	if r.self != "" {
+		s += "\n        own line: " + r.self
+	}
+	if r.note != "" {
+		s += "\n        note: " + r.note
+	}
+	return s
+}
+
+func benchMB(b int64) float64 { return float64(b) / (1 << 20) }
+
+// waitStored polls stream until it holds n messages. It samples the child's CPU time when the first
+// message is seen stored. A child that exits is fine if the stream holds n messages afterwards (refpipe
+// exits by itself once its publishes are acknowledged).
+func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string, n uint64) (jetstream.StreamState, time.Duration, time.Time, error) {
+	var startCPU time.Duration
+	errExited := errors.New("exited")
+	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
+	defer cancel()
+	st, err := bench.WaitStream(ctx, e.js, stream, n, benchPoll, func(st jetstream.StreamState) error {
+		if st.Msgs > 0 && startCPU == 0 {
+			if ps, err := bench.ReadStat(c.Pid()); err == nil {
+				startCPU = ps.CPU()
+			}
+		}
+		if c.Exited() {
+			return errExited
+		}
+		return nil
+	})
+	if errors.Is(err, errExited) {
+		// One more look: the last acknowledgements may have come in just before the exit.
+		qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err = bench.StreamState(qctx, e.js, stream)
+		qcancel()
+		if err == nil && st.Msgs < n {
+			err = fmt.Errorf("exited with %d of %d events stored", st.Msgs, n)
+		}
+	}
+	if err != nil {
+		return st, startCPU, time.Now(), e.childFailed(c, err)
+	}
+	return st, startCPU, time.Now(), nil
+}
+
+func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult, error) {
+	e.seq++
+	prefix := fmt.Sprintf("bench%d", e.seq)
+	layout := streams.Layout{Prefix: prefix}
+	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
+	r := benchTPResult{pipeline: "bridge"}
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-bridge", run), -1, e.o.n)
+	if err != nil {
+		return r, err
+	}
+	defer s.stop(e.log)
+	srv0 := e.serverCPU()
+	c, err := e.startBridge(ctx, fmt.Sprintf("bridge-%d", run), s, prefix)
+	if err != nil {
+		return r, err
+	}
+	defer c.Kill()
+	st, startCPU, seen, err := e.waitStored(ctx, c, layout.Events(), uint64(e.o.n))
+	if err != nil {
+		return r, err
+	}
+	u, err := c.Stop(30 * time.Second)
+	if err != nil {
+		return r, e.childFailed(c, err)
+	}
+	r.serverCPU = e.serverCPU() - srv0
+	if dlq, err := bench.StreamState(ctx, e.js, layout.DLQ()); err == nil && dlq.Msgs > 0 {
+		r.note = fmt.Sprintf("%d messages dead-lettered", dlq.Msgs)
+	}
+	r.fill(st, startCPU, u, seen.Sub(c.Started))
+	return r, nil
+}
+
+func (e *benchEnv) throughputRefpipe(ctx context.Context, run int) (benchTPResult, error) {
+	e.deleteStreams(benchRefStream) // refpipe re-creates it; make sure no old state is polled
+	defer e.deleteStreams(benchRefStream)
+	r := benchTPResult{pipeline: "refpipe"}
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-refpipe", run), -1, e.o.n)
+	if err != nil {
+		return r, err
+	}
+	defer s.stop(e.log)
+	srv0 := e.serverCPU()
+	var out benchOutput
+	c, err := e.startRefpipe(ctx, fmt.Sprintf("refpipe-%d", run), s, e.o.n, &out)
+	if err != nil {
+		return r, err
+	}
+	defer c.Kill()
+	st, startCPU, seen, err := e.waitStored(ctx, c, benchRefStream, uint64(e.o.n))
+	if err != nil {
+		return r, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	u, err := c.Wait(wctx)
+	cancel()
+	if err != nil {
+		return r, e.childFailed(c, err)
+	}
+	r.serverCPU = e.serverCPU() - srv0
+	r.self = benchResultLine(out.String())
+	r.fill(st, startCPU, u, seen.Sub(c.Started))
+	return r, nil
+}
+
+func (r *benchTPResult) fill(st jetstream.StreamState, startCPU time.Duration, u bench.Usage, e2e time.Duration) {
+	r.events = st.Msgs
+	r.stored = st.Bytes
+	r.rate = bench.Rate(st)
+	r.window = st.LastTime.Sub(st.FirstTime)
+	r.e2e = e2e
+	r.cpu = u.CPU()
+	r.startCPU = startCPU
+	r.peakRSS = u.PeakRSS
+	r.ruMaxRSS = u.MaxRSS
+	r.exitCode = u.ExitCode
+}
+
+func benchResultLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "RESULT ") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return "(no RESULT line)"
+}
+
+func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "throughput: %d events of ~%d bytes per run, %d run(s) per pipeline, bridge window %s, refpipe window %d\n\n",
+		e.o.n, e.o.size, e.o.runs, e.windowDesc(), e.o.refWindow)
+	var bridgeRes, refRes []benchTPResult
+	for i := 1; i <= e.o.runs; i++ {
+		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
+		r, err := e.throughputBridge(ctx, i)
+		if err != nil {
+			return fmt.Errorf("bridge run %d: %w", i, err)
+		}
+		fmt.Fprintf(stdout, "  %v\n", r)
+		bridgeRes = append(bridgeRes, r)
+		if e.refpipe == "" {
+			continue
+		}
+		r, err = e.throughputRefpipe(ctx, i)
+		if err != nil {
+			return fmt.Errorf("refpipe run %d: %w", i, err)
+		}
+		fmt.Fprintf(stdout, "  %v\n", r)
+		refRes = append(refRes, r)
+	}
+
+	med := func(rs []benchTPResult, f func(benchTPResult) float64) float64 {
+		vs := make([]float64, len(rs))
+		for i, r := range rs {
+			vs[i] = f(r)
+		}
+		return bench.Median(vs)
+	}
+	rate := func(r benchTPResult) float64 { return r.rate }
+	cpu := func(r benchTPResult) float64 { return r.cpuPerEvent() }
+	rss := func(r benchTPResult) float64 { return benchMB(r.peakRSS) }
+	srv := func(r benchTPResult) float64 {
+		return float64(r.serverCPU.Nanoseconds()) / 1e3 / float64(max(r.events, 1))
+	}
+	fmt.Fprintf(stdout, "\nmedians of %d run(s)\n", e.o.runs)
+	fmt.Fprintf(stdout, "  %-9s %12s %14s %13s %22s\n", "pipeline", "events/s", "CPU µs/event", "peak RSS MB", "nats-server µs/event")
+	for _, p := range []struct {
+		name string
+		rs   []benchTPResult
+	}{{"bridge", bridgeRes}, {"refpipe", refRes}} {
+		if len(p.rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "  %-9s %12.0f %14.2f %13.1f %22.2f\n", p.name, med(p.rs, rate), med(p.rs, cpu), med(p.rs, rss), med(p.rs, srv))
+	}
+	if len(refRes) == 0 {
+		return nil
+	}
+	ratio := func(f func(benchTPResult) float64) float64 { return med(bridgeRes, f) / med(refRes, f) }
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	rr, cr, mr := ratio(rate), ratio(cpu), ratio(rss)
+	fmt.Fprintf(stdout, "\nbridge / refpipe (medians)\n")
+	fmt.Fprintf(stdout, "  events/s      %.3f   target >= %.2f  %s\n", rr, benchTargetRate, verdict(rr >= benchTargetRate))
+	fmt.Fprintf(stdout, "  CPU µs/event  %.3f   target <= %.2f  %s\n", cr, benchTargetCPU, verdict(cr <= benchTargetCPU))
+	fmt.Fprintf(stdout, "  peak RSS      %.3f   target <= %.2f  %s\n", mr, benchTargetRSS, verdict(mr <= benchTargetRSS))
+	fmt.Fprintf(stdout, "  nats-server   %.3f   (no target: the server's CPU per event caused by each pipeline)\n", ratio(srv))
+	return nil
+}
+
+func (e *benchEnv) windowDesc() string {
+	if e.o.window > 0 {
+		return strconv.Itoa(e.o.window)
+	}
+	return strconv.Itoa(config.Default().PublishWindow) + " (default)"
+}

@@ -1,0 +1,328 @@
+// Package daemon is the bridge's daemon: it builds the components from the configuration and supervises
+// them (the event stream into JetStream, the report consumer towards the upstream), serves the HTTP
+// endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It knows no protocol
+// detail of a component: it wires them, watches their state and stops them in order.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/run"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// BuildInfo identifies the build, for the bridge_build_info metric and /status.
+type BuildInfo struct {
+	Version string // "dev" when empty
+	Commit  string // "unknown" when empty
+}
+
+// Daemon is the bridge: the components built from the configuration, run as one group by Run.
+type Daemon struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	info   BuildInfo
+	nc     *nats.Conn
+	natsSt *natsState // nc's state, readable without its lock
+	layout streams.Layout
+	tokens *upstream.TokenSource
+	stream *upstream.Stream
+	pub    *publish.Publisher
+	// reports is the report consumer (tracking.reports → op 4.8).
+	reports *consume.Consumer
+	ops     *ops // metrics, health checks and the HTTP endpoint (http.go)
+}
+
+// New builds the components. It connects to NATS (in the background if no server is reachable yet)
+// but does not contact the upstream.
+func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) {
+	if info.Version == "" {
+		info.Version = "dev"
+	}
+	if info.Commit == "" {
+		info.Commit = "unknown"
+	}
+	d := &Daemon{cfg: cfg, log: log, info: info,
+		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
+	d.ops = newOps(d)
+
+	apiClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile, Timeout: cfg.HTTPTimeout})
+	if err != nil {
+		return nil, err
+	}
+	streamClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile})
+	if err != nil {
+		return nil, err
+	}
+	d.ops.instrument(apiClient, streamClient)
+	d.tokens = upstream.NewTokenSource(upstream.TokenConfig{
+		TokenURL:      cfg.TokenURL,
+		ClientID:      cfg.ClientID,
+		Username:      cfg.Username,
+		Password:      cfg.Password.Reveal,
+		Client:        apiClient,
+		RefreshMargin: cfg.RefreshMargin,
+		LoginRetry:    cfg.LoginRetry,
+		Logger:        log.With("component", "token"),
+		Observe:       d.ops.tokenObserved,
+	})
+	d.stream = upstream.NewStream(upstream.StreamConfig{
+		URL:              cfg.StreamURL(),
+		Tokens:           d.tokens,
+		Client:           streamClient,
+		IdleTimeout:      cfg.StreamIdleTimeout,
+		MaxEventBytes:    cfg.StreamMaxEventBytes,
+		ReconnectMin:     cfg.ReconnectMin,
+		ReconnectMax:     cfg.ReconnectMax,
+		UnavailableRetry: cfg.UnavailableRetry,
+		Logger:           log.With("component", "stream"),
+		Observer:         d.ops.streamObserver(),
+	})
+
+	d.nc, d.natsSt, err = connectNATS(cfg, log.With("component", "nats"))
+	if err != nil {
+		return nil, err
+	}
+	source := cfg.CESource
+	if source == "" {
+		source = ceSource(cfg.StreamURL())
+	}
+	d.pub, err = publish.New(d.nc, publish.Config{
+		Prefix:       cfg.SubjectPrefix,
+		EventsStream: d.layout.Events(),
+		DLQStream:    d.layout.DLQ(),
+		Window:       cfg.PublishWindow,
+		Timeout:      cfg.PublishTimeout,
+		Source:       source,
+		Logger:       log.With("component", "publish"),
+		Observer:     d.ops.metrics,
+	})
+	if err != nil {
+		d.nc.Close()
+		return nil, err
+	}
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		d.nc.Close()
+		return nil, err
+	}
+	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: d.tokens,
+		Client: apiClient, Logger: log.With("component", "report")})
+	d.reports = consume.New(js, reportClient, consume.Config{
+		Stream:      d.layout.Reports(),
+		Durable:     cfg.ReportDurable,
+		Subject:     d.layout.ReportsSubject(),
+		DLQSubject:  d.layout.ReportsDLQSubject(),
+		DLQStream:   d.layout.DLQ(),
+		Concurrency: cfg.ReportConcurrency,
+		MaxBytes:    cfg.ReportMaxBytes,
+		MaxAge:      cfg.ReportMaxAge,
+		BackoffMin:  cfg.ReportBackoffMin,
+		BackoffMax:  cfg.ReportBackoffMax,
+		AckWait:     max(2*time.Minute, 4*cfg.HTTPTimeout),
+		Logger:      log.With("component", "reports"),
+		Observer:    d.ops.reportsObserver(),
+	})
+	d.ops.watchReports(d.reports)
+	return d, nil
+}
+
+// ceSource derives the CloudEvents source from the stream URL, without credentials or query.
+func ceSource(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "tracking-bridge"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// HTTPAddr returns the address the HTTP endpoint listens on, "" before Run started it.
+func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
+
+// Run runs the bridge until ctx is done: the event stream into JetStream and the report consumer towards
+// the upstream. On the way out it stops ingress first (the stream stops reading, the consumer stops
+// fetching), then waits for in-flight publishes and reports, then drains the NATS connection, all within
+// BRIDGE_SHUTDOWN_TIMEOUT counted from the moment it starts stopping. It returns nil after a clean stop,
+// and the reason otherwise (a part failed, or the NATS connection closed for good).
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.nc.Close()
+	stopHTTP, err := d.ops.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	if err := d.ensureStreams(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	// rctx ends the ingress parts: on ctx, or when one of them returns (then all stop).
+	rctx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	// dctx bounds the stop: it ends BRIDGE_SHUTDOWN_TIMEOUT after rctx, for everything that follows (the
+	// parts winding down, the in-flight publishes, the drain).
+	dctx, stopShutdownClock := d.shutdownClock(rctx)
+	defer stopShutdownClock()
+
+	var streamErr, reportsErr, natsErr error
+	var g run.Group
+	// The event stream into JetStream.
+	g.Add(func() error {
+		streamErr = d.stream.Run(rctx, d.pub)
+		return streamErr
+	}, func(error) { stopAll() })
+	// The publisher's upkeep: resends what went unanswered on a quiet stream. Returns when rctx is done.
+	g.Add(func() error { return d.pub.Run(rctx) }, func(error) { stopAll() })
+	// The report consumer. It finishes the reports in flight and hands back those fetched ahead, unless
+	// that takes longer than the shutdown timeout (NATS away): what it has not acknowledged is delivered
+	// again after the restart.
+	g.Add(func() error {
+		reportsErr = d.runReports(rctx, dctx)
+		return reportsErr
+	}, func(error) { stopAll() })
+	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
+	// back: stop, so that the process exits with the reason and its supervisor restarts it.
+	closed := d.nc.StatusChanged(nats.CLOSED)
+	g.Add(func() error {
+		select {
+		case <-closed:
+			natsErr = natsClosedError(d.cfg, d.nc)
+			d.log.Error("NATS connection closed for good; stopping", "err", natsErr)
+			return natsErr
+		case <-rctx.Done():
+			return nil
+		}
+	}, func(error) { stopAll() })
+	_ = g.Run() // the parts' errors are ranked below
+
+	d.nc.RemoveStatusListener(closed)
+	if natsErr == nil && d.nc.IsClosed() {
+		// Closed while the watcher was already leaving (another part stopped on it first), or before it
+		// started. Nothing but drain closes the connection on purpose, and drain comes later.
+		natsErr = natsClosedError(d.cfg, d.nc)
+	}
+	if natsErr != nil {
+		d.pub.Close()
+		return natsErr // nothing in flight can be settled; the restart resumes from the stream
+	}
+	err = streamErr
+	if reportsErr != nil && err == nil {
+		err = fmt.Errorf("report consumer: %w", reportsErr)
+	}
+
+	// Ingress has stopped: finish what is in flight, then drain, within the shutdown timeout.
+	if _, ferr := d.pub.Resume(dctx); ferr != nil {
+		d.log.Warn("stopped with publishes unacknowledged; they are resent after restart", "err", ferr)
+	} else {
+		d.log.Info("in-flight publishes completed", "resume_after", d.pub.LastResumeID())
+	}
+	d.pub.Close()
+	if derr := drain(dctx, d.nc); derr != nil {
+		d.log.Warn("NATS drain incomplete", "err", derr)
+	}
+	return err
+}
+
+// shutdownClock returns a context that ends BRIDGE_SHUTDOWN_TIMEOUT after stopping is done, and a
+// function that releases its timer.
+func (d *Daemon) shutdownClock(stopping context.Context) (context.Context, func()) {
+	dctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopWatch := context.AfterFunc(stopping, func() {
+		mu.Lock()
+		timer = time.AfterFunc(d.cfg.ShutdownTimeout, cancel)
+		mu.Unlock()
+	})
+	return dctx, func() {
+		stopWatch()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// runReports runs the report consumer until rctx is done, and then waits for it until dctx is done.
+// The consumer's goroutine is left behind when it does not stop in time: the process is on its way out.
+func (d *Daemon) runReports(rctx, dctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- d.reports.Run(rctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-rctx.Done():
+		select {
+		case err = <-done:
+		case <-dctx.Done():
+			d.log.Warn("report consumer still stopping at the shutdown timeout; its unacknowledged reports are delivered again after the restart")
+			return nil
+		}
+	}
+	if err != nil {
+		d.log.Error("report consumer failed", "err", err)
+	}
+	return err
+}
+
+// ensureStreams provisions the streams, retrying while NATS is unreachable or JetStream unavailable.
+func (d *Daemon) ensureStreams(ctx context.Context) error {
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := streams.Ensure(cctx, js, d.layout, d.cfg.CreateStreams, d.log.With("component", "streams"))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !d.cfg.CreateStreams && errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		if d.nc.IsClosed() {
+			return natsClosedError(d.cfg, d.nc)
+		}
+		if attempt == 0 {
+			d.log.Warn("JetStream not ready; retrying", "err", err)
+		}
+		if !retry.Sleep(ctx, retry.Backoff(500*time.Millisecond, 10*time.Second, attempt)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// drain drains the NATS connection and waits for it to close, or for ctx.
+func drain(ctx context.Context, nc *nats.Conn) error {
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
+	if err := nc.Drain(); err != nil {
+		return err
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", ctx.Err())
+	}
+}

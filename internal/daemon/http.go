@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/health"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
+)
+
+// ops is the bridge's operational side: the metrics registry, the liveness and readiness checks, and the
+// HTTP server on BRIDGE_HTTP_ADDR serving /metrics, /healthz, /readyz and /status (status.go). It reads the components'
+// state through d; it owns no protocol logic.
+type ops struct {
+	d       *Daemon
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	ready   health.Checks
+	live    health.Checks
+
+	// Set by the stream observer: when the last established stream connection ended (unix ns; 0 while
+	// none ended yet), for the reconnect grace of the stream check.
+	streamDown atomic.Int64
+	// The last token request's outcome: its error text (nil after a success), and whether one succeeded.
+	tokenErr atomic.Pointer[string]
+	tokenOK  atomic.Bool
+	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
+	grace time.Duration
+
+	reports atomic.Pointer[consume.Consumer] // the report consumer, once watchReports was called
+
+	running  atomic.Bool // Run's loop is running
+	stopping atomic.Bool // ctx is done: shutting down
+	addr     atomic.Pointer[string]
+
+	// opByURL maps scheme://host/path of the configured upstream URLs to their operation label.
+	opByURL map[string]string
+}
+
+// newOps builds the registry, the metrics and the checks of d. It reads d's components lazily, so it may
+// be called before they exist.
+func newOps(d *Daemon) *ops {
+	o := &ops{d: d, log: d.log.With("component", "http"), reg: prometheus.NewRegistry()}
+	o.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	o.metrics = metrics.New(o.reg, metrics.BuildInfo{Version: d.info.Version, Commit: d.info.Commit, GoVersion: runtime.Version()})
+	o.grace = 2*d.cfg.ReconnectMin + 2*time.Second
+
+	o.opByURL = map[string]string{}
+	for op, raw := range map[string]string{
+		"token": d.cfg.TokenURL, "stream": d.cfg.StreamURL(), "report": d.cfg.ReportURL(),
+	} {
+		if u, err := url.Parse(raw); err == nil {
+			o.opByURL[urlKey(u)] = op
+		}
+	}
+
+	o.ready.Add(checkNATS, o.checkNATS)
+	cachedStreams := health.Cached(streamsTTL, o.checkStreams)
+	o.ready.Add(checkStreams, func(ctx context.Context) error {
+		if st := o.d.natsSt; st == nil || !st.Connected() {
+			return errors.New("NATS not connected")
+		}
+		return cachedStreams(ctx)
+	})
+	o.ready.Add(checkToken, o.checkToken)
+	o.ready.Add(checkStream, o.checkStream)
+	o.live.Add(checkLoop, o.checkLoop)
+	return o
+}
+
+func urlKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.EscapedPath() }
+
+// instrument wraps the transports of the upstream HTTP clients so that every request is timed in
+// bridge_upstream_request_duration_seconds, labelled by operation (matched on the configured URLs).
+func (o *ops) instrument(clients ...*http.Client) {
+	for _, c := range clients {
+		c.Transport = o.metrics.InstrumentTransport(c.Transport, o.operation)
+	}
+}
+
+func (o *ops) operation(req *http.Request) string {
+	if op, ok := o.opByURL[urlKey(req.URL)]; ok {
+		return op
+	}
+	return "other"
+}
+
+// handler is the HTTP endpoint: /metrics, /healthz, /readyz, /status.
+func (o *ops) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
+		Registry:          o.reg,
+		EnableOpenMetrics: true,
+		Timeout:           10 * time.Second,
+	}))
+	mux.Handle("/healthz", o.live.Handler())
+	mux.Handle("/readyz", o.ready.Handler())
+	mux.HandleFunc("GET /status", o.statusHandler)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "tracking-bridge: /metrics /healthz /readyz /status")
+	})
+	return mux
+}
+
+// start listens on BRIDGE_HTTP_ADDR and serves the endpoint until stop is called. The liveness check
+// passes from now until ctx is done.
+func (o *ops) start(ctx context.Context) (stop func(), err error) {
+	d := o.d
+	src := metrics.Sources{
+		StreamState:    d.stream.State,
+		NATSConnected:  d.natsSt.Connected,
+		NATSReconnects: d.natsSt.Reconnects,
+		Readiness:      o.readiness,
+	}
+	if c := o.reports.Load(); c != nil {
+		src.ReportsPending = c.Pending
+	}
+	o.metrics.SetSources(src)
+	ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("BRIDGE_HTTP_ADDR: %w", err)
+	}
+	addr := ln.Addr().String()
+	o.addr.Store(&addr)
+	srv := &http.Server{
+		Handler:           o.handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(o.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.log.Error("HTTP endpoint stopped", "err", err)
+		}
+	}()
+	o.running.Store(true)
+	o.stopping.Store(false)
+	watchDone := make(chan struct{})
+	stopWatch := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-ctx.Done():
+			o.stopping.Store(true)
+		case <-stopWatch:
+		}
+	}()
+	o.log.Info("HTTP endpoint listening", "addr", addr, "paths", "/metrics /healthz /readyz")
+	return func() {
+		o.running.Store(false)
+		close(stopWatch)
+		<-watchDone
+		sctx, cancel := context.WithTimeout(context.Background(), httpStopLimit)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}, nil
+}
+
+// httpAddr returns the address the endpoint listens on, "" before Run started it.
+func (o *ops) httpAddr() string {
+	if a := o.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}

@@ -1,0 +1,109 @@
+// Package simtest serves the upstream simulator to tests that drive the bridge from outside (the daemon's
+// and the commands' tests). It is apart from testutil because the simulator's own tests use testutil.
+package simtest
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+)
+
+// Upstream serves a simulator that can be replaced (a new instance after Close), over HTTP or TLS. It
+// records the access and refresh tokens the token endpoint hands out, for tests that check none leaks.
+type Upstream struct {
+	Srv    *httptest.Server
+	cur    atomic.Pointer[sim.Server]
+	mu     sync.Mutex
+	tokens []string
+}
+
+// Start serves a simulator with options o until the test ends.
+func Start(t testing.TB, tlsServer bool, o sim.Options) *Upstream {
+	t.Helper()
+	u := &Upstream{}
+	u.cur.Store(sim.New(o))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := u.cur.Load()
+		if r.URL.Path != sim.TokenPath {
+			s.Handler().ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, r)
+		u.recordTokens(rec.Body.Bytes())
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+	if tlsServer {
+		u.Srv = httptest.NewTLSServer(h)
+	} else {
+		u.Srv = httptest.NewServer(h)
+	}
+	t.Cleanup(func() {
+		u.cur.Load().Close()
+		u.Srv.CloseClientConnections()
+		u.Srv.Close()
+	})
+	return u
+}
+
+// recordTokens keeps the access_token and refresh_token values of a token response.
+func (u *Upstream) recordTokens(body []byte) {
+	for _, key := range []string{`"access_token":"`, `"refresh_token":"`} {
+		if _, rest, ok := bytes.Cut(body, []byte(key)); ok {
+			if v, _, ok := bytes.Cut(rest, []byte(`"`)); ok && len(v) > 0 {
+				u.mu.Lock()
+				u.tokens = append(u.tokens, string(v))
+				u.mu.Unlock()
+			}
+		}
+	}
+}
+
+// IssuedTokens returns every access and refresh token the token endpoint handed out.
+func (u *Upstream) IssuedTokens() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.tokens...)
+}
+
+// Sim returns the simulator serving now.
+func (u *Upstream) Sim() *sim.Server { return u.cur.Load() }
+
+// Replace serves s from now on.
+func (u *Upstream) Replace(s *sim.Server) { u.cur.Store(s) }
+
+// Env returns the BRIDGE_* variables of a bridge against this upstream and NATS at natsURL, with short
+// reconnect delays; extra overrides them ("" removes one).
+func (u *Upstream) Env(natsURL string, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"BRIDGE_UPSTREAM_URL":     u.Srv.URL + sim.DefaultBasePath,
+		"BRIDGE_TOKEN_URL":        u.Srv.URL + sim.TokenPath,
+		"BRIDGE_CLIENT_ID":        sim.DefaultClientID,
+		"BRIDGE_USERNAME":         "demo",
+		"BRIDGE_PASSWORD":         "demo",
+		"BRIDGE_INSECURE_HTTP":    "true",
+		"BRIDGE_NATS_URL":         natsURL,
+		"BRIDGE_HTTP_ADDR":        "127.0.0.1:0",
+		"BRIDGE_LOG_LEVEL":        "debug",
+		"BRIDGE_RECONNECT_MIN":    "100ms",
+		"BRIDGE_RECONNECT_MAX":    "500ms",
+		"BRIDGE_SHUTDOWN_TIMEOUT": "5s",
+	}
+	for k, v := range extra {
+		if v == "" {
+			delete(env, k)
+		} else {
+			env[k] = v
+		}
+	}
+	return env
+}
