@@ -180,6 +180,20 @@ func TestStreamHonoursRetryAfterAndRetryHint(t *testing.T) {
 	}
 }
 
+// Comments never count toward an event's size: a long comment before a large event (each alone within
+// the bound, together over it) leaves the event whole, and comment-only blocks are no events.
+func TestStreamCommentsDoNotCount(t *testing.T) {
+	comment := ": " + strings.Repeat("c", 700) + "\n"
+	data := `{"d":"` + strings.Repeat("d", 500) + `"}`
+	sc, sink, stop := runScripted(t, sse(comment+comment+"\n"+comment+"id: real-1\ndata: "+data+"\n\n"))
+	waitAttempts(t, sc, 2)
+	stop()
+	evs := sink.snapshot()
+	if len(evs) != 1 || evs[0].ID != "real-1" || string(evs[0].Data) != data || evs[0].Oversize != 0 {
+		t.Fatalf("events %+v, want real-1 whole", evs)
+	}
+}
+
 // A 401 invalidates the token: the next attempt carries a new one. A 503 keeps the token.
 func TestStreamRetriesAfter401And5xx(t *testing.T) {
 	var auth []string
