@@ -245,10 +245,11 @@ func TestStreamUnsendableResumeID(t *testing.T) {
 	}
 }
 
-// A retry: hint is honoured up to maxServerDelay, like Retry-After: a larger one (285 years; the second
+// A retry: hint is honoured up to MaxRetryHint (a hint holds every later reconnect, so a stray one could
+// stall the stream for hours), and the cut is logged once; hints that overflow a Duration (285 years; the second
 // overflows when turned into nanoseconds) would stop the stream for good after the next disconnect.
 func TestStreamBoundsRetryHint(t *testing.T) {
-	for _, hint := range []string{"9000000000000", "27000000000000"} {
+	for _, hint := range []string{"3600000", "9000000000000", "27000000000000"} {
 		t.Run(hint, func(t *testing.T) {
 			sc := &scripted{script: []http.HandlerFunc{sse("retry: " + hint + "\n\nid: a\ndata: {}\n\n")}}
 			srv := httptest.NewServer(sc)
@@ -256,6 +257,7 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			logs := &testutil.Logs{}
 			cfg := scriptedConfig(srv.URL)
 			cfg.Logger = slog.New(logs)
+			cfg.MaxRetryHint = 1500 * time.Millisecond
 			st := NewStream(cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -275,8 +277,11 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			if got, want := retryIn(), maxServerDelay.String(); got != want {
+			if got, want := retryIn(), cfg.MaxRetryHint.String(); got != want {
 				t.Errorf("reconnecting in %q after retry: %s, want %q", got, hint, want)
+			}
+			if n := logs.Count(slog.LevelWarn, "stream's retry: hint cut to BRIDGE_STREAM_RETRY_HINT_MAX"); n != 1 {
+				t.Errorf("the cut hint was logged %d times, want once", n)
 			}
 		})
 	}
