@@ -76,6 +76,7 @@ type Config struct {
 	ReconnectMin        time.Duration `envconfig:"RECONNECT_MIN" default:"1s" desc:"first delay of the stream's exponential reconnect backoff"`
 	ReconnectMax        time.Duration `envconfig:"RECONNECT_MAX" default:"60s" desc:"longest delay of the stream's reconnect backoff"`
 	UnavailableRetry    time.Duration `envconfig:"UNAVAILABLE_RETRY" default:"5m" desc:"retry pace while the stream answers 403 or 404 (not available to the account)"`
+	StreamRetryHintMax  time.Duration `envconfig:"STREAM_RETRY_HINT_MAX" default:"2m" desc:"longest reconnection delay the stream's retry: hint may set; a longer hint is cut to it (and logged)"`
 
 	// Upstream HTTP and login.
 	LoginRetry     time.Duration `envconfig:"LOGIN_RETRY" default:"1m" desc:"minimum interval between password logins after the credentials were rejected (at least 1m)"`

@@ -86,6 +86,7 @@ func TestLoadDefaults(t *testing.T) {
 		ReconnectMin:        time.Second,
 		ReconnectMax:        60 * time.Second,
 		UnavailableRetry:    5 * time.Minute,
+		StreamRetryHintMax:  2 * time.Minute,
 		LoginRetry:          time.Minute,
 		RefreshMargin:       30 * time.Second,
 		HTTPTimeout:         30 * time.Second,

@@ -22,14 +22,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 var deployUpdateEnv = flag.Bool("update-env-example", false, "rewrite config/bridge.env.example from the Config struct")
@@ -742,40 +736,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Error("dashboard without title or uid")
 	}
 
-	// Every series the bridge exports: register everything, exercise every observer so that the
-	// labelled series exist, and gather.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg, metrics.BuildInfo{Version: "v", Commit: "c", GoVersion: runtime.Version()})
-	m.SetSources(metrics.Sources{
-		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
-		ReportsPending: func() uint64 { return 0 },
-		NATSConnected:  func() bool { return true },
-		NATSReconnects: func() uint64 { return 0 },
-		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
-	})
-	m.Published("GATE_IN")
-	m.Received(&event.Event{ID: "x"})
-	m.AckLatency(0)
-	rt := m.InstrumentTransport(deployRoundTripper{}, func(*http.Request) string { return "token" })
-	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
-	if resp, err := rt.RoundTrip(req); err == nil {
-		resp.Body.Close()
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, mf := range mfs {
-		names[mf.GetName()] = true
-		if mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY {
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[mf.GetName()+s] = true
-			}
-		}
-	}
-
+	names := exportedMetrics(t)
 	ident := regexp.MustCompile(`\b(bridge_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
 	queried := map[string]bool{}
 	for _, p := range dash.Panels {

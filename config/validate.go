@@ -103,6 +103,7 @@ func (c *Config) check() []error {
 	positive(&ck, "BRIDGE_RECONNECT_MAX", c.ReconnectMax)
 	ck.ordered("BRIDGE_RECONNECT_MIN", c.ReconnectMin, "BRIDGE_RECONNECT_MAX", c.ReconnectMax)
 	positive(&ck, "BRIDGE_UNAVAILABLE_RETRY", c.UnavailableRetry)
+	positive(&ck, "BRIDGE_STREAM_RETRY_HINT_MAX", c.StreamRetryHintMax)
 	if c.LoginRetry < MinLoginRetry {
 		ck.add("BRIDGE_LOGIN_RETRY", "must be at least %v (got %v): faster logins with rejected credentials "+
 			"risk locking the account", MinLoginRetry, c.LoginRetry)

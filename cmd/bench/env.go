@@ -201,7 +201,8 @@ func (e *benchEnv) startSim(ctx context.Context, name string, rate float64, n in
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, e.sim, "-addr", addr, "-log-format", "text",
-		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-limit", strconv.Itoa(n), "-size", strconv.Itoa(e.o.size))
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-limit", strconv.Itoa(n), "-size", strconv.Itoa(e.o.size),
+		"-id-tag=") // the same ids in every run: the events of every run are of one size
 	c, err := e.startChild(name, cmd)
 	if err != nil {
 		return nil, err

@@ -105,7 +105,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	defer ns.Shutdown()
 
 	// The simulator on a free port.
-	s := sim.New(sim.Options{EventRate: o.rate, Logger: log.With("process", "sim")})
+	s := sim.New(sim.Options{EventRate: o.rate, IDTag: sim.RunTag(), Logger: log.With("process", "sim")})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
 	logFormat := fs.String("log-format", "text", "log format: json or text")
-	opts := sim.Options{EventRate: 5}
+	opts := sim.Options{EventRate: 5, IDTag: sim.RunTag()}
 	opts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -89,6 +89,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		ReconnectMin:     cfg.ReconnectMin,
 		ReconnectMax:     cfg.ReconnectMax,
 		UnavailableRetry: cfg.UnavailableRetry,
+		MaxRetryHint:     cfg.StreamRetryHintMax,
 		Logger:           log.With("component", "stream"),
 		Observer:         d.ops.streamObserver(),
 	})

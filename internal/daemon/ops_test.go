@@ -372,12 +372,14 @@ func TestMetricsCountEvents(t *testing.T) {
 				fmt.Appendf(nil, `{"id":"ev-%d","type":%q,"timestamp":"2026-01-02T03:04:05Z"}`, n, typ))
 		}
 	}
+	// An upstream that reuses an id: JetStream does not store it again, and it is not counted as published.
+	up.Sim().Inject("demo", "ev-1", "GATE_IN", []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-01-02T03:04:05Z"}`))
 	up.Sim().Inject("demo", "bad-1", "", []byte("not json"))
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 
 	opsEventually(t, 15*time.Second, "every event counted", func() (bool, string) {
 		got := ob.counter(t, "bridge_events_received_total", nil)
-		return got == float64(n+1), fmt.Sprintf("received %v", got)
+		return got == float64(n+2), fmt.Sprintf("received %v", got)
 	})
 	opsEventually(t, 10*time.Second, "publishes counted by type", func() (bool, string) {
 		var state []string
@@ -389,6 +391,9 @@ func TestMetricsCountEvents(t *testing.T) {
 		}
 		return ok, strings.Join(state, " ")
 	})
+	if got := ob.counter(t, "bridge_events_duplicates_total", nil); got != 1 {
+		t.Errorf("bridge_events_duplicates_total = %v, want 1", got)
+	}
 	if got := ob.counter(t, "bridge_events_dead_lettered_total", map[string]string{"reason": "not_json"}); got != 1 {
 		t.Errorf("bridge_events_dead_lettered_total{reason=not_json} = %v, want 1", got)
 	}
@@ -404,6 +409,7 @@ func TestMetricsCountEvents(t *testing.T) {
 	opsEventually(t, 5*time.Second, "/status up to date", func() (bool, string) {
 		st := ob.status(t)
 		ok := st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
+			st.Stream.Duplicates == 1 &&
 			st.Stream.LastEventAt != nil && st.Stream.LastBytesAt != nil && st.NATS.Connected && st.Ready
 		return ok, fmt.Sprintf("%+v", st)
 	})
@@ -430,8 +436,8 @@ func TestMetricsCountEvents(t *testing.T) {
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if got := ob.counter(t, "bridge_publish_ack_seconds", nil); got != float64(n) {
-		t.Errorf("bridge_publish_ack_seconds count = %v, want %d", got, n)
+	if got := ob.counter(t, "bridge_publish_ack_seconds", nil); got != float64(n+1) {
+		t.Errorf("bridge_publish_ack_seconds count = %v, want %d", got, n+1)
 	}
 	if got := ob.b.ops.status(context.Background()).Stream.ResumeAfter; got != "bad-1" {
 		t.Errorf("resume point after the final settle = %q, want bad-1", got)

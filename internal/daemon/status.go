@@ -35,7 +35,9 @@ type statusStream struct {
 	LastReceivedID string `json:"last_received_id"`
 	// ResumeAfter is the id up to which every event is stored in JetStream: the Last-Event-ID of the next
 	// connection ("" while nothing was stored: the stream starts from the upstream's live edge).
-	ResumeAfter string     `json:"resume_after"`
+	ResumeAfter string `json:"resume_after"`
+	// Duplicates counts the events JetStream acknowledged as already stored, since start-up.
+	Duplicates  uint64     `json:"duplicates"`
 	LastEventAt *time.Time `json:"last_event_at"` // null while no event arrived since start-up
 	LastBytesAt *time.Time `json:"last_bytes_at"` // keep-alive comments included
 }
@@ -76,6 +78,7 @@ func (o *ops) status(ctx context.Context) statusDoc {
 	}
 	a := o.metrics.StreamActivity()
 	doc.Stream.LastReceivedID = a.LastID
+	doc.Stream.Duplicates = o.metrics.Duplicates()
 	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
 
 	doc.NATS.Status = "not connected yet"

@@ -98,6 +98,8 @@ type Metrics struct {
 	ackSeconds  prometheus.Histogram
 	retries     prometheus.Counter
 	deadLetters map[string]prometheus.Counter
+	duplicates  prometheus.Counter
+	dupCount    atomic.Uint64 // duplicates, for the status page
 
 	// Token source.
 	tokens map[[2]string]prometheus.Counter
@@ -165,6 +167,11 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 		Namespace: Namespace, Name: "publish_retries_total",
 		Help: "Publishes sent again after a failed or unacknowledged attempt.",
 	})
+	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "events_duplicates_total",
+		Help: "Events JetStream acknowledged as duplicates (an event with the same Nats-Msg-Id was stored " +
+			"within the duplicate window) and did not store again.",
+	})
 
 	m.connects = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "stream_connects_total",
@@ -211,7 +218,7 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"operation", "code"})
 
-	reg.MustRegister(buildInfo, m.received, m.publishedBy, deadVec, m.ackSeconds, m.retries, m.connects,
+	reg.MustRegister(buildInfo, m.received, m.publishedBy, deadVec, m.ackSeconds, m.retries, m.duplicates, m.connects,
 		m.disconnectVec, tokVec, m.consumed, m.outVec, m.requests, &scrapeCollector{m: m})
 	return m
 }
@@ -279,6 +286,15 @@ func (m *Metrics) Heartbeat() { m.lastBytes.Store(time.Now().UnixNano()) }
 
 // Published implements publish.Observer: the event was stored; typeToken is its subject's last token.
 func (m *Metrics) Published(typeToken string) { m.typeCounter(typeToken).Inc() }
+
+// Duplicate implements publish.Observer: JetStream did not store the event again.
+func (m *Metrics) Duplicate(string) {
+	m.duplicates.Inc()
+	m.dupCount.Add(1)
+}
+
+// Duplicates returns how many events JetStream acknowledged as duplicates since start-up.
+func (m *Metrics) Duplicates() uint64 { return m.dupCount.Load() }
 
 // AckLatency implements publish.Observer.
 func (m *Metrics) AckLatency(d time.Duration) { m.ackSeconds.Observe(d.Seconds()) }

@@ -140,7 +140,8 @@ func (a *acks) handle(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	if err := ackError(m); err != nil {
+	dup, err := ackResult(m)
+	if err != nil {
 		a.fail(seq, err)
 		return
 	}
@@ -152,38 +153,43 @@ func (a *acks) handle(m *nats.Msg) {
 	// waits for it (Resume) may rely on the event having been counted.
 	if s.token != "" {
 		a.obs.AckLatency(time.Since(s.sent))
-		a.obs.Published(s.token)
+		if dup {
+			a.obs.Duplicate(s.token)
+		} else {
+			a.obs.Published(s.token)
+		}
 	}
 	s.state.Store(seq<<2 | acked)
 	a.notify()
 }
 
-// ackError returns nil for a PubAck, else why the publish failed.
-func ackError(m *nats.Msg) error {
+// ackResult returns whether a PubAck reports a duplicate, or why the publish failed.
+func ackResult(m *nats.Msg) (duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
 		if m.Header.Get("Status") == "503" {
-			return jetstream.ErrNoStreamResponse
+			return false, jetstream.ErrNoStreamResponse
 		}
-		return errBadAck
+		return false, errBadAck
 	}
-	if plainPubAck(d) {
-		return nil
+	if ok, dup := plainPubAck(d); ok {
+		return dup, nil
 	}
 	var r struct {
-		Error  *jetstream.APIError `json:"error"`
-		Stream string              `json:"stream"`
+		Error     *jetstream.APIError `json:"error"`
+		Stream    string              `json:"stream"`
+		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal(d, &r); err != nil {
-		return errBadAck
+		return false, errBadAck
 	}
 	if r.Error != nil {
-		return r.Error
+		return false, r.Error
 	}
 	if r.Stream == "" {
-		return errBadAck
+		return false, errBadAck
 	}
-	return nil
+	return r.Duplicate, nil
 }
 
 // plainPubAck reports whether d is certainly a PubAck, without decoding it: a valid JSON object whose
@@ -191,58 +197,71 @@ func ackError(m *nats.Msg) error {
 // exactly so and without escapes, with a non-empty stream name. encoding/json would match member names
 // case-insensitively and take the last of duplicates; anything of that kind, or any other member, goes to
 // the full decode instead. The fast path decides no case differently from that decode (FuzzAckError).
-func plainPubAck(d []byte) bool {
+// dup is whether the PubAck says "duplicate":true.
+func plainPubAck(d []byte) (ok, dup bool) {
 	if len(d) < 2 || d[0] != '{' || !json.Valid(d) {
-		return false
+		return false, false
 	}
 	stream := false
 	i := 1
 	for {
 		// A member name: no white space in what the server writes, and no escapes here.
 		if i >= len(d) || d[i] != '"' {
-			return false
+			return false, false
 		}
 		end := bytes.IndexByte(d[i+1:], '"')
 		if end < 0 {
-			return false
+			return false, false
 		}
 		name := d[i+1 : i+1+end]
 		if bytes.IndexByte(name, '\\') >= 0 {
-			return false
+			return false, false
 		}
 		i += end + 2
 		if i >= len(d) || d[i] != ':' {
-			return false
+			return false, false
 		}
 		i++
 		switch string(name) {
 		case "stream":
 			if stream || i >= len(d) || d[i] != '"' {
-				return false
+				return false, false
 			}
 			n := bytes.IndexByte(d[i+1:], '"')
 			if n <= 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
-				return false
+				return false, false
 			}
 			stream = true
 			i += n + 2
 		case "seq", "domain", "duplicate":
-			if i = skipScalar(d, i); i < 0 {
-				return false
+			j := skipScalar(d, i)
+			if j < 0 {
+				return false, false
 			}
+			if string(name) == "duplicate" {
+				switch string(d[i:j]) {
+				case "true":
+					dup = true
+				case "false":
+					dup = false
+				default:
+					return false, false // the full decode decides
+				}
+			}
+			i = j
 		default:
-			return false
+			return false, false
 		}
 		if i >= len(d) {
-			return false
+			return false, false
 		}
 		switch d[i] {
 		case ',':
 			i++
 		case '}':
-			return stream && i == len(d)-1
+			return stream && i == len(d)-1, dup
 		default:
-			return false
+			return false, false
 		}
 	}
 }

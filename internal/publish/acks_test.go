@@ -14,15 +14,21 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-func TestAckError(t *testing.T) {
+func TestAckResult(t *testing.T) {
 	status503 := nats.Header{"Status": {"503"}}
 	for _, tc := range []struct {
 		data string
 		hdr  nats.Header
 		want string // "" for a PubAck, else a part of the error
+		dup  bool
 	}{
 		{data: `{"stream":"TRACKING_EVENTS","seq":12}`},
-		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":true}`},
+		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":true}`, dup: true},
+		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":false}`},
+		{data: `{"stream":"S","seq":1,"duplicate":true,"duplicate":false}`}, // the last one counts
+		{data: `{"stream":"S","seq":1,"duplicate":null}`},
+		{data: `{"stream":"S","seq":1,"duplicate":1}`, want: errBadAck.Error()},
+		{data: `{"stream":"S", "duplicate":true}`, dup: true}, // decoded
 		{data: `{"stream":"error","seq":1}`},
 		{data: `{"seq":1,"stream":"S","domain":"hub"}`},
 		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`,
@@ -38,9 +44,12 @@ func TestAckError(t *testing.T) {
 		{hdr: status503, want: jetstream.ErrNoStreamResponse.Error()},
 		{want: errBadAck.Error()},
 	} {
-		err := ackError(&nats.Msg{Data: []byte(tc.data), Header: tc.hdr})
+		dup, err := ackResult(&nats.Msg{Data: []byte(tc.data), Header: tc.hdr})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("ackError(%q, %v) = %v, want %q", tc.data, tc.hdr, err, tc.want)
+			t.Errorf("ackResult(%q, %v) = %v, want %q", tc.data, tc.hdr, err, tc.want)
+		}
+		if dup != tc.dup {
+			t.Errorf("ackResult(%q): duplicate %v, want %v", tc.data, dup, tc.dup)
 		}
 	}
 }
@@ -115,33 +124,34 @@ func TestAcksFromServer(t *testing.T) {
 	}
 }
 
-// FuzzAckError checks the fast path of ackError against decoding every reply in full.
-func FuzzAckError(f *testing.F) {
+// FuzzAckResult checks the fast path of ackResult against decoding every reply in full.
+func FuzzAckResult(f *testing.F) {
 	for _, s := range []string{`{"stream":"S","seq":1}`, `{"stream":"S","seq":1,"duplicate":true}`,
-		`{"stream":"error","seq":1}`, `{"error":{"code":503,"description":"x"},"stream":"S","seq":0}`,
+		`{"stream":"S","duplicate":1}`, `{"stream":"S","duplicate":true,"duplicate":false}`, `{"stream":"error","seq":1}`, `{"error":{"code":503,"description":"x"},"stream":"S","seq":0}`,
 		`{"stream":"S","error":{"code":400}}`, `{"stream":"S"}}`, `{"stream":"S"`, `{}`, ``} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got := ackError(&nats.Msg{Data: data}) == nil
+		dup, err := ackResult(&nats.Msg{Data: data})
 		var r struct {
-			Error  *jetstream.APIError `json:"error"`
-			Stream string              `json:"stream"`
+			Error     *jetstream.APIError `json:"error"`
+			Stream    string              `json:"stream"`
+			Duplicate bool                `json:"duplicate"`
 		}
 		want := len(data) > 0 && json.Unmarshal(data, &r) == nil && r.Error == nil && r.Stream != ""
-		if got != want {
-			t.Fatalf("ackError(%q) says acknowledged=%v, a full decode %v", data, got, want)
+		if got := err == nil; got != want || got && dup != r.Duplicate {
+			t.Fatalf("ackResult(%q) says acknowledged=%v duplicate=%v, a full decode %v %v", data, got, dup, want, r.Duplicate)
 		}
 	})
 }
 
-// BenchmarkAckError measures reading a typical PubAck: the fast path, and the full decode it avoids.
-func BenchmarkAckError(b *testing.B) {
+// BenchmarkAckResult measures reading a typical PubAck: the fast path, and the full decode it avoids.
+func BenchmarkAckResult(b *testing.B) {
 	m := &nats.Msg{Data: []byte(`{"stream":"TRACKING_EVENTS","seq":1234567}`)}
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if ackError(m) != nil {
+			if _, err := ackResult(m); err != nil {
 				b.Fatal("not a PubAck")
 			}
 		}

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -9,14 +10,16 @@ import (
 // from the goroutine that calls Handle and Resume or from Run's, except Published and AckLatency (see
 // there); implementations must be cheap.
 type Observer interface {
-	// Published is told of an event JetStream acknowledged (stored, or recognised as a duplicate), with
-	// its subject's type token, before the event leaves the window (so before a Resume waiting for it
-	// returns). It is called from the acknowledgement subscription's goroutine as the acknowledgement
-	// arrives, or from the Handle or Run goroutine for an event sent again after a failure: it must be
-	// safe for concurrent use.
+	// Published is told of an event JetStream stored, with its subject's type token, before the event
+	// leaves the window (so before a Resume waiting for it returns). It is called from the
+	// acknowledgement subscription's goroutine as the acknowledgement arrives, or from the Handle or Run
+	// goroutine for an event sent again after a failure: it must be safe for concurrent use.
 	Published(typeToken string)
-	// AckLatency is told how long an event's acknowledgement took, just before Published and from the
-	// same goroutine.
+	// Duplicate is told instead of Published of an event JetStream acknowledged as a duplicate: one with
+	// the Nats-Msg-Id of an event stored within the duplicate window, which it did not store again.
+	Duplicate(typeToken string)
+	// AckLatency is told how long an event's acknowledgement took, just before Published or Duplicate and
+	// from the same goroutine.
 	AckLatency(d time.Duration)
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
@@ -64,13 +67,40 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	cfg.Observer = &duplicateLog{Observer: cfg.Observer, log: cfg.Logger}
 	return cfg
+}
+
+// duplicateLog logs when JetStream starts acknowledging events as duplicates: the upstream replays events
+// stored before, a second bridge publishes the same stream, or the upstream reuses ids. It logs once per
+// run of duplicates, not per event.
+type duplicateLog struct {
+	Observer
+	log  *slog.Logger
+	dups atomic.Bool // the last acknowledgement was a duplicate
+}
+
+func (d *duplicateLog) Published(typeToken string) {
+	if d.dups.Load() {
+		d.dups.Store(false)
+	}
+	d.Observer.Published(typeToken)
+}
+
+func (d *duplicateLog) Duplicate(typeToken string) {
+	if !d.dups.Swap(true) {
+		d.log.Warn("JetStream acknowledges events as duplicates: they were stored before, within the "+
+			"duplicate window (an upstream replay, another bridge on the same stream, or reused ids); "+
+			"they are counted in bridge_events_duplicates_total, not as published", "type", typeToken)
+	}
+	d.Observer.Duplicate(typeToken)
 }
 
 // nopObserver is the Observer of a Config without one.
 type nopObserver struct{}
 
 func (nopObserver) Published(string)         {}
+func (nopObserver) Duplicate(string)         {}
 func (nopObserver) AckLatency(time.Duration) {}
 func (nopObserver) DeadLettered(string)      {}
 func (nopObserver) PublishRetried(error)     {}

@@ -318,10 +318,11 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // countingObserver counts the publisher's outcomes.
 type countingObserver struct {
-	published, retried, latencies atomic.Int64
+	published, duplicates, retried, latencies atomic.Int64
 }
 
 func (o *countingObserver) Published(string)         { o.published.Add(1) }
+func (o *countingObserver) Duplicate(string)         { o.duplicates.Add(1) }
 func (o *countingObserver) AckLatency(time.Duration) { o.latencies.Add(1) }
 func (o *countingObserver) DeadLettered(string)      {}
 func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
@@ -751,4 +752,43 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 		t.Fatalf("Resume = %q", last)
 	}
 	assertExactlyOnce(t, e.messages(e.layout.Events()), 1)
+}
+
+// TestDuplicatesCounted: an event JetStream acknowledges as a duplicate (its id stored before, within the
+// duplicate window) is told as a Duplicate, not as Published, and the start of each run of duplicates is
+// logged once.
+func TestDuplicatesCounted(t *testing.T) {
+	e := newEnv(t, time.Minute)
+	obs := &countingObserver{}
+	logs := &testutil.Logs{}
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: 16, Timeout: 2 * time.Second, Logger: slog.New(logs), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// An upstream that reuses ids: a run of two duplicates, then one more after an event stored in between.
+	for _, id := range []string{"a", "b", "a", "b", "c", "a", "d"} {
+		if err := p.Handle(ctx, ev(id, "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One Resume at the end: a Resume between events would be a reconnect, after which the publisher
+	// recognises replayed ids itself. JetStream answers one connection's publishes to a stream in order.
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.messages(e.layout.Events())); got != 4 {
+		t.Fatalf("stream holds %d events, want 4", got)
+	}
+	if p, d := obs.published.Load(), obs.duplicates.Load(); p != 4 || d != 3 {
+		t.Errorf("published %d, duplicates %d; want 4 and 3", p, d)
+	}
+	if n := logs.Count(slog.LevelWarn, "JetStream acknowledges events as duplicates: they were stored before, within the "+
+		"duplicate window (an upstream replay, another bridge on the same stream, or reused ids); they are "+
+		"counted in bridge_events_duplicates_total, not as published"); n != 2 {
+		t.Errorf("the start of a run of duplicates was logged %d times, want 2 (one per run)", n)
+	}
 }

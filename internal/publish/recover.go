@@ -74,6 +74,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 				looked = false
 			}
 		}
+		// A resend JetStream calls a duplicate is the earlier send, stored but unanswered: published.
 		if resent && e.token != "" {
 			p.cfg.Observer.AckLatency(time.Since(e.sent))
 			p.cfg.Observer.Published(e.token)

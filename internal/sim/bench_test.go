@@ -48,7 +48,7 @@ func BenchmarkFloodStream(b *testing.B) {
 
 // BenchmarkRenderGenerated measures rendering one generated SSE message.
 func BenchmarkRenderGenerated(b *testing.B) {
-	g := newGenerator("demo", 1000, seedLocations())
+	g := newGenerator("demo", 1000, seedLocations(), idPrefix)
 	buf := make([]byte, 0, 4096)
 	ts := time.Now().UTC()
 	b.ReportAllocs()

@@ -45,10 +45,12 @@ type eventLog struct {
 	started bool
 	start   time.Time        // generation start (UTC)
 	ids     map[string]int64 // ids of retained explicit entries -> sequence number
+	form    idForm           // the shape of generated ids
 	wake    chan struct{}    // closed when an explicit entry is appended; nil while nobody waits
 }
 
 func (l *eventLog) init(o *Options) {
+	l.form = newIDForm(o.IDTag)
 	l.rate = o.EventRate
 	l.limit = int64(o.EventLimit)
 	if l.limit <= 0 {
@@ -223,7 +225,7 @@ func (l *eventLog) resolve(id string) (from int64, known bool) {
 	}
 	seq, ok := l.ids[id]
 	if !ok {
-		seq, ok = parseEventID(id)
+		seq, ok = l.form.parse(id)
 	}
 	if !ok || seq < l.first-1 || seq >= l.next {
 		return l.first, false

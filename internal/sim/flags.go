@@ -24,6 +24,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Retry, "retry", o.Retry, "retry: hint sent at the start of each stream connection; 0 none")
 	fs.DurationVar(&o.BookAfter, "book-after", o.BookAfter, "book a slot request from every order this long after its creation, closing it (update and delete then answer 409); 0 never")
 	fs.IntVar(&o.Retention, "retention", o.Retention, "retained event log entries per user")
+	fs.Func("id-tag", `tag in every event id ("ev-<tag>-…"), letters and digits, so that the ids of one run differ from another's; "" for none (default: the start time in base 36)`,
+		func(v string) error {
+			for _, c := range v {
+				if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+					return errors.New("letters and digits only")
+				}
+			}
+			o.IDTag = v
+			return nil
+		})
 	f := &o.Faults
 	fs.IntVar(&f.DropEvery, "drop-every", f.DropEvery, "fault: close a stream connection after every N events; 0 never")
 	fs.BoolVar(&f.DropMidEvent, "drop-mid-event", f.DropMidEvent, "fault: with -drop-every, cut the connection in the middle of an event")

@@ -72,6 +72,7 @@ type shipment struct {
 
 // generator computes a user's generated events. It is immutable once built, so it is used without locks.
 type generator struct {
+	form  idForm
 	ships []shipment
 	// bodies[ship][typ] is the generated data after `{"id":"…","timestamp":"…",`: from `"type":` to the
 	// closing brace. Precomputed so that rendering an event only appends bytes.
@@ -79,11 +80,11 @@ type generator struct {
 }
 
 // newGenerator builds the generator of user; its content depends only on user, size and the seed set.
-func newGenerator(user string, size int, seed []Location) *generator {
+func newGenerator(user string, size int, seed []Location, form idForm) *generator {
 	h := fnv.New64a()
 	h.Write([]byte(user))
 	hv := h.Sum64()
-	g := &generator{ships: makeShipments(hv, seed)}
+	g := &generator{form: form, ships: makeShipments(hv, seed)}
 	var byType = map[string][]*Location{}
 	for i := range seed {
 		byType[seed[i].Type] = append(byType[seed[i].Type], &seed[i])
@@ -107,7 +108,7 @@ func (g *generator) name(k int64) string {
 func (g *generator) appendData(dst []byte, seq, k int64, ts time.Time) []byte {
 	j, t := variantOf(k)
 	dst = append(dst, `{"id":"`...)
-	dst = appendID(dst, seq)
+	dst = g.form.append(dst, seq)
 	dst = append(dst, `","timestamp":"`...)
 	dst = ts.AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, `",`...)
@@ -118,7 +119,7 @@ func (g *generator) appendData(dst []byte, seq, k int64, ts time.Time) []byte {
 // its id, name and data (generated data holds no line break), without the intermediate copy.
 func (g *generator) appendMessage(dst []byte, seq, k int64, ts time.Time) []byte {
 	dst = append(dst, "id: "...)
-	dst = appendID(dst, seq)
+	dst = g.form.append(dst, seq)
 	dst = append(dst, "\nevent: "...)
 	dst = append(dst, g.name(k)...)
 	dst = append(dst, "\ndata: "...)

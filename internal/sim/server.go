@@ -52,6 +52,10 @@ type Options struct {
 	// answer 409. It lets a client exercise the open-orders rule of spec 3 against a running simulator.
 	// Zero keeps orders open until MarkBooked.
 	BookAfter time.Duration
+	// IDTag, when set, goes into every event id ("ev-<tag>-0000000000000001"), so that the ids of one
+	// run differ from another's: a bridge resuming against a restarted simulator then stores the new
+	// run's events instead of taking them for duplicates. Letters and digits only.
+	IDTag string
 	// Retention bounds the entries of each user's event log (oldest dropped first), and the accepted
 	// reports kept for Reports and for recognising a repeated Idempotency-Key. Default 1,000,000.
 	Retention int
@@ -240,7 +244,7 @@ func (s *Server) user(name string) *userState {
 
 // generator returns the user's event generator, building it on first use.
 func (s *Server) generator(u *userState) *generator {
-	u.genOnce.Do(func() { u.gen = newGenerator(u.name, s.opts.EventSize, s.seed) })
+	u.genOnce.Do(func() { u.gen = newGenerator(u.name, s.opts.EventSize, s.seed, newIDForm(s.opts.IDTag)) })
 	return u.gen
 }
 

@@ -4,24 +4,44 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// idPrefix and idDigits shape the ids the simulator assigns: "ev-" and the log sequence number
-// zero-padded to 16 digits, so that ids of one user sort as strings in log order.
+// idPrefix and idDigits shape the ids the simulator assigns: "ev-", the run tag and "-" when
+// Options.IDTag is set, then the log sequence number zero-padded to 16 digits, so that ids of one user
+// sort as strings in log order.
 const (
 	idPrefix = "ev-"
 	idDigits = 16
 )
 
-// EventID returns the SSE id of the entry with sequence number seq (1-based) in a user's event log:
-// "ev-" followed by seq zero-padded to 16 digits, e.g. EventID(42) == "ev-0000000000000042".
-func EventID(seq int) string {
-	return string(appendID(make([]byte, 0, len(idPrefix)+idDigits), int64(seq)))
+// idForm is the part of a simulator's event ids before the sequence number: "ev-" or "ev-<tag>-".
+type idForm string
+
+// RunTag returns an IDTag that differs between runs started at least a second apart: the time in
+// base 36.
+func RunTag() string { return strconv.FormatInt(time.Now().Unix(), 36) }
+
+func newIDForm(tag string) idForm {
+	if tag == "" {
+		return idPrefix
+	}
+	return idForm(idPrefix + tag + "-")
 }
 
-// appendID appends EventID(seq) to dst without allocating.
-func appendID(dst []byte, seq int64) []byte {
-	dst = append(dst, idPrefix...)
+// EventID returns the SSE id of the entry with sequence number seq (1-based) in a user's event log of a
+// simulator without an IDTag: "ev-" followed by seq zero-padded to 16 digits, e.g. EventID(42) ==
+// "ev-0000000000000042".
+func EventID(seq int) string { return newIDForm("").id(int64(seq)) }
+
+// id returns the id of the entry with sequence number seq.
+func (f idForm) id(seq int64) string {
+	return string(f.append(make([]byte, 0, len(f)+idDigits), seq))
+}
+
+// append appends the id of seq to dst without allocating.
+func (f idForm) append(dst []byte, seq int64) []byte {
+	dst = append(dst, f...)
 	var digits [20]byte
 	b := strconv.AppendInt(digits[:0], seq, 10)
 	for i := len(b); i < idDigits; i++ {
@@ -30,9 +50,9 @@ func appendID(dst []byte, seq int64) []byte {
 	return append(dst, b...)
 }
 
-// parseEventID returns the sequence number of an id made by EventID.
-func parseEventID(id string) (int64, bool) {
-	digits, ok := strings.CutPrefix(id, idPrefix)
+// parse returns the sequence number of an id of this form.
+func (f idForm) parse(id string) (int64, bool) {
+	digits, ok := strings.CutPrefix(id, string(f))
 	if !ok || digits == "" || digits[0] == '+' || digits[0] == '-' {
 		return 0, false
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestAppendEventFormat(t *testing.T) {
 }
 
 func TestGeneratedMessageMatchesWriter(t *testing.T) {
-	g := newGenerator("demo", 700, seedLocations())
+	g := newGenerator("demo", 700, seedLocations(), idPrefix)
 	ts := time.Date(2025, 3, 14, 10, 0, 0, 123_000_000, time.UTC)
 	for k := int64(0); k < 200; k++ {
 		seq := k*3 + 1
@@ -90,26 +91,48 @@ func TestEventID(t *testing.T) {
 		if id <= prev {
 			t.Errorf("%q does not sort after %q", id, prev)
 		}
-		if n, ok := parseEventID(id); !ok || n != int64(seq) {
-			t.Errorf("parseEventID(%q) = %d, %v", id, n, ok)
+		if n, ok := idForm(idPrefix).parse(id); !ok || n != int64(seq) {
+			t.Errorf("parse(%q) = %d, %v", id, n, ok)
 		}
 		prev = id
 	}
 	for _, bad := range []string{"", "ev-", "ev-x", "ev--1", "ev-+1", "ev-0", "x-1"} {
-		if _, ok := parseEventID(bad); ok {
-			t.Errorf("parseEventID(%q) accepted", bad)
+		if _, ok := idForm(idPrefix).parse(bad); ok {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+	tagged := newIDForm("r1")
+	if got := tagged.id(42); got != "ev-r1-0000000000000042" {
+		t.Errorf("tagged id(42) = %q", got)
+	}
+	if n, ok := tagged.parse("ev-r1-0000000000000042"); !ok || n != 42 {
+		t.Errorf("tagged parse = %d, %v", n, ok)
+	}
+	for _, other := range []string{EventID(42), "ev-r2-0000000000000042"} {
+		if _, ok := tagged.parse(other); ok {
+			t.Errorf("an id of another run, %q, parsed as this run's", other)
 		}
 	}
 }
 
-func TestCheckDigits(t *testing.T) {
-	if d := checkDigit("CSQU305438"); d != 3 {
-		t.Errorf("check digit of CSQU305438 = %d, want 3", d)
+// TestIDTagSeparatesRuns: with an IDTag, a simulator's events carry it in their ids (SSE id and data), a
+// Last-Event-ID of another run is unknown (the stream replays from the start), and one of its own run
+// resumes after it.
+func TestIDTagSeparatesRuns(t *testing.T) {
+	e := newEnv(t, Options{IDTag: "run2", EventRate: -1, EventLimit: 3})
+	tok := e.login("demo")
+	rd := newSSEReader(t, e.openStream(tok, ""))
+	for seq := 1; seq <= 3; seq++ {
+		ev := rd.next()
+		want := fmt.Sprintf("ev-run2-%016d", seq)
+		if ev.Id() != want || !strings.Contains(ev.Data(), `"id":"`+want+`"`) {
+			t.Fatalf("event %d: id %q, data %s; want %s", seq, ev.Id(), ev.Data(), want)
+		}
 	}
-	if n := bicNumber("MSKU", 907032); n != "MSKU9070323" {
-		t.Errorf("bicNumber = %s", n)
+	if ev := newSSEReader(t, e.openStream(tok, EventID(2))).next(); ev.Id() != "ev-run2-0000000000000001" {
+		t.Errorf("after another run's id: first event %q, want a replay from the start", ev.Id())
 	}
-	if n := imoNumber(907472); n != "9074729" {
-		t.Errorf("imoNumber = %s", n)
+	if ev := newSSEReader(t, e.openStream(tok, "ev-run2-0000000000000002")).next(); ev.Id() != "ev-run2-0000000000000003" {
+		t.Errorf("after this run's id 2: first event %q, want 3", ev.Id())
 	}
 }

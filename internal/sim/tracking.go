@@ -198,7 +198,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 		return
 	}
 	u.log.catchUp(now)
-	id := EventID(int(u.log.next))
+	id := u.log.form.id(u.log.next)
 	ev["id"] = id
 	u.log.appendExplicit(&explicitEvent{id: id, name: typ, data: marshalCompact(ev), ref: ref})
 	if key != "" {
@@ -435,7 +435,7 @@ func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
 	if !ok || e.ex != nil {
 		return "", nil
 	}
-	return EventID(seq), s.generator(u).appendData(nil, e.seq, e.k, e.ts)
+	return u.log.form.id(int64(seq)), s.generator(u).appendData(nil, e.seq, e.k, e.ts)
 }
 
 // TrackedOrders returns user's tracked order positions (8 orders of 2 positions): the orders that

@@ -48,7 +48,8 @@ func parseOversize(name string) (size int, manyLines, ok bool) {
 //     dropped up to the message's end, and the message is closed with an `event:` line naming the
 //     oversizeMarker and the message's full size, so the reader can dead-letter it. The decoder never
 //     buffers more than max bytes plus one read.
-//   - A message of more than maxLines lines other than comments is cut the same way, before its first
+//   - Comment lines are dropped before anything else (see strip): they count toward no bound.
+//   - A message of more than maxLines lines is cut the same way, before its first
 //     line past the bound, and its marker ends in manyLinesSuffix: the decoder's work on one message
 //     grows with its size times its lines (see event.MaxLines).
 //   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
@@ -64,7 +65,7 @@ type guard struct {
 	timer     *time.Timer
 	idled     atomic.Bool
 	size      int  // bytes of the current message so far
-	lines     int  // lines of the current message so far, comments aside
+	lines     int  // lines of the current message so far
 	manyLines bool // the message being dropped was cut for its lines
 	bol       bool // at the beginning of a line
 	lastCR    bool // the previous byte was CR (a following LF belongs to it)
@@ -72,10 +73,17 @@ type guard struct {
 	carry     []byte
 	pend      []byte
 	err       error // sticky error from the body, returned once carry and pend are drained
+
+	// Comment stripping, over the raw input (see strip).
+	rawBOL    bool // the raw input is at the beginning of a line
+	comment   bool // dropping a comment line
+	commentCR bool // a dropped comment line ended with CR: a following LF belongs to it
+	afterCR   bool // the last byte handed on is a CR and comments were dropped after it
+	keptCR    bool // the last byte handed on is a CR
 }
 
 func newGuard(src io.ReadCloser, maxBytes int, idle time.Duration) *guard {
-	g := &guard{src: src, max: maxBytes, maxLines: event.MaxLines, idle: idle, bol: true}
+	g := &guard{src: src, max: maxBytes, maxLines: event.MaxLines, idle: idle, bol: true, rawBOL: true}
 	if idle > 0 {
 		g.timer = time.AfterFunc(idle, func() {
 			g.idled.Store(true)
@@ -111,6 +119,7 @@ func (g *guard) Read(p []byte) (int, error) {
 			return 0, g.err
 		default:
 			n, g.err = g.read(p)
+			n = g.strip(p[:n])
 			if n == 0 {
 				if g.err == nil {
 					continue
@@ -137,6 +146,67 @@ func (g *guard) read(p []byte) (int, error) {
 		err = ErrIdle
 	}
 	return n, err
+}
+
+// strip removes comment lines (those beginning with ':'), line ends included, from freshly read input b in
+// place and returns the length of what remains. The SSE decoder ignores comments, so dropping them changes
+// no event; dropping them here means a comment never counts toward a message's bounds, never turns a
+// message into a dead letter, and is never buffered whatever its length. Heartbeats are counted before
+// the guard, on the raw reads.
+func (g *guard) strip(b []byte) int {
+	w := 0
+	for i := 0; i < len(b); {
+		if g.commentCR {
+			g.commentCR = false
+			if b[i] == '\n' {
+				i++
+				continue
+			}
+		}
+		if !g.comment && g.rawBOL && b[i] == ':' {
+			g.comment, g.afterCR = true, g.afterCR || g.keptCR
+		}
+		end := lineEnd(b[i:])
+		if g.comment {
+			if end < 0 {
+				return w // the comment goes on in the next read
+			}
+			g.comment, g.rawBOL, g.commentCR = false, true, b[i+end] == '\r'
+			i += end + 1
+			continue
+		}
+		n := len(b) - i
+		if end >= 0 {
+			n = end + 1
+		}
+		if g.afterCR && b[i] == '\n' {
+			// After a CR that ended a line, an LF would read as the second half of a CRLF, although the
+			// comments between them made it a line end of its own (a blank line, which ends a message).
+			b[i] = '\r'
+		}
+		if w != i {
+			copy(b[w:], b[i:i+n])
+		}
+		w += n
+		i += n
+		g.rawBOL, g.afterCR, g.keptCR = end >= 0, false, b[w-1] == '\r'
+	}
+	return w
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	j := bytes.IndexByte(b, '\n')
+	if j < 0 {
+		j = len(b)
+	}
+	if k := bytes.IndexByte(b[:j], '\r'); k >= 0 {
+		return k
+	}
+	if j == len(b) {
+		return -1
+	}
+	return j
 }
 
 // filter tracks message boundaries over b (in place) and returns how many bytes of b to hand on. Bytes it
@@ -199,7 +269,7 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 			j = k
 		}
 		if j > 0 { // j ordinary bytes
-			if g.bol && !skip && b[i] != ':' {
+			if g.bol && !skip {
 				if g.lines == g.maxLines { // a line past the bound begins: cut before it
 					g.manyLines = true
 					return i, false

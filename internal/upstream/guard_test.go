@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -74,6 +76,18 @@ func TestGuardBoundsMessages(t *testing.T) {
 			[]got{{oversize: 8*(event.MaxLines+1) + 1, manyLines: true}, {data: "c"}}},
 		{"comments do not count as lines", lines(": hb", 2*event.MaxLines, "\n") + "id: 4\ndata: y\n\n", 1 << 20,
 			[]got{{id: "4", data: "y"}}},
+		{"comments inside a message do not count as lines", "id: 4\n" + lines(": hb", 2*event.MaxLines, "\n") + "data: y\n\n", 1 << 20,
+			[]got{{id: "4", data: "y"}}},
+		{"comments do not count toward the size", ": " + strings.Repeat("c", 700) + "\nid: real-1\ndata: " + strings.Repeat("d", 500) + "\n\n", 600,
+			[]got{{id: "real-1", data: strings.Repeat("d", 500)}}},
+		{"large comment-only blocks are no events", lines(": "+strings.Repeat("c", 300)+"\n", 5, "\n") + "id: 6\ndata: z\n\n", 100,
+			[]got{{id: "6", data: "z"}}},
+		{"a blank line after a comment after a CR ends the message", "data: a\r: c\n\ndata: b\r\r", 100,
+			[]got{{data: "a"}, {data: "b"}}},
+		{"a comment between CR and LF of nothing", "data: a\r: c\r\n\ndata: b\n\n", 100,
+			[]got{{data: "a"}, {data: "b"}}},
+		{"a comment between CRLF lines", "data: a\r\n: c\r\ndata: b\r\n\r\n", 100,
+			[]got{{data: "a\nb"}}},
 		{"the size bound within the line bound", lines("data: xxxxxxxxx", 20, "\n") + "\nid: 5\ndata: c\n\n", 100,
 			[]got{{oversize: 16*20 + 1}, {id: "5", data: "c"}}},
 	}
@@ -92,6 +106,38 @@ func TestGuardBoundsMessages(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestGuardHugeComment: a 50 MB comment line is skipped in bounded memory, and the event after it
+// arrives whole.
+func TestGuardHugeComment(t *testing.T) {
+	const size = 50 << 20
+	body := io.MultiReader(strings.NewReader(": "), io.LimitReader(repeatByte('c'), size),
+		strings.NewReader("\nid: after\ndata: x\n\n"))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	dec := eventsource.NewDecoder(newGuard(io.NopCloser(body), 1<<20, 0))
+	e, err := dec.Decode()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Id() != "after" || e.Data() != "x" || e.Event() != "" {
+		t.Fatalf("event %q %q %q, want the one after the comment", e.Id(), e.Event(), e.Data())
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/8 {
+		t.Fatalf("allocated %d bytes to skip a comment of %d", alloc, size)
+	}
+}
+
+// repeatByte is an endless reader of one byte.
+type repeatByte byte
+
+func (r repeatByte) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
 }
 
 // lines returns n copies of line, each followed by end.
@@ -116,13 +162,14 @@ func TestGuardIdle(t *testing.T) {
 	}
 }
 
-// FuzzGuard: the guard is the identity on input whose messages fit the bounds, never hands the decoder a
-// line longer than the size bound or a message of more lines than the line bound, and never fails on any
-// input.
+// FuzzGuard: on input whose messages fit the bounds the guard changes no event, it never hands the decoder
+// a comment, a line longer than the size bound or a message of more lines than the line bound, and it
+// never fails on any input.
 func FuzzGuard(f *testing.F) {
 	f.Add([]byte("id: 1\ndata: {}\n\n"), 8)
 	f.Add([]byte("id: 1\r\ndata: aaaaaaaaaaaaaaaaaaa\r\n\r\n: c\r\rdata: b\n\n"), 5)
 	f.Add([]byte("data: x\r\n\r\ndata: \r\n"), 3)
+	f.Add([]byte("data: a\r: c\n\ndata: b\r: d\r\n\n"), 64)
 	f.Fuzz(func(t *testing.T, in []byte, maxBytes int) {
 		if maxBytes <= 0 || maxBytes > 1<<16 {
 			maxBytes = 16
@@ -133,13 +180,18 @@ func FuzzGuard(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if longestMessage(in) <= maxBytes && mostLines(in) <= g.maxLines && !bytes.Equal(out, in) {
-			t.Fatalf("changed input that fits the bound:\n in %q\nout %q", in, out)
+		if longestMessage(in) <= maxBytes && mostLines(in) <= g.maxLines {
+			if want, got := decodeRaw(in), decodeRaw(out); !slices.Equal(got, want) {
+				t.Fatalf("changed events of input that fits the bound:\n in %q\nout %q\nwant %+v\n got %+v", in, out, want, got)
+			}
 		}
 		if n := mostLines(out); n > g.maxLines+1 { // +1: the marker's own event: line
 			t.Fatalf("message of %d lines passed a bound of %d:\n in %q\nout %q", n, g.maxLines, in, out)
 		}
 		for _, line := range bytes.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if line[0] == ':' {
+				t.Fatalf("comment line %q passed:\n in %q\nout %q", line, in, out)
+			}
 			if len(line) > maxBytes+1 && !bytes.Contains(line, []byte(oversizeMarker)) { // +1: the NUL ending a cut line
 				t.Fatalf("line of %d bytes passed a bound of %d", len(line), maxBytes)
 			}
@@ -147,15 +199,41 @@ func FuzzGuard(f *testing.F) {
 	})
 }
 
+// decodeRaw returns the events eventsource's decoder reads from in, without a guard, as id/name/data
+// triples.
+func decodeRaw(in []byte) []got {
+	dec := eventsource.NewDecoder(bytes.NewReader(in))
+	var out []got
+	for {
+		e, err := dec.Decode()
+		if err != nil {
+			return out
+		}
+		out = append(out, got{id: e.Id(), name: e.Event(), data: e.Data()})
+	}
+}
+
 // longestMessage returns the size of the longest message in an SSE byte stream, counted as the guard
-// counts it (bytes between blank lines, each line end as one byte).
+// counts it (bytes between blank lines, comments aside, each line end as one byte).
 func longestMessage(in []byte) int {
-	norm := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(in))
 	longest := 0
-	for _, msg := range strings.Split(norm, "\n\n") {
+	for _, msg := range strings.Split(withoutComments(in), "\n\n") {
 		longest = max(longest, len(msg)+1)
 	}
 	return longest
+}
+
+// withoutComments returns an SSE byte stream with its line ends as LF and its comment lines removed.
+func withoutComments(in []byte) string {
+	norm := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(in))
+	lines := strings.SplitAfter(norm, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(l, ":") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "")
 }
 
 // mostLines returns the largest number of lines other than comments in one message of an SSE byte stream.

@@ -46,6 +46,10 @@ type StreamConfig struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// UnavailableRetry is the retry pace after 403 or 404: the function is not available to the account.
 	UnavailableRetry time.Duration
+	// MaxRetryHint bounds the reconnection time an SSE retry: hint may set. The hint holds every later
+	// reconnect, as the SSE model keeps it per event source, so a stray one must not stall a daemon for
+	// hours.
+	MaxRetryHint time.Duration
 	// Logger receives the stream's logs; nil discards them.
 	Logger *slog.Logger
 	// Observer, when set, is told of connection changes (for metrics).
@@ -117,6 +121,9 @@ type Stream struct {
 	lastErr error
 }
 
+// DefaultMaxRetryHint is StreamConfig.MaxRetryHint when unset.
+const DefaultMaxRetryHint = 2 * time.Minute
+
 // NewStream returns a Stream; Run starts it.
 func NewStream(cfg StreamConfig) *Stream {
 	if cfg.Logger == nil {
@@ -130,6 +137,9 @@ func NewStream(cfg StreamConfig) *Stream {
 	}
 	if cfg.UnavailableRetry <= 0 {
 		cfg.UnavailableRetry = 5 * time.Minute
+	}
+	if cfg.MaxRetryHint <= 0 {
+		cfg.MaxRetryHint = DefaultMaxRetryHint
 	}
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = 1 << 20
@@ -326,7 +336,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		}
 		c.messages++
 		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
-			c.retry = time.Duration(min(r.Retry(), maxServerDelay.Milliseconds())) * time.Millisecond
+			c.retry = s.retryHint(r.Retry(), c.retry)
 		}
 		ev := event.Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
 		if l, ok := e.(eventsource.EventWithLastID); ok {
@@ -359,6 +369,19 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			return c
 		}
 	}
+}
+
+// retryHint returns the reconnection time a retry: hint of ms milliseconds sets, at most MaxRetryHint. A
+// cut is logged when the hint differs from the previous one (prev), not at every message that repeats it.
+func (s *Stream) retryHint(ms int64, prev time.Duration) time.Duration {
+	if ms <= s.cfg.MaxRetryHint.Milliseconds() {
+		return time.Duration(ms) * time.Millisecond
+	}
+	if prev != s.cfg.MaxRetryHint {
+		s.log.Warn("stream's retry: hint cut to BRIDGE_STREAM_RETRY_HINT_MAX", "hint_ms", ms,
+			"max", s.cfg.MaxRetryHint.String())
+	}
+	return s.cfg.MaxRetryHint
 }
 
 // heartbeatBody tells the observer of every read that brought bytes, keep-alive comments included (the

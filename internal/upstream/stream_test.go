@@ -180,6 +180,20 @@ func TestStreamHonoursRetryAfterAndRetryHint(t *testing.T) {
 	}
 }
 
+// Comments never count toward an event's size: a long comment before a large event (each alone within
+// the bound, together over it) leaves the event whole, and comment-only blocks are no events.
+func TestStreamCommentsDoNotCount(t *testing.T) {
+	comment := ": " + strings.Repeat("c", 700) + "\n"
+	data := `{"d":"` + strings.Repeat("d", 500) + `"}`
+	sc, sink, stop := runScripted(t, sse(comment+comment+"\n"+comment+"id: real-1\ndata: "+data+"\n\n"))
+	waitAttempts(t, sc, 2)
+	stop()
+	evs := sink.snapshot()
+	if len(evs) != 1 || evs[0].ID != "real-1" || string(evs[0].Data) != data || evs[0].Oversize != 0 {
+		t.Fatalf("events %+v, want real-1 whole", evs)
+	}
+}
+
 // A 401 invalidates the token: the next attempt carries a new one. A 503 keeps the token.
 func TestStreamRetriesAfter401And5xx(t *testing.T) {
 	var auth []string
@@ -231,10 +245,11 @@ func TestStreamUnsendableResumeID(t *testing.T) {
 	}
 }
 
-// A retry: hint is honoured up to maxServerDelay, like Retry-After: a larger one (285 years; the second
+// A retry: hint is honoured up to MaxRetryHint (a hint holds every later reconnect, so a stray one could
+// stall the stream for hours), and the cut is logged once; hints that overflow a Duration (285 years; the second
 // overflows when turned into nanoseconds) would stop the stream for good after the next disconnect.
 func TestStreamBoundsRetryHint(t *testing.T) {
-	for _, hint := range []string{"9000000000000", "27000000000000"} {
+	for _, hint := range []string{"3600000", "9000000000000", "27000000000000"} {
 		t.Run(hint, func(t *testing.T) {
 			sc := &scripted{script: []http.HandlerFunc{sse("retry: " + hint + "\n\nid: a\ndata: {}\n\n")}}
 			srv := httptest.NewServer(sc)
@@ -242,6 +257,7 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			logs := &testutil.Logs{}
 			cfg := scriptedConfig(srv.URL)
 			cfg.Logger = slog.New(logs)
+			cfg.MaxRetryHint = 1500 * time.Millisecond
 			st := NewStream(cfg)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -261,8 +277,11 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
-			if got, want := retryIn(), maxServerDelay.String(); got != want {
+			if got, want := retryIn(), cfg.MaxRetryHint.String(); got != want {
 				t.Errorf("reconnecting in %q after retry: %s, want %q", got, hint, want)
+			}
+			if n := logs.Count(slog.LevelWarn, "stream's retry: hint cut to BRIDGE_STREAM_RETRY_HINT_MAX"); n != 1 {
+				t.Errorf("the cut hint was logged %d times, want once", n)
 			}
 		})
 	}
