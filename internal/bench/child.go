@@ -62,7 +62,7 @@ func Start(name string, cmd *exec.Cmd) (*Child, error) {
 
 // TrackPeakRSS reads the child's VmHWM every interval until it exits, for Usage.PeakRSS. VmHWM only grows,
 // so the interval bounds what is missed at the end of the child's life only. Each read costs the caller
-// some 0.1–0.2 ms of CPU (the kernel builds all of /proc/<pid>/status).
+// some CPU: the kernel builds all of /proc/<pid>/status (figures: docs/performance.md).
 func (c *Child) TrackPeakRSS(interval time.Duration) { go c.sample(interval) }
 
 func (c *Child) sample(interval time.Duration) {
