@@ -38,6 +38,7 @@ const (
 	hEventType
 	hContentType
 	hSpecVersion
+	hDataContentType
 	hCEID
 	hSource
 	hCEType
@@ -49,15 +50,20 @@ const (
 
 var headerNames = [numHeaders]string{
 	hMsgID: HeaderMsgID, hEventID: HeaderEventID, hEventType: HeaderEventType,
-	hContentType: "Content-Type", hSpecVersion: "ce-specversion", hCEID: "ce-id", hSource: "ce-source",
+	hContentType: "Content-Type", hSpecVersion: "ce-specversion", hDataContentType: "ce-datacontenttype",
+	hCEID: "ce-id", hSource: "ce-source",
 	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
 }
 
+// newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
+// follow the binary content mode of the NATS protocol binding: ce-datacontenttype as well as
+// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue).
 func newHeaderSet(source string) *headerSet {
 	s := &headerSet{h: make(nats.Header, numHeaders)}
 	s.set(hContentType, "application/json", true)
 	s.set(hSpecVersion, "1.0", true)
-	s.set(hSource, source, true)
+	s.set(hDataContentType, "application/json", true)
+	s.set(hSource, ceValue(source), true)
 	return s
 }
 
@@ -78,8 +84,8 @@ func (s *headerSet) set(i int, v string, on bool) {
 func (s *headerSet) fill(e *pending) {
 	s.set(hMsgID, e.id, true)
 	s.set(hEventID, e.id, true)
-	s.set(hCEID, e.id, true)
-	s.set(hCEType, e.subject, true)
+	s.set(hCEID, ceValue(e.id), true)
+	s.set(hCEType, ceValue(e.subject), true)
 	s.set(hEventType, e.typ, e.hasType)
 	s.set(hTime, e.time, e.time != "")
 	s.set(hResumeAfter, e.after, e.after != "")
@@ -139,3 +145,30 @@ func ParseHeaderID(v string) (id string, ok bool) {
 	}
 	return v, true
 }
+
+// ceValue returns a CloudEvents attribute value as the NATS protocol binding carries it in a header: space,
+// '"', '%' and every byte outside printable ASCII percent-encoded (the UTF-8 bytes of a character each
+// as %XX). A value that needs no encoding, every id and subject in practice, is returned as it is.
+func ceValue(v string) string {
+	i := 0
+	for i < len(v) && ceSafe(v[i]) {
+		i++
+	}
+	if i == len(v) {
+		return v
+	}
+	const hexDigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len(v)+16)
+	b = append(b, v[:i]...)
+	for ; i < len(v); i++ {
+		if c := v[i]; ceSafe(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
+	return string(b)
+}
+
+// ceSafe reports whether c travels in a CloudEvents header value as it is.
+func ceSafe(c byte) bool { return c > ' ' && c < 0x7f && c != '"' && c != '%' }

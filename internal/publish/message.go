@@ -88,10 +88,13 @@ func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 	if ev.ResumeID != id {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
 	}
-	// An upper bound of the header block's size: the fixed names and values take under 256 bytes.
-	hsize := 256 + 3*len(e.id) + len(e.typ) + 2*len(e.subject) + len(p.cfg.Source) + len(e.time) +
+	// An upper bound of the header block's size: the fixed names and values take under 320 bytes; ce-id
+	// and ce-type may be percent-encoded (at most three times as long).
+	hsize := 320 + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
-	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max {
+	// Only an event near the bound is measured exactly.
+	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
+		int64(deadletter.MsgSize(p.message(e))) > max {
 		p.tooLarge(e, max, max == p.eventsMax && max != p.nc.MaxPayload())
 	}
 }
