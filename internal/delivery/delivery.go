@@ -55,9 +55,9 @@ type Outcome struct {
 func (o Outcome) Reason() string {
 	switch {
 	case len(o.Messages) > 0:
-		return oneLine(o.Messages)
+		return JoinMessages(o.Messages)
 	case o.Err != nil:
-		return oneLine([]string{o.Err.Error()})
+		return JoinMessages([]string{o.Err.Error()})
 	case o.Status != 0:
 		return fmt.Sprintf("HTTP %d %s", o.Status, http.StatusText(o.Status))
 	default:
@@ -65,9 +65,9 @@ func (o Outcome) Reason() string {
 	}
 }
 
-// oneLine joins messages for a log line or header, bounded in length and without control characters.
-// It matches how internal/upstream shows the upstream's messages elsewhere.
-func oneLine(m []string) string {
+// JoinMessages joins an ApiResponseMessage's messages (spec 2.19) for a log line or a header: "; "
+// between them, at most about 1 KiB, control characters as spaces.
+func JoinMessages(m []string) string {
 	const maxLen = 1024
 	s := strings.Join(m, "; ")
 	if len(s) > maxLen {

@@ -81,21 +81,6 @@ func readStatusError(resp *http.Response) *StatusError {
 	return st
 }
 
-// joinMessages joins an ApiResponseMessage's messages for a log line or header, bounded in length.
-func joinMessages(m []string) string {
-	const maxLen = 1024
-	s := strings.Join(m, "; ")
-	if len(s) > maxLen {
-		s = s[:maxLen] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-}
-
 // maxServerDelay bounds the delays the upstream asks for (Retry-After, the stream's retry: hint): a
 // larger value, or one that overflows, would stop the bridge for good.
 const maxServerDelay = 24 * time.Hour

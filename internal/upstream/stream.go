@@ -15,6 +15,7 @@ import (
 
 	"github.com/launchdarkly/eventsource"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
@@ -94,7 +95,7 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
 	if len(e.Messages) > 0 {
-		s += ": " + joinMessages(e.Messages)
+		s += ": " + delivery.JoinMessages(e.Messages)
 	}
 	return s
 }
