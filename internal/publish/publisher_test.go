@@ -64,25 +64,7 @@ func (e *testEnv) publisher(window int, obs Observer) *Publisher {
 // messages returns every message stored in a stream, in order.
 func (e *testEnv) messages(stream string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			e.t.Fatalf("seq %d: %v", seq, err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return testutil.StreamContents(e.t, e.js, stream)
 }
 
 func ev(id, typ string) event.Event {
