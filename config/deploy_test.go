@@ -82,14 +82,21 @@ func deployLoad(env map[string]string) (*config.Config, error) {
 	return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 }
 
-// Example values of the required variables in the env example.
+// Example values of the env example's active lines: the required variables and the NATS URL. As it is,
+// the file is a configuration that passes validation, so no active line names a file.
 var deployExampleValues = map[string]string{
-	"BRIDGE_UPSTREAM_URL":       "https://api.example.com/v1.0",
-	"BRIDGE_TOKEN_URL":          "https://auth.example.com/realms/partners/protocol/openid-connect/token",
-	"BRIDGE_CLIENT_ID":          "the-api-client-id",
-	"BRIDGE_USERNAME":           "partner-account",
+	"BRIDGE_UPSTREAM_URL": "https://api.example.com/v1.0",
+	"BRIDGE_TOKEN_URL":    "https://auth.example.com/realms/partners/protocol/openid-connect/token",
+	"BRIDGE_CLIENT_ID":    "the-api-client-id",
+	"BRIDGE_USERNAME":     "partner-account",
+	"BRIDGE_PASSWORD":     "replace-with-the-account-password",
+	"BRIDGE_NATS_URL":     "nats://nats:4222",
+}
+
+// Example values the env example shows commented out: alternatives to its active lines, which would
+// change the configuration (and need a file, or a second variable) when uncommented.
+var deployExampleAlternatives = map[string]string{
 	"BRIDGE_PASSWORD_FILE":      "/run/secrets/bridge-password",
-	"BRIDGE_NATS_URL":           "nats://nats:4222",
 	"BRIDGE_NATS_USER":          "tracking-bridge",
 	"BRIDGE_NATS_PASSWORD_FILE": "/run/secrets/nats-password",
 }
@@ -101,8 +108,9 @@ func deployEnvExample(vars []deployVar) string {
 #
 # Generated from the Config struct by: go test ./config -run TestEnvExample -update-env-example
 # ('bridge -h' prints the same list). Use it with 'docker run --env-file', compose's env_file, or a
-# Kubernetes ConfigMap. Uncomment what you change; a variable set to the empty string counts as unset.
-# A secret can instead be read from a file: set X_FILE to its path (never both X and X_FILE).
+# Kubernetes ConfigMap. As it is, it passes validation ('bridge check-config'): replace the example
+# values, and uncomment what you change; a variable set to the empty string counts as unset.
+# A secret can instead be read from a file: set X_FILE to its path and comment X out (never both).
 # Durations take a unit: 500ms, 30s, 5m, 1h.
 `)
 	line := func(name, value string, active bool) {
@@ -125,6 +133,8 @@ func deployEnvExample(vars []deployVar) string {
 		b.WriteString(": " + v.desc + "\n")
 		if ex, ok := deployExampleValues[v.name]; ok {
 			line(v.name, ex, true)
+		} else if ex, ok := deployExampleAlternatives[v.name]; ok {
+			line(v.name, ex, false)
 		} else if v.required && !v.secret {
 			line(v.name, "", true)
 		} else {
@@ -133,6 +143,9 @@ func deployEnvExample(vars []deployVar) string {
 		if v.secret {
 			fmt.Fprintf(&b, "# %s_FILE: file holding %s (its content less trailing CR/LF)\n", v.name, v.name)
 			ex, ok := deployExampleValues[v.name+"_FILE"]
+			if alt, isAlt := deployExampleAlternatives[v.name+"_FILE"]; isAlt {
+				ex = alt
+			}
 			line(v.name+"_FILE", ex, ok)
 		}
 	}
@@ -203,15 +216,11 @@ func TestEnvExample(t *testing.T) {
 		t.Errorf("config/bridge.env.example is out of date; run: go test ./config -run TestEnvExample -update-env-example")
 	}
 
-	// The active lines are a usable configuration once the secret files exist.
-	dir := t.TempDir()
-	for k, v := range active {
+	// The file as it is (docker run --env-file config/bridge.env.example) is a configuration that
+	// loads: its active lines alone, no file to create first.
+	for k := range active {
 		if strings.HasSuffix(k, "_FILE") {
-			p := filepath.Join(dir, filepath.Base(v))
-			if err := os.WriteFile(p, []byte("example-secret\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			active[k] = p
+			t.Errorf("env example: %s is active; the file it names does not exist where the example is used", k)
 		}
 	}
 	if _, err := deployLoad(active); err != nil {
@@ -219,7 +228,7 @@ func TestEnvExample(t *testing.T) {
 	}
 	// The commented defaults are the defaults: uncommenting any one of them changes nothing.
 	for k, v := range commented {
-		if v == "" {
+		if _, alt := deployExampleAlternatives[k]; v == "" || alt {
 			continue
 		}
 		env := map[string]string{k: v}
@@ -785,4 +794,33 @@ type deployRoundTripper struct{}
 
 func (deployRoundTripper) RoundTrip(*http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
+}
+
+// TestRefreshMarginRules: every place that describes BRIDGE_REFRESH_MARGIN gives both of its rules, at
+// least 30s (Validate) and at most half the token's lifetime (the token source cuts a longer margin): its
+// description (bridge -h and the env example), and the README's table.
+func TestRefreshMarginRules(t *testing.T) {
+	const key = "BRIDGE_REFRESH_MARGIN"
+	_, rows, _ := usageRows(t)
+	places := map[string]string{"bridge -h": rows[key]}
+	for line := range strings.Lines(deployRead(t, "config/bridge.env.example")) {
+		if strings.HasPrefix(line, "# "+key+":") {
+			places["config/bridge.env.example"] = line
+		}
+	}
+	for line := range strings.Lines(deployRead(t, "README.md")) {
+		if strings.HasPrefix(line, "| `"+key+"`") {
+			places["README.md"] = line
+		}
+	}
+	if len(places) != 3 {
+		t.Fatalf("found %d of the 3 places that describe %s: %q", len(places), key, places)
+	}
+	min := regexp.MustCompile("at least `?" + regexp.QuoteMeta(config.MinRefreshMargin.String()) + "`?")
+	for place, text := range places {
+		if !min.MatchString(text) || !strings.Contains(text, "at most half the token's lifetime") {
+			t.Errorf("%s describes %s without both rules (at least %v, at most half the token's lifetime): %s",
+				place, key, config.MinRefreshMargin, text)
+		}
+	}
 }
