@@ -23,11 +23,15 @@ type natsState struct {
 	lastErr    atomic.Pointer[string]
 	// servers are the configured server URLs, without user information, for logs and /readyz.
 	servers string
-	// logged is the connection failure last logged, so that a failure repeating on every attempt is
-	// logged once; "" after a connection succeeded. Only the handlers touch it, and nats.go runs them
-	// one at a time.
-	logged string
+	// logged holds the connection failures logged since the connection was last up, so that a failure
+	// repeating on every attempt (on each of several servers in turn) is logged once. Only the handlers
+	// touch it, and nats.go runs them one at a time.
+	logged map[string]bool
 }
+
+// maxLoggedFailures bounds logged: past it, failures are no longer logged until a connection succeeds
+// (they stay in /readyz's reason).
+const maxLoggedFailures = 32
 
 const unknownStatus = -1
 
@@ -100,10 +104,13 @@ func (s *natsState) failed(err error) bool {
 	}
 	msg := err.Error()
 	s.lastErr.Store(&msg)
-	if msg == s.logged {
+	if s.logged[msg] || len(s.logged) >= maxLoggedFailures {
 		return false
 	}
-	s.logged = msg
+	if s.logged == nil {
+		s.logged = map[string]bool{}
+	}
+	s.logged[msg] = true
 	return true
 }
 
@@ -149,12 +156,12 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			state.reconnects.Add(1)
 			state.set(nats.CONNECTED, nil)
-			state.logged = ""
+			state.logged = nil
 			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			state.set(nats.CONNECTED, nil)
-			state.logged = ""
+			state.logged = nil
 			log.Info("NATS connected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
