@@ -80,7 +80,7 @@ type Config struct {
 
 	// Upstream HTTP and login.
 	LoginRetry     time.Duration `envconfig:"LOGIN_RETRY" default:"1m" desc:"minimum interval between password logins after the credentials were rejected (at least 1m)"`
-	RefreshMargin  time.Duration `envconfig:"REFRESH_MARGIN" default:"30s" desc:"refresh the access token this long before it expires (at least 30s)"`
+	RefreshMargin  time.Duration `envconfig:"REFRESH_MARGIN" default:"30s" desc:"refresh the access token this long before it expires: at least 30s, and at most half the token's lifetime (a longer margin is cut to that)"`
 	HTTPTimeout    time.Duration `envconfig:"HTTP_TIMEOUT" default:"30s" desc:"timeout of one upstream request other than the event stream"`
 	UpstreamCAFile string        `envconfig:"UPSTREAM_CA_FILE" desc:"PEM file of CA certificates trusted for the upstream and token URLs; empty means the system roots"`
 

@@ -82,14 +82,21 @@ func deployLoad(env map[string]string) (*config.Config, error) {
 	return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 }
 
-// Example values of the required variables in the env example.
+// Example values of the env example's active lines: the required variables and the NATS URL. As it is,
+// the file is a configuration that passes validation, so no active line names a file.
 var deployExampleValues = map[string]string{
-	"BRIDGE_UPSTREAM_URL":       "https://api.example.com/v1.0",
-	"BRIDGE_TOKEN_URL":          "https://auth.example.com/realms/partners/protocol/openid-connect/token",
-	"BRIDGE_CLIENT_ID":          "the-api-client-id",
-	"BRIDGE_USERNAME":           "partner-account",
+	"BRIDGE_UPSTREAM_URL": "https://api.example.com/v1.0",
+	"BRIDGE_TOKEN_URL":    "https://auth.example.com/realms/partners/protocol/openid-connect/token",
+	"BRIDGE_CLIENT_ID":    "the-api-client-id",
+	"BRIDGE_USERNAME":     "partner-account",
+	"BRIDGE_PASSWORD":     "replace-with-the-account-password",
+	"BRIDGE_NATS_URL":     "nats://nats:4222",
+}
+
+// Example values the env example shows commented out: alternatives to its active lines, which would
+// change the configuration (and need a file, or a second variable) when uncommented.
+var deployExampleAlternatives = map[string]string{
 	"BRIDGE_PASSWORD_FILE":      "/run/secrets/bridge-password",
-	"BRIDGE_NATS_URL":           "nats://nats:4222",
 	"BRIDGE_NATS_USER":          "tracking-bridge",
 	"BRIDGE_NATS_PASSWORD_FILE": "/run/secrets/nats-password",
 }
@@ -101,8 +108,9 @@ func deployEnvExample(vars []deployVar) string {
 #
 # Generated from the Config struct by: go test ./config -run TestEnvExample -update-env-example
 # ('bridge -h' prints the same list). Use it with 'docker run --env-file', compose's env_file, or a
-# Kubernetes ConfigMap. Uncomment what you change; a variable set to the empty string counts as unset.
-# A secret can instead be read from a file: set X_FILE to its path (never both X and X_FILE).
+# Kubernetes ConfigMap. As it is, it passes validation ('bridge check-config'): replace the example
+# values, and uncomment what you change; a variable set to the empty string counts as unset.
+# A secret can instead be read from a file: set X_FILE to its path and comment X out (never both).
 # Durations take a unit: 500ms, 30s, 5m, 1h.
 `)
 	line := func(name, value string, active bool) {
@@ -125,6 +133,8 @@ func deployEnvExample(vars []deployVar) string {
 		b.WriteString(": " + v.desc + "\n")
 		if ex, ok := deployExampleValues[v.name]; ok {
 			line(v.name, ex, true)
+		} else if ex, ok := deployExampleAlternatives[v.name]; ok {
+			line(v.name, ex, false)
 		} else if v.required && !v.secret {
 			line(v.name, "", true)
 		} else {
@@ -133,6 +143,9 @@ func deployEnvExample(vars []deployVar) string {
 		if v.secret {
 			fmt.Fprintf(&b, "# %s_FILE: file holding %s (its content less trailing CR/LF)\n", v.name, v.name)
 			ex, ok := deployExampleValues[v.name+"_FILE"]
+			if alt, isAlt := deployExampleAlternatives[v.name+"_FILE"]; isAlt {
+				ex = alt
+			}
 			line(v.name+"_FILE", ex, ok)
 		}
 	}
@@ -203,15 +216,11 @@ func TestEnvExample(t *testing.T) {
 		t.Errorf("config/bridge.env.example is out of date; run: go test ./config -run TestEnvExample -update-env-example")
 	}
 
-	// The active lines are a usable configuration once the secret files exist.
-	dir := t.TempDir()
-	for k, v := range active {
+	// The file as it is (docker run --env-file config/bridge.env.example) is a configuration that
+	// loads: its active lines alone, no file to create first.
+	for k := range active {
 		if strings.HasSuffix(k, "_FILE") {
-			p := filepath.Join(dir, filepath.Base(v))
-			if err := os.WriteFile(p, []byte("example-secret\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			active[k] = p
+			t.Errorf("env example: %s is active; the file it names does not exist where the example is used", k)
 		}
 	}
 	if _, err := deployLoad(active); err != nil {
@@ -219,7 +228,7 @@ func TestEnvExample(t *testing.T) {
 	}
 	// The commented defaults are the defaults: uncommenting any one of them changes nothing.
 	for k, v := range commented {
-		if v == "" {
+		if _, alt := deployExampleAlternatives[k]; v == "" || alt {
 			continue
 		}
 		env := map[string]string{k: v}
@@ -380,9 +389,12 @@ type deployStage struct {
 	args       []string
 	expose     []string
 	user       string
-	builds     []string          // RUN lines that run go build
-	copies     map[string]string // COPY --from=<stage> <src> <dst>: the stage's name by destination
+	builds     []string              // RUN lines that run go build
+	copies     map[string]deployCopy // COPY --from=<stage> <src> <dst>, by destination
 }
+
+// deployCopy is a COPY --from: the stage and the path it copies.
+type deployCopy struct{ from, src string }
 
 // deployDockerfile is what the tests read from the Dockerfile: its stages, in order (the last is the
 // default target).
@@ -412,20 +424,22 @@ func (d deployDockerfile) args() []string {
 	return out
 }
 
-// binary returns where stage s puts the binary it copies from another stage, the RUN line that built
-// it there, and the stage it was built in (following FROM chains).
-func (d deployDockerfile) binary(t *testing.T, s *deployStage) (dst, build string) {
+// binary returns where stage s puts the binary of the package pkg (./cmd/<name>) that it copies from
+// another stage, and the RUN line that built it there.
+func (d deployDockerfile) binary(t *testing.T, s *deployStage, pkg string) (dst, build string) {
 	t.Helper()
-	if len(s.copies) != 1 {
-		t.Fatalf("stage %q copies %d files from other stages, want one binary", s.name, len(s.copies))
-	}
-	for dst, from := range s.copies {
-		src := d.stage(from)
-		if src == nil || len(src.builds) != 1 {
-			t.Fatalf("stage %q copies %s from stage %q, which does not build one binary", s.name, dst, from)
+	for dst, c := range s.copies {
+		src := d.stage(c.from)
+		if src == nil {
+			t.Fatalf("stage %q copies %s from %q, which is not a stage", s.name, dst, c.from)
 		}
-		return dst, src.builds[0]
+		for _, b := range src.builds {
+			if strings.Contains(b, "-o "+c.src+" ") && strings.HasSuffix(b, " "+pkg) {
+				return dst, b
+			}
+		}
 	}
+	t.Fatalf("stage %q copies no binary built from %s", s.name, pkg)
 	return "", ""
 }
 
@@ -437,7 +451,7 @@ func deployParseDockerfile(t *testing.T) deployDockerfile {
 		line = strings.TrimSpace(line)
 		instr, rest, _ := strings.Cut(line, " ")
 		if instr == "FROM" {
-			cur = &deployStage{from: rest, copies: map[string]string{}}
+			cur = &deployStage{from: rest, copies: map[string]deployCopy{}}
 			f := strings.Fields(rest)
 			if len(f) >= 3 && strings.EqualFold(f[len(f)-2], "AS") {
 				cur.name = f[len(f)-1]
@@ -472,7 +486,10 @@ func deployParseDockerfile(t *testing.T) deployDockerfile {
 		case "COPY":
 			if from, ok := strings.CutPrefix(rest, "--from="); ok {
 				f := strings.Fields(from)
-				cur.copies[f[len(f)-1]] = f[0]
+				if len(f) != 3 {
+					t.Fatalf("COPY --from=%s: want one source and one destination", from)
+				}
+				cur.copies[f[2]] = deployCopy{from: f[0], src: f[1]}
 			}
 		}
 	}
@@ -482,23 +499,29 @@ func deployParseDockerfile(t *testing.T) deployDockerfile {
 	return d
 }
 
+// deployQualified reports whether image names its registry (docker.io/library/golang, not golang): an
+// engine whose default registry is not Docker Hub, or that has none (podman), finds it only then.
+func deployQualified(image string) bool {
+	host, _, ok := strings.Cut(image, "/")
+	return ok && (strings.Contains(host, ".") || strings.Contains(host, ":") || host == "localhost")
+}
+
 // TestDockerfile: a multi-stage build of static, trimmed binaries onto a pinned distroless non-root
-// image. The default target is the daemon, version-stamped, whose entrypoint is 'bridge run'; the sim
-// target is the simulator alone (cmd/sim), for the compose demo.
+// image, every base image fully qualified. The default (and only) image runs the daemon, version-stamped,
+// with 'bridge run' as entrypoint, and holds the simulator (cmd/sim) beside it for the compose demo.
 func TestDockerfile(t *testing.T) {
 	d := deployParseDockerfile(t)
 	for _, s := range d.stages {
-		if len(s.builds) > 0 || s.name == "source" {
-			if d.stage(s.from) == nil && !strings.HasSuffix(s.from, "golang:1.26") {
-				t.Errorf("build stage %q from %q: want golang:1.26 (or another build stage)", s.name, s.from)
+		from := strings.TrimSpace(strings.TrimPrefix(s.from, "--platform=$BUILDPLATFORM"))
+		if d.stage(from) == nil && !deployQualified(from) {
+			t.Errorf("stage %q from %q: name the registry (docker.io/library/..., gcr.io/...)", s.name, from)
+		}
+		if len(s.builds) > 0 {
+			if d.stage(from) == nil && from != "docker.io/library/golang:1.26" {
+				t.Errorf("build stage %q from %q: want docker.io/library/golang:1.26 (or another build stage)", s.name, from)
 			}
-		} else {
-			if s.from != "gcr.io/distroless/static-debian12:nonroot" {
-				t.Errorf("image stage %q from %q: want gcr.io/distroless/static-debian12:nonroot", s.name, s.from)
-			}
-			if s.user != "nonroot:nonroot" {
-				t.Errorf("image stage %q: USER %q, want nonroot:nonroot", s.name, s.user)
-			}
+		} else if s != d.final() && len(s.copies) > 0 {
+			t.Errorf("stage %q: an image stage other than the default one", s.name)
 		}
 		for _, b := range s.builds {
 			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w"} {
@@ -509,10 +532,16 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 
-	// The daemon: the default target.
+	// The image: the daemon, the entrypoint.
 	final := d.final()
-	copyTo, build := d.binary(t, final)
-	for _, want := range []string{"-X main.version=$VERSION", "-X main.commit=$COMMIT", "./cmd/bridge", "-o /out/bridge"} {
+	if final.from != "gcr.io/distroless/static-debian12:nonroot" {
+		t.Errorf("the image is from %q: want gcr.io/distroless/static-debian12:nonroot", final.from)
+	}
+	if final.user != "nonroot:nonroot" {
+		t.Errorf("the image's USER is %q, want nonroot:nonroot", final.user)
+	}
+	copyTo, build := d.binary(t, final, "./cmd/bridge")
+	for _, want := range []string{"-X main.version=$VERSION", "-X main.commit=$COMMIT"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("build command %q lacks %q", build, want)
 		}
@@ -537,17 +566,12 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("EXPOSE %q, want the default BRIDGE_HTTP_ADDR port %s", final.expose, port)
 	}
 
-	// The simulator's target.
-	simStage := d.stage("sim")
-	if simStage == nil {
-		t.Fatal("the Dockerfile has no sim stage")
+	// The simulator, in the same image (the compose demo runs it with its entrypoint set to it).
+	if simTo, _ := d.binary(t, final, "./cmd/sim"); simTo != "/sim" {
+		t.Errorf("the simulator is at %s in the image, want /sim", simTo)
 	}
-	simTo, simBuild := d.binary(t, simStage)
-	if !strings.Contains(simBuild, "./cmd/sim") {
-		t.Errorf("the sim stage's binary is built by %q, want ./cmd/sim", simBuild)
-	}
-	if !slices.Equal(simStage.entrypoint, []string{simTo}) {
-		t.Errorf("sim ENTRYPOINT %q, want [%q]", simStage.entrypoint, simTo)
+	if len(final.copies) != 2 {
+		t.Errorf("the image holds %d binaries, want the bridge and the simulator", len(final.copies))
 	}
 	if strings.Contains(deployRead(t, "Dockerfile"), "HEALTHCHECK") {
 		t.Error("the Dockerfile has a HEALTHCHECK; it is left to the orchestrator")
@@ -561,7 +585,7 @@ func TestDockerfileBuildCommand(t *testing.T) {
 		t.Skip("set TRACKING_BRIDGE_BUILD_TEST=1 to run the Dockerfile's build command (about a minute with a cold cache)")
 	}
 	d := deployParseDockerfile(t)
-	_, build := d.binary(t, d.final())
+	_, build := d.binary(t, d.final(), "./cmd/bridge")
 	out := filepath.Join(t.TempDir(), "bridge")
 	cmd := exec.Command("sh", "-c", strings.Replace(build, "/out/bridge", out, 1))
 	cmd.Dir = ".."
@@ -580,8 +604,8 @@ func TestDockerfileBuildCommand(t *testing.T) {
 }
 
 // TestCompose: docker-compose.yml runs NATS with this directory's server configuration, the bridge with
-// variables it knows and a configuration that loads, and the simulator in the demo profile, with the
-// names, ports and paths agreeing with each other and with the Dockerfile.
+// variables it knows and a configuration that loads, and the simulator in the demo profile from the
+// bridge's image, with the names, ports and paths agreeing with each other and with the Dockerfile.
 func TestCompose(t *testing.T) {
 	doc := deployYAML(t, deployRead(t, "docker-compose.yml"))
 	services := deployMap(t, doc["services"], "services")
@@ -678,20 +702,31 @@ func TestCompose(t *testing.T) {
 		t.Errorf("BRIDGE_NATS_URL port %s, the server listens on %d", natsURL.Port(), opts.Port)
 	}
 
-	// The simulator: demo profile only, the Dockerfile's sim target, listening where the demo defaults
-	// point.
+	// Every image pulled names its registry (the bridge's is built here).
+	for name, svc := range services {
+		img, _ := deployMap(t, svc, "services."+name)["image"].(string)
+		if img != "" && img != bridge["image"] && !deployQualified(deployResolve(t, img)) {
+			t.Errorf("service %s: image %q does not name its registry (docker.io/library/...)", name, img)
+		}
+	}
+
+	// The simulator: demo profile only, from the bridge's image (built once, for the bridge service,
+	// and never pulled), with the image's /sim as entrypoint, listening where the demo defaults point.
 	if p := deployStrings(t, sim["profiles"], "services.sim.profiles"); !slices.Equal(p, []string{"demo"}) {
 		t.Errorf("sim profiles %q, want [demo]", p)
 	}
-	simBuild := deployMap(t, sim["build"], "services.sim.build")
-	if simBuild["context"] != "." {
-		t.Error("the sim service is not built from this directory")
+	if _, ok := sim["build"]; ok {
+		t.Error("the sim service builds an image of its own; it runs the bridge's")
 	}
-	if simBuild["target"] != "sim" || d.stage("sim") == nil {
-		t.Errorf("the sim service builds target %v; want sim, a stage of the Dockerfile", simBuild["target"])
+	if sim["image"] == nil || sim["image"] != bridge["image"] {
+		t.Errorf("the sim service's image %v is not the bridge's %v", sim["image"], bridge["image"])
 	}
-	if _, ok := sim["entrypoint"]; ok {
-		t.Error("the sim service overrides the sim image's entrypoint")
+	if sim["pull_policy"] != "never" {
+		t.Errorf("sim pull_policy %v, want never: its image is built for the bridge service, in no registry", sim["pull_policy"])
+	}
+	simTo, _ := d.binary(t, d.final(), "./cmd/sim")
+	if ep := deployStrings(t, sim["entrypoint"], "services.sim.entrypoint"); !slices.Equal(ep, []string{simTo}) {
+		t.Errorf("sim entrypoint %q, want [%q]", ep, simTo)
 	}
 	args := deployStrings(t, sim["command"], "services.sim.command")
 	if len(args) != 2 || args[0] != "-addr" {
@@ -703,9 +738,6 @@ func TestCompose(t *testing.T) {
 		if pu.Hostname() != "sim" || pu.Port() != simPort {
 			t.Errorf("demo default %s does not point at the sim service on port %s", u, simPort)
 		}
-	}
-	if s := d.stage("sim"); s != nil && !slices.Contains(s.expose, simPort) {
-		t.Errorf("the sim stage EXPOSEs %q, not the port %s it listens on", s.expose, simPort)
 	}
 	if ports := deployStrings(t, sim["ports"], "services.sim.ports"); !slices.ContainsFunc(ports, func(p string) bool {
 		return strings.HasSuffix(p, ":"+simPort)
@@ -762,4 +794,33 @@ type deployRoundTripper struct{}
 
 func (deployRoundTripper) RoundTrip(*http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
+}
+
+// TestRefreshMarginRules: every place that describes BRIDGE_REFRESH_MARGIN gives both of its rules, at
+// least 30s (Validate) and at most half the token's lifetime (the token source cuts a longer margin): its
+// description (bridge -h and the env example), and the README's table.
+func TestRefreshMarginRules(t *testing.T) {
+	const key = "BRIDGE_REFRESH_MARGIN"
+	_, rows, _ := usageRows(t)
+	places := map[string]string{"bridge -h": rows[key]}
+	for line := range strings.Lines(deployRead(t, "config/bridge.env.example")) {
+		if strings.HasPrefix(line, "# "+key+":") {
+			places["config/bridge.env.example"] = line
+		}
+	}
+	for line := range strings.Lines(deployRead(t, "README.md")) {
+		if strings.HasPrefix(line, "| `"+key+"`") {
+			places["README.md"] = line
+		}
+	}
+	if len(places) != 3 {
+		t.Fatalf("found %d of the 3 places that describe %s: %q", len(places), key, places)
+	}
+	min := regexp.MustCompile("at least `?" + regexp.QuoteMeta(config.MinRefreshMargin.String()) + "`?")
+	for place, text := range places {
+		if !min.MatchString(text) || !strings.Contains(text, "at most half the token's lifetime") {
+			t.Errorf("%s describes %s without both rules (at least %v, at most half the token's lifetime): %s",
+				place, key, config.MinRefreshMargin, text)
+		}
+	}
 }

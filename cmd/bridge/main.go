@@ -1,8 +1,9 @@
 // Command bridge connects the Container Logistics Integration API's tracking stream and report operation
 // to NATS JetStream.
 //
-//	bridge run      the daemon, configured by BRIDGE_* environment variables (bridge -h lists them)
-//	bridge version  version, commit and Go version
+//	bridge run           the daemon, configured by BRIDGE_* environment variables (bridge -h lists them)
+//	bridge check-config  validate that configuration and exit, contacting nothing
+//	bridge version       version, commit and Go version
 //
 // This package is wiring only: it parses the configuration, builds the logger, runs the daemon
 // (internal/daemon) and maps the outcome to an exit code. It is the only place that handles signals or
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -26,11 +28,50 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
-// Set at build time with -ldflags "-X main.version=... -X main.commit=...".
+// Set at build time with -ldflags "-X main.version=... -X main.commit=...". Left as they are, the Go
+// build information fills them in where it can (see buildVersion).
 var (
 	version = "dev"
 	commit  = "unknown"
 )
+
+// buildVersion returns the version and commit to report: those set by -ldflags, else the module version
+// and VCS revision the Go toolchain recorded (go install module@version records the version, a build in
+// a git checkout the revision), else "dev" and "unknown".
+func buildVersion() (v, c string) {
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(version, commit, bi)
+}
+
+// versionFrom is buildVersion for the -ldflags values v and c and the build information bi (nil when
+// there is none).
+func versionFrom(v, c string, bi *debug.BuildInfo) (string, string) {
+	if bi == nil {
+		return v, c
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	if c == "unknown" {
+		var rev string
+		var modified bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			c = rev[:min(len(rev), 12)]
+			if modified {
+				c += "-dirty"
+			}
+		}
+	}
+	return v, c
+}
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "run" {
@@ -59,9 +100,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "run":
+		if isHelp(args) {
+			usage(stdout)
+			return 0
+		}
 		err = runDaemon(ctx, args, stderr)
+	case "check-config":
+		if isHelp(args) {
+			usage(stdout)
+			return 0
+		}
+		err = checkConfig(args, stdout)
 	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", version, commit, runtime.Version())
+		v, c := buildVersion()
+		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", v, c, runtime.Version())
 		return 0
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
@@ -93,12 +145,27 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
+// isHelp reports whether args ask for help: -h, -help or --help alone.
+func isHelp(args []string) bool {
+	if len(args) != 1 {
+		return false
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `tracking-bridge: the Container Logistics Integration API's tracking events on NATS JetStream.
 
 Usage:
-  bridge run       run the bridge (the default), configured from the environment below
-  bridge version   print version, commit and Go version
+  bridge run            run the bridge (the default), configured from the environment below
+  bridge check-config   validate that configuration and exit: 0 when valid, 2 with every problem
+                        otherwise (it reads the secret files, and contacts neither NATS nor the upstream)
+  bridge version        print version, commit and Go version
+  bridge <command> -h   this text
 
 The demo, the simulator and the benchmark are commands of their own:
   go run ./cmd/demo    embedded NATS + upstream simulator + bridge in one process (no credentials needed)
@@ -114,18 +181,51 @@ Configuration of 'bridge run' (environment variables):
 `)
 }
 
-// runDaemon is 'bridge run'.
-func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+// loadConfig reads and validates the configuration from the environment; every problem is a usage error.
+func loadConfig(cmd string, args []string) (*config.Config, error) {
 	if len(args) > 0 {
-		return usageError{fmt.Errorf("run takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)")}
+		return nil, usageError{fmt.Errorf("%s takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)", cmd)}
 	}
 	cfg, err := config.LoadFromEnv()
 	if err != nil {
-		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+		return nil, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}
-	log := logging.New(stderr, cfg.LogFormat, cfg.SlogLevel())
-	log.Info("starting", "version", version, "commit", commit, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
-	d, err := daemon.New(cfg, log, daemon.BuildInfo{Version: version, Commit: commit})
+	return cfg, nil
+}
+
+// checkConfig is 'bridge check-config': the configuration 'bridge run' would load, validated the same
+// way, without dialling anything.
+func checkConfig(args []string, stdout io.Writer) error {
+	cfg, err := loadConfig("check-config", args)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bridge: configuration OK (upstream %s, NATS %s)\n", cfg.UpstreamURL, redactedNATS(cfg))
+	return nil
+}
+
+// redactedNATS is the configured NATS URLs as the start-up line logs them (user information as xxxxx).
+func redactedNATS(cfg *config.Config) string {
+	v := cfg.LogValue()
+	for _, a := range v.Group() {
+		if a.Key == "nats_url" {
+			return a.Value.String()
+		}
+	}
+	return ""
+}
+
+// runDaemon is 'bridge run'.
+func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, err := loadConfig("run", args)
+	if err != nil {
+		return err
+	}
+	v, c := buildVersion()
+	root := logging.New(stderr, cfg.LogFormat, cfg.SlogLevel())
+	log := root.With("component", "main")
+	log.Info("starting", "version", v, "commit", c, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
+	d, err := daemon.New(cfg, root, daemon.BuildInfo{Version: v, Commit: c})
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +118,23 @@ func TestImageEntrypointRuns(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Errorf("bridge %q exited %d after SIGTERM's equivalent:\n%s", entry[1:], code, stderr.String())
 	}
+
+	// Every line names its component (docs/operations.md, Logs), the command's own included.
+	logs := stderr.String()
+	for _, want := range []string{`"msg":"starting"`, `"msg":"stopped"`, `"msg":"in-flight publishes completed"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %s", want)
+		}
+	}
+	for line := range strings.Lines(logs) {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, line)
+		}
+		if c, _ := r["component"].(string); c == "" {
+			t.Errorf("log line without component: %s", line)
+		}
+	}
 }
 
 // TestCommands: the commands and their exit codes; the commands that moved out name their new place.
@@ -122,7 +146,11 @@ func TestCommands(t *testing.T) {
 	}{
 		{[]string{"version"}, 0, "tracking-bridge dev (commit unknown, go", ""},
 		{[]string{"-h"}, 0, "BRIDGE_UPSTREAM_URL", ""},
+		{[]string{"run", "-h"}, 0, "BRIDGE_UPSTREAM_URL", ""},
+		{[]string{"run", "--help"}, 0, "bridge check-config", ""},
+		{[]string{"check-config", "-h"}, 0, "BRIDGE_UPSTREAM_URL", ""},
 		{[]string{"run", "extra"}, 2, "", "run takes no arguments"},
+		{[]string{"check-config", "extra"}, 2, "", "check-config takes no arguments"},
 		{[]string{"sim"}, 2, "", "go run ./cmd/sim"},
 		{[]string{"demo"}, 2, "", "go run ./cmd/demo"},
 		{[]string{"bench"}, 2, "", "go run ./cmd/bench"},
@@ -203,5 +231,155 @@ func TestSecretsNeverLeakFromCommand(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// TestCheckConfig: 'bridge check-config' exits 0 with one line for a valid configuration and 2 with every
+// problem for an invalid one, and contacts nothing: neither the NATS server nor the upstream it names
+// sees a connection.
+func TestCheckConfig(t *testing.T) {
+	var dials atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { dials.Add(1) }))
+	defer up.Close()
+	up.Config.ConnState = func(net.Conn, http.ConnState) { dials.Add(1) }
+
+	env := map[string]string{
+		"BRIDGE_UPSTREAM_URL":  up.URL + "/v1.0",
+		"BRIDGE_TOKEN_URL":     up.URL + "/auth/token",
+		"BRIDGE_CLIENT_ID":     "client",
+		"BRIDGE_USERNAME":      "alice",
+		"BRIDGE_PASSWORD":      "secret-Pa55",
+		"BRIDGE_INSECURE_HTTP": "true",
+		"BRIDGE_NATS_URL":      "nats://user:nats-Pa55@" + ln.Addr().String(),
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check-config"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("check-config of a valid configuration = %d\n%s%s", code, &stdout, &stderr)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "bridge: configuration OK") || strings.Count(out, "\n") != 1 ||
+		strings.Contains(out, "nats-Pa55") || stderr.Len() != 0 {
+		t.Errorf("check-config of a valid configuration printed\nstdout: %q\nstderr: %q", out, &stderr)
+	}
+
+	// Two problems at once, both reported.
+	t.Setenv("BRIDGE_INSECURE_HTTP", "false")
+	t.Setenv("BRIDGE_LOG_LEVEL", "loud")
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"check-config"}, &stdout, &stderr); code != 2 {
+		t.Errorf("check-config of an invalid configuration = %d, want 2", code)
+	}
+	for _, want := range []string{"invalid configuration", "BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_LOG_LEVEL"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("check-config of an invalid configuration: stderr lacks %q:\n%s", want, &stderr)
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("check-config of an invalid configuration wrote to stdout: %q", &stdout)
+	}
+	time.Sleep(100 * time.Millisecond) // a connection made would have been accepted by now
+	if n := dials.Load(); n != 0 {
+		t.Errorf("check-config made %d connections, want none", n)
+	}
+}
+
+// TestVersionFromBuildInfo: without -ldflags, the version and commit come from the Go build information;
+// what -ldflags set wins.
+func TestVersionFromBuildInfo(t *testing.T) {
+	vcs := []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}
+	for _, tc := range []struct {
+		name         string
+		v, c         string
+		bi           *debug.BuildInfo
+		wantV, wantC string
+	}{
+		{"no build information", "dev", "unknown", nil, "dev", "unknown"},
+		{"go install module@version", "dev", "unknown", &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0", "unknown"},
+		{"go build in a checkout", "dev", "unknown", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs}, "dev", "0123456789ab-dirty"},
+		{"pseudo-version and revision", "dev", "unknown", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261125-0123456789ab"},
+			Settings: vcs[:1]}, "v0.0.0-20261125-0123456789ab", "0123456789ab"},
+		{"ldflags win", "v2.0.0", "c0ffee", &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: vcs}, "v2.0.0", "c0ffee"},
+	} {
+		if v, c := versionFrom(tc.v, tc.c, tc.bi); v != tc.wantV || c != tc.wantC {
+			t.Errorf("%s: %s, %s; want %s, %s", tc.name, v, c, tc.wantV, tc.wantC)
+		}
+	}
+}
+
+// TestVersionOfPlainBuild builds the command as 'go build' does in a git checkout, without -ldflags,
+// and checks that 'bridge version' reports the checkout's revision rather than "commit unknown". The
+// build runs in a copy of the working tree committed to a fresh repository: the Go toolchain records no
+// revision in a git worktree (where .git is a file), nor where GOFLAGS holds -buildvcs=false.
+func TestVersionOfPlainBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the source and builds the command")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %q: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	top := git(".", "rev-parse", "--show-toplevel")
+	src := t.TempDir()
+	for f := range strings.Lines(git(top, "ls-files", "--cached", "--others", "--exclude-standard")) {
+		f = strings.TrimSpace(f)
+		b, err := os.ReadFile(filepath.Join(top, f))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted in the working tree
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(src, "init", "-q")
+	git(src, "add", "-A")
+	git(src, "commit", "-q", "-m", "test")
+	rev := git(src, "rev-parse", "HEAD")
+
+	bin := filepath.Join(t.TempDir(), "bridge")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/bridge")
+	build.Dir = src
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "(commit " + rev[:12] + ", " + runtime.Version() + ")"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("bridge version = %q, want %q", out, want)
 	}
 }

@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.storeDir, "store", "", "JetStream directory; empty means a temporary one, removed at exit")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary, not every event")
 	fs.DurationVar(&o.reportEvery, "report-every", 5*time.Second, "publish a report on P.reports this often, to show the round trip; 0 never")
+	fs.StringVar(&o.httpAddr, "http-addr", defaultHTTPAddr, "listen address of the bridge's HTTP endpoint (/status, /readyz, /metrics); "+
+		"port 0, or the default when it is taken, picks a free port")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -73,6 +75,7 @@ type demoOptions struct {
 	storeDir    string
 	quiet       bool
 	reportEvery time.Duration
+	httpAddr    string
 }
 
 // runDemo runs NATS, the simulator and the daemon, with a watcher subscribed to the events.
@@ -117,10 +120,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	base := "http://" + ln.Addr().String()
 
 	// The bridge, configured as a user would with BRIDGE_* variables.
-	httpAddr := "127.0.0.1:8080"
-	if !addrFree(httpAddr) {
-		httpAddr = "127.0.0.1:0"
-	}
+	httpAddr := httpAddress(o.httpAddr, o.httpAddr == defaultHTTPAddr)
 	env := map[string]string{
 		"BRIDGE_UPSTREAM_URL":  base + sim.DefaultBasePath,
 		"BRIDGE_TOKEN_URL":     base + "/auth/token",
@@ -144,10 +144,11 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, `tracking-bridge demo
   NATS (JetStream)  %s
   simulator         %s  (user demo / demo)
+  bridge            %s/status  (also /readyz, /metrics)
   watch it yourself nats sub '%s.events.>' --server %s
   Ctrl-C stops the demo.
 
-`, ns.ClientURL(), base+sim.DefaultBasePath, cfg.SubjectPrefix, ns.ClientURL())
+`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL())
 
 	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, o.quiet)
 	if err != nil {
@@ -267,6 +268,38 @@ func (w *watcher) summary() {
 }
 
 func (w *watcher) close() { w.nc.Close() }
+
+// defaultHTTPAddr is the bridge's HTTP endpoint in the demo unless -http-addr says otherwise.
+const defaultHTTPAddr = "127.0.0.1:8080"
+
+// httpAddress returns the address the bridge's HTTP endpoint is to listen on, with a definite port so
+// that the banner can show it: addr itself, or a free port when addr asks for one (port 0) or when addr
+// is the default and taken. An address that does not parse is returned as it is, for the configuration
+// to report.
+func httpAddress(addr string, isDefault bool) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" && (!isDefault || addrFree(addr)) {
+		return addr
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return addr
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// httpURL is the URL of the endpoint listening on addr, on loopback when addr is every interface.
+func httpURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
 
 func portFree(port int) bool { return addrFree(fmt.Sprintf("127.0.0.1:%d", port)) }
 

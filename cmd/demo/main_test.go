@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -13,10 +16,29 @@ import (
 // TestDemoRuns runs the README's first command, 'go run ./cmd/demo', for a few seconds: events flow from the
 // simulator through the bridge to the watcher, a report makes the round trip, it stops cleanly with exit
 // code 0, and every log line names each attribute once (the bridge's parts add their own "component").
+// The banner gives the bridge's /status URL on the -http-addr, which answers while the demo runs.
 func TestDemoRuns(t *testing.T) {
 	var stdout, stderr testutil.Buffer
-	code := run(context.Background(), []string{"-duration", "5s", "-nats-port", "0", "-rate", "40",
-		"-report-every", "1s", "-quiet"}, &stdout, &stderr)
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"-duration", "5s", "-nats-port", "0", "-rate", "40",
+			"-report-every", "1s", "-quiet", "-http-addr", "127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	statusURL := regexp.MustCompile(`bridge +(http://127\.0\.0\.1:[1-9][0-9]*/status)`)
+	testutil.Eventually(t, 5*time.Second, "the banner with the bridge's /status", func() bool {
+		return statusURL.MatchString(stdout.String())
+	})
+	url := statusURL.FindStringSubmatch(stdout.String())[1]
+	testutil.Eventually(t, 5*time.Second, "GET "+url+" answering ready", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var doc struct{ Ready bool }
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&doc) == nil && doc.Ready
+	})
+	code := <-done
 	if code != 0 {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}

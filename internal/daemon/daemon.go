@@ -34,7 +34,7 @@ type BuildInfo struct {
 // Daemon is the bridge: the components built from the configuration, run as one group by Run.
 type Daemon struct {
 	cfg    *config.Config
-	log    *slog.Logger
+	log    *slog.Logger // the daemon's own lines (component "daemon")
 	info   BuildInfo
 	nc     *nats.Conn
 	natsSt *natsState // nc's state, readable without its lock
@@ -45,10 +45,13 @@ type Daemon struct {
 	// reports is the report consumer (tracking.reports → op 4.8).
 	reports *consume.Consumer
 	ops     *ops // metrics, health checks and the HTTP endpoint (http.go)
+	// streamsLog is for provisioning the JetStream streams (component "streams").
+	streamsLog *slog.Logger
 }
 
 // New builds the components. It connects to NATS (in the background if no server is reachable yet)
-// but does not contact the upstream.
+// but does not contact the upstream. Every component logs to log with its own "component" attribute, so
+// log should carry none.
 func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) {
 	if info.Version == "" {
 		info.Version = "dev"
@@ -56,9 +59,10 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	if info.Commit == "" {
 		info.Commit = "unknown"
 	}
-	d := &Daemon{cfg: cfg, log: log, info: info,
-		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow}}
-	d.ops = newOps(d)
+	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
+		layout:     streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow},
+		streamsLog: log.With("component", "streams")}
+	d.ops = newOps(d, log.With("component", "http"))
 
 	apiClient, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: cfg.UpstreamCAFile, Timeout: cfg.HTTPTimeout})
 	if err != nil {
@@ -291,9 +295,10 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	log := d.streamsLog
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := streams.Ensure(cctx, js, d.layout, d.cfg.CreateStreams, d.log.With("component", "streams"))
+		err := streams.Ensure(cctx, js, d.layout, d.cfg.CreateStreams, log)
 		cancel()
 		if err == nil {
 			return nil
@@ -305,7 +310,10 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 			return natsClosedError(d.cfg, d.nc)
 		}
 		if attempt == 0 {
-			d.log.Warn("JetStream not ready; retrying", "err", err)
+			if why := d.natsSt.NotConnected(); why != "" {
+				err = fmt.Errorf("%w (NATS %s)", err, why)
+			}
+			log.Warn("JetStream not ready; retrying", "err", err)
 		}
 		if !retry.Sleep(ctx, retry.Backoff(500*time.Millisecond, 10*time.Second, attempt)) {
 			return ctx.Err()

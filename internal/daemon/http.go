@@ -51,10 +51,10 @@ type ops struct {
 	opByURL map[string]string
 }
 
-// newOps builds the registry, the metrics and the checks of d. It reads d's components lazily, so it may
-// be called before they exist.
-func newOps(d *Daemon) *ops {
-	o := &ops{d: d, log: d.log.With("component", "http"), reg: prometheus.NewRegistry()}
+// newOps builds the registry, the metrics and the checks of d; log is the HTTP endpoint's. It reads d's
+// components lazily, so it may be called before they exist.
+func newOps(d *Daemon, log *slog.Logger) *ops {
+	o := &ops{d: d, log: log, reg: prometheus.NewRegistry()}
 	o.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,14 +21,43 @@ type natsState struct {
 	status     atomic.Int32 // a nats.Status; unknownStatus until Connect returned or a handler ran
 	reconnects atomic.Uint64
 	lastErr    atomic.Pointer[string]
+	// servers are the configured server URLs, without user information, for logs and /readyz.
+	servers string
+	// logged holds the connection failures logged since the connection was last up, so that a failure
+	// repeating on every attempt (on each of several servers in turn) is logged once. Only the handlers
+	// touch it, and nats.go runs them one at a time.
+	logged map[string]bool
 }
+
+// maxLoggedFailures bounds logged: past it, failures are no longer logged until a connection succeeds
+// (they stay in /readyz's reason).
+const maxLoggedFailures = 32
 
 const unknownStatus = -1
 
-func newNATSState() *natsState {
-	s := &natsState{}
+func newNATSState(servers []string) *natsState {
+	s := &natsState{servers: redactServers(servers)}
 	s.status.Store(unknownStatus)
 	return s
+}
+
+// redactServers joins the server URLs with their user information (a user and password, or a token)
+// replaced by "xxxxx".
+func redactServers(servers []string) string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		u, err := url.Parse(s)
+		switch {
+		case err != nil && strings.Contains(s, "@"):
+			out[i] = "[unparsable URL]" // it might hold credentials
+		case err != nil || u.User == nil:
+			out[i] = s
+		default:
+			u.User = url.User("xxxxx")
+			out[i] = u.String()
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // Status returns the connection's last known status.
@@ -43,12 +73,45 @@ func (s *natsState) Connected() bool    { return s.Status() == nats.CONNECTED }
 func (s *natsState) Closed() bool       { return s.Status() == nats.CLOSED }
 func (s *natsState) Reconnects() uint64 { return s.reconnects.Load() }
 
-// LastError returns the error the connection was last lost with, "" when none.
+// LastError returns the error the connection was last lost or refused with, "" when none.
 func (s *natsState) LastError() string {
 	if e := s.lastErr.Load(); e != nil {
 		return *e
 	}
 	return ""
+}
+
+// NotConnected says why the connection is not up, naming the servers and the last error; "" while it
+// is up.
+func (s *natsState) NotConnected() string {
+	st := s.Status()
+	if st == nats.CONNECTED {
+		return ""
+	}
+	why := fmt.Sprintf("connection %s to %s", st, s.servers)
+	if err := s.LastError(); err != "" {
+		why += ": " + err
+	}
+	return why
+}
+
+// failed records a failed connection attempt and reports whether it is worth a log line: the first
+// attempt to fail for this reason since the connection was last up. nats.go reports the initial
+// connection-refused failure as ErrNoServers, which names no cause; the next attempt's error does.
+func (s *natsState) failed(err error) bool {
+	if err == nil || errors.Is(err, nats.ErrNoServers) {
+		return false
+	}
+	msg := err.Error()
+	s.lastErr.Store(&msg)
+	if s.logged[msg] || len(s.logged) >= maxLoggedFailures {
+		return false
+	}
+	if s.logged == nil {
+		s.logged = map[string]bool{}
+	}
+	s.logged[msg] = true
+	return true
 }
 
 func (s *natsState) set(st nats.Status, err error) {
@@ -60,7 +123,8 @@ func (s *natsState) set(st nats.Status, err error) {
 }
 
 // natsOptions turns the configuration into NATS connection options: authentication, TLS, and reconnects
-// forever with backoff. Connection state changes are logged once each and mirrored in state.
+// forever with backoff. Connection state changes are logged once each and mirrored in state; failed
+// attempts, at start-up as after a disconnect, are logged once per distinct reason with the servers.
 //
 // A write that the server does not take within BRIDGE_PUBLISH_TIMEOUT counts as a lost connection: the
 // client reconnects, and the publishes in flight are sent again. (nats.go waits a minute by default,
@@ -84,13 +148,20 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 				log.Info("NATS disconnected")
 			}
 		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if state.failed(err) {
+				log.Warn("NATS connection failed; retrying", "server", state.servers, "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			state.reconnects.Add(1)
 			state.set(nats.CONNECTED, nil)
+			state.logged = nil
 			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			state.set(nats.CONNECTED, nil)
+			state.logged = nil
 			log.Info("NATS connected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
@@ -130,7 +201,7 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 // connectNATS connects to the configured servers. With RetryOnFailedConnect it returns at once even
 // while no server is reachable; the connection then keeps trying in the background.
 func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, error) {
-	state := newNATSState()
+	state := newNATSState(cfg.NATSServers())
 	opts, err := natsOptions(cfg, log, state)
 	if err != nil {
 		return nil, nil, err

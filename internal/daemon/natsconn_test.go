@@ -30,3 +30,30 @@ func TestClosedErrorHints(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSFailuresLoggedOncePerReason: failures alternating between servers are logged once each until
+// a connection succeeds; ErrNoServers, which names no cause, is not logged; every failure is the last
+// error for /readyz; user information never appears in the servers shown.
+func TestNATSFailuresLoggedOncePerReason(t *testing.T) {
+	s := newNATSState([]string{"nats://user:pw@a:4222", "nats://tok3n@b:4222", "nats://c:4222"})
+	if want := "nats://xxxxx@a:4222,nats://xxxxx@b:4222,nats://c:4222"; s.servers != want {
+		t.Errorf("servers %q, want %q", s.servers, want)
+	}
+	errA := errors.New("dial tcp 10.0.0.1:4222: connect: connection refused")
+	errB := errors.New("dial tcp 10.0.0.2:4222: i/o timeout")
+	for i, tc := range []struct {
+		err error
+		log bool
+	}{{nats.ErrNoServers, false}, {errA, true}, {errB, true}, {errA, false}, {errB, false}} {
+		if got := s.failed(tc.err); got != tc.log {
+			t.Errorf("failure %d (%v): logged %v, want %v", i, tc.err, got, tc.log)
+		}
+	}
+	if s.LastError() != errB.Error() {
+		t.Errorf("last error %q, want %q", s.LastError(), errB)
+	}
+	s.logged = nil // connected again
+	if !s.failed(errA) {
+		t.Error("a failure after a connection succeeded was not logged")
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
@@ -78,11 +77,8 @@ func (o *ops) checkNATS(context.Context) error {
 	if ns == nil {
 		return errors.New("not connected yet")
 	}
-	if st := ns.Status(); st != nats.CONNECTED {
-		if err := ns.LastError(); err != "" {
-			return fmt.Errorf("connection %s: %s", st, err)
-		}
-		return fmt.Errorf("connection %s", st)
+	if why := ns.NotConnected(); why != "" {
+		return errors.New(why)
 	}
 	return nil
 }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+)
+
+// readmeSection returns the README's section under the heading "## "+title, up to the next one.
+func readmeSection(t *testing.T, title string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	section, _, _ := strings.Cut(rest, "\n## ")
+	return section
+}
+
+// TestRunItLocally follows the README's "Run it locally": its commands start a standalone nats-server
+// with JetStream and the simulator where its environment block points, that block is a valid
+// configuration for them, and the report file its commands publish (examples/report.json) is one the
+// bridge accepts. Then it runs the bridge with that block (on the test's ports) against a real NATS
+// server and the simulator, publishes the report as the README does, and sees it come back as an event.
+func TestRunItLocally(t *testing.T) {
+	section := readmeSection(t, "Run it locally")
+	for _, want := range []string{
+		"go install github.com/nats-io/nats-server/v2@v2.15.2",
+		`"$(go env GOPATH)/bin/nats-server" -js`,
+		"go run ./cmd/sim -addr 127.0.0.1:8081",
+		"go run ./cmd/bridge check-config && go run ./cmd/bridge run",
+		"go install github.com/nats-io/natscli/nats@v0.4.0",
+		`nats req tracking.reports "$(cat examples/report.json)" -H Nats-Msg-Id:`,
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("README's Run it locally lacks %q", want)
+		}
+	}
+	env := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^export (BRIDGE_[A-Z_]+)=(\S+)$`).FindAllStringSubmatch(section, -1) {
+		env[m[1]] = m[2]
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("README's environment block is not a valid configuration:\n%v", err)
+	}
+	const simBase, natsURL = "http://127.0.0.1:8081", "nats://127.0.0.1:4222"
+	if cfg.UpstreamURL != simBase+sim.DefaultBasePath || cfg.TokenURL != simBase+sim.TokenPath ||
+		cfg.ClientID != sim.DefaultClientID || cfg.NATSURL != natsURL {
+		t.Errorf("README's environment block does not point at the simulator on %s and NATS on %s: %v", simBase, natsURL, env)
+	}
+
+	report, err := os.ReadFile(filepath.Join("..", "..", "examples", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := consume.Validate(report, config.Default().ReportMaxBytes); problems != nil {
+		t.Fatalf("examples/report.json is not a report the bridge accepts: %q", problems)
+	}
+
+	// The block, on the test's ports.
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{EventRate: 5})
+	for k, v := range env {
+		v = strings.Replace(v, simBase, up.Srv.URL, 1)
+		v = strings.Replace(v, natsURL, ns.URL(), 1)
+		if k == "BRIDGE_HTTP_ADDR" {
+			v = "127.0.0.1:0"
+		}
+		t.Setenv(k, v)
+	}
+	stderr, stop := startRun(t, []string{"run"}, "stream connected")
+	defer stop()
+
+	nc := ns.Connect()
+	back := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe("tracking.events.GATE_IN", back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: "tracking.reports", Data: report, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "example-report-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatalf("publishing examples/report.json: %v", err)
+	}
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case m := <-back:
+			if bytes.Contains(m.Data, []byte(`"HH-EX 4711"`)) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("examples/report.json did not come back as a GATE_IN event within 15s:\n%s", stderr.String())
+		}
+	}
+}
+
+// TestDocsCommandsRunAsWritten: the documents' commands work as written, in a script as in a terminal.
+// No command is 'nats stream view', which refuses to run without a terminal; the nats CLI is installed
+// with go install; and a file an --env-file names exists in the repository, or a cp before it creates
+// it.
+func TestDocsCommandsRunAsWritten(t *testing.T) {
+	envFile := regexp.MustCompile(`--env-file (\S+)`)
+	for _, doc := range []string{"README.md", "docs/operations.md", "Dockerfile", "docker-compose.yml"} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		for i, line := range strings.Split(text, "\n") {
+			cmd := strings.TrimLeft(line, " #`$")
+			if strings.HasPrefix(cmd, "nats stream view") || strings.Contains(cmd, "/nats stream view") {
+				t.Errorf("%s:%d: 'nats stream view' needs a terminal: %s", doc, i+1, line)
+			}
+			for _, m := range envFile.FindAllStringSubmatch(line, -1) {
+				name := strings.Trim(m[1], "`")
+				if _, err := os.Stat(filepath.Join("..", "..", name)); err == nil {
+					continue
+				}
+				before := strings.Join(strings.Split(text, "\n")[:i], "\n")
+				if !regexp.MustCompile(`cp \S+ ` + regexp.QuoteMeta(name) + `\b`).MatchString(before) {
+					t.Errorf("%s:%d: --env-file %s names a file that neither exists nor is created before", doc, i+1, name)
+				}
+			}
+		}
+	}
+	if readme := readmeSection(t, "Subjects, headers and streams"); !strings.Contains(readme, "go install github.com/nats-io/natscli/nats@v0.4.0") {
+		t.Error("the README's nats CLI section does not install it with go install github.com/nats-io/natscli/nats@v0.4.0")
+	}
+}
