@@ -507,8 +507,8 @@ func deployQualified(image string) bool {
 }
 
 // TestDockerfile: a multi-stage build of static, trimmed binaries onto a pinned distroless non-root
-// image, every base image fully qualified. The default (and only) image runs the daemon, version-stamped,
-// with 'bridge run' as entrypoint, and holds the simulator (cmd/sim) beside it for the compose demo.
+// image, every base image fully qualified. The default target is the daemon alone, version-stamped, with
+// 'bridge run' as entrypoint; the sim target is the simulator alone (cmd/sim), for the compose demo.
 func TestDockerfile(t *testing.T) {
 	d := deployParseDockerfile(t)
 	for _, s := range d.stages {
@@ -520,8 +520,16 @@ func TestDockerfile(t *testing.T) {
 			if d.stage(from) == nil && from != "docker.io/library/golang:1.26" {
 				t.Errorf("build stage %q from %q: want docker.io/library/golang:1.26 (or another build stage)", s.name, from)
 			}
-		} else if s != d.final() && len(s.copies) > 0 {
-			t.Errorf("stage %q: an image stage other than the default one", s.name)
+		} else if len(s.copies) > 0 {
+			if s.from != "gcr.io/distroless/static-debian12:nonroot" {
+				t.Errorf("image stage %q from %q: want gcr.io/distroless/static-debian12:nonroot", s.name, s.from)
+			}
+			if s.user != "nonroot:nonroot" {
+				t.Errorf("image stage %q: USER %q, want nonroot:nonroot", s.name, s.user)
+			}
+			if len(s.copies) != 1 {
+				t.Errorf("image stage %q holds %d binaries, want one", s.name, len(s.copies))
+			}
 		}
 		for _, b := range s.builds {
 			for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-s -w"} {
@@ -566,12 +574,13 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("EXPOSE %q, want the default BRIDGE_HTTP_ADDR port %s", final.expose, port)
 	}
 
-	// The simulator, in the same image (the compose demo runs it with its entrypoint set to it).
-	if simTo, _ := d.binary(t, final, "./cmd/sim"); simTo != "/sim" {
-		t.Errorf("the simulator is at %s in the image, want /sim", simTo)
+	// The simulator's target: its binary alone, as the entrypoint.
+	simStage := d.stage("sim")
+	if simStage == nil {
+		t.Fatal("the Dockerfile has no sim stage")
 	}
-	if len(final.copies) != 2 {
-		t.Errorf("the image holds %d binaries, want the bridge and the simulator", len(final.copies))
+	if simTo, _ := d.binary(t, simStage, "./cmd/sim"); !slices.Equal(simStage.entrypoint, []string{simTo}) {
+		t.Errorf("sim ENTRYPOINT %q, want [%q]", simStage.entrypoint, simTo)
 	}
 	if strings.Contains(deployRead(t, "Dockerfile"), "HEALTHCHECK") {
 		t.Error("the Dockerfile has a HEALTHCHECK; it is left to the orchestrator")
@@ -605,7 +614,8 @@ func TestDockerfileBuildCommand(t *testing.T) {
 
 // TestCompose: docker-compose.yml runs NATS with this directory's server configuration, the bridge with
 // variables it knows and a configuration that loads, and the simulator in the demo profile from the
-// bridge's image, with the names, ports and paths agreeing with each other and with the Dockerfile.
+// Dockerfile's sim target, with the names, ports and paths agreeing with each other and with the
+// Dockerfile.
 func TestCompose(t *testing.T) {
 	doc := deployYAML(t, deployRead(t, "docker-compose.yml"))
 	services := deployMap(t, doc["services"], "services")
@@ -702,31 +712,32 @@ func TestCompose(t *testing.T) {
 		t.Errorf("BRIDGE_NATS_URL port %s, the server listens on %d", natsURL.Port(), opts.Port)
 	}
 
-	// Every image pulled names its registry (the bridge's is built here).
+	// Every image pulled names its registry (images of services with a build section are built here).
 	for name, svc := range services {
-		img, _ := deployMap(t, svc, "services."+name)["image"].(string)
-		if img != "" && img != bridge["image"] && !deployQualified(deployResolve(t, img)) {
+		m := deployMap(t, svc, "services."+name)
+		img, _ := m["image"].(string)
+		if _, built := m["build"]; img != "" && !built && !deployQualified(deployResolve(t, img)) {
 			t.Errorf("service %s: image %q does not name its registry (docker.io/library/...)", name, img)
 		}
 	}
 
-	// The simulator: demo profile only, from the bridge's image (built once, for the bridge service,
-	// and never pulled), with the image's /sim as entrypoint, listening where the demo defaults point.
+	// The simulator: demo profile only, the Dockerfile's sim target (not a second build of the bridge's
+	// image), listening where the demo defaults point.
 	if p := deployStrings(t, sim["profiles"], "services.sim.profiles"); !slices.Equal(p, []string{"demo"}) {
 		t.Errorf("sim profiles %q, want [demo]", p)
 	}
-	if _, ok := sim["build"]; ok {
-		t.Error("the sim service builds an image of its own; it runs the bridge's")
+	simBuild := deployMap(t, sim["build"], "services.sim.build")
+	if simBuild["context"] != "." {
+		t.Error("the sim service is not built from this directory")
 	}
-	if sim["image"] == nil || sim["image"] != bridge["image"] {
-		t.Errorf("the sim service's image %v is not the bridge's %v", sim["image"], bridge["image"])
+	if simBuild["target"] != "sim" || d.stage("sim") == nil {
+		t.Errorf("the sim service builds target %v; want sim, a stage of the Dockerfile", simBuild["target"])
 	}
-	if sim["pull_policy"] != "never" {
-		t.Errorf("sim pull_policy %v, want never: its image is built for the bridge service, in no registry", sim["pull_policy"])
+	if sim["image"] == nil || sim["image"] == bridge["image"] {
+		t.Errorf("the sim service's image %v must be a name of its own (the bridge's is %v)", sim["image"], bridge["image"])
 	}
-	simTo, _ := d.binary(t, d.final(), "./cmd/sim")
-	if ep := deployStrings(t, sim["entrypoint"], "services.sim.entrypoint"); !slices.Equal(ep, []string{simTo}) {
-		t.Errorf("sim entrypoint %q, want [%q]", ep, simTo)
+	if _, ok := sim["entrypoint"]; ok {
+		t.Error("the sim service overrides the sim image's entrypoint")
 	}
 	args := deployStrings(t, sim["command"], "services.sim.command")
 	if len(args) != 2 || args[0] != "-addr" {
@@ -738,6 +749,9 @@ func TestCompose(t *testing.T) {
 		if pu.Hostname() != "sim" || pu.Port() != simPort {
 			t.Errorf("demo default %s does not point at the sim service on port %s", u, simPort)
 		}
+	}
+	if s := d.stage("sim"); s != nil && !slices.Contains(s.expose, simPort) {
+		t.Errorf("the sim stage EXPOSEs %q, not the port %s it listens on", s.expose, simPort)
 	}
 	if ports := deployStrings(t, sim["ports"], "services.sim.ports"); !slices.ContainsFunc(ports, func(p string) bool {
 		return strings.HasSuffix(p, ":"+simPort)
