@@ -39,9 +39,10 @@ import (
 // the report stays in the work queue and is tried again later.
 //
 // At most Config.Concurrency reports are sent upstream at the same time. While the upstream is failing,
-// the consumer holds new fetches after a burst of transient failures and probes with one report per hold
-// (see circuit): one log line when it starts backing off, one when the upstream recovered, counters in
-// between. When the upstream recovers, fetching resumes at full concurrency.
+// the consumer holds new fetches after a burst of transient failures and probes with one report per
+// Config.ProbeInterval (or per Retry-After, when the upstream asks for longer; see circuit): one log line
+// when it starts backing off, one when the upstream recovered, counters in between. When a probe
+// succeeds, fetching resumes at full concurrency. TokenObtained ends a hold early.
 //
 // Its methods are safe for concurrent use; Run may be called once.
 type Consumer struct {
@@ -80,7 +81,7 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 		send:           client,
 		cfg:            cfg,
 		log:            cfg.Logger,
-		circ:           newCircuit(cfg.BackoffMin, cfg.BackoffMax, cfg.Concurrency),
+		circ:           newCircuit(cfg.ProbeInterval, cfg.Concurrency),
 		attemptTimeout: cfg.AckWait / 4,
 		opTimeout:      min(opTimeoutMax, cfg.AckWait/8),
 	}
@@ -136,6 +137,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.log.Info("report consumer stopped")
 	return nil
 }
+
+// TokenObtained tells the consumer that some part of the bridge obtained a new access token. A hold
+// while the upstream was failing ends at once (though not before the upstream's Retry-After), so that
+// reports flow again as soon as the token endpoint has recovered. It is cheap and safe to call at any
+// time, from any goroutine.
+func (c *Consumer) TokenObtained() { c.circ.tokenObtained() }
 
 // consumerConfig is the durable consumer the bridge wants.
 func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {

@@ -78,7 +78,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		RefreshMargin: cfg.RefreshMargin,
 		LoginRetry:    cfg.LoginRetry,
 		Logger:        log.With("component", "token"),
-		Observe:       d.ops.tokenObserved,
+		Observe:       d.tokenObserved,
 	})
 	d.stream = upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
@@ -140,6 +140,15 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	})
 	d.ops.watchReports(d.reports)
 	return d, nil
+}
+
+// tokenObserved is the token source's Observe hook: the health checks and metrics, and a new token ends
+// the report consumer's hold at once, whichever part of the bridge asked for it.
+func (d *Daemon) tokenObserved(kind string, err error) {
+	d.ops.tokenObserved(kind, err)
+	if err == nil && d.reports != nil {
+		d.reports.TokenObtained()
+	}
 }
 
 // ceSource derives the CloudEvents source from the stream URL, without credentials or query.
