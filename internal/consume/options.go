@@ -32,6 +32,8 @@ const (
 	infoInterval = 5 * time.Second
 	// opTimeoutMax bounds one JetStream operation of a report (dead-letter publish, acknowledgement).
 	opTimeoutMax = 10 * time.Second
+	// handBackFlush bounds the wait for the hand-backs of an aborted stop to reach NATS.
+	handBackFlush = time.Second
 )
 
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
