@@ -14,7 +14,7 @@ import (
 )
 
 // handle validates and sends one report, calls sent when that is over (the upstream answered, or the report
-// failed validation), then settles it.
+// failed validation or had a malformed header block), then settles it.
 func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	c.stats.consumed.Add(1)
 	c.stats.inFlight.Add(1)
@@ -37,6 +37,15 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		return
 	}
 	body := msg.Data()
+	if hdr, reason, ok := c.malformedHeader(msg, meta); ok {
+		sent()
+		c.circ.abandon(probe)
+		if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
+			reason += "; " + strings.Join(problems, "; ")
+		}
+		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
+		return
+	}
 	if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
