@@ -294,7 +294,7 @@ func (d *Daemon) runReports(rctx, dctx context.Context) error {
 			case <-t.C:
 				err = errors.New("still stopping; its unacknowledged reports are delivered again after the ack wait")
 			}
-			err = fmt.Errorf("stop timed out after BRIDGE_SHUTDOWN_TIMEOUT (%s): %w", d.cfg.ShutdownTimeout, err)
+			err = fmt.Errorf("%w (%s): %w", ErrShutdownTimeout, d.cfg.ShutdownTimeout, err)
 			d.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
 			return err
 		}
@@ -304,6 +304,9 @@ func (d *Daemon) runReports(rctx, dctx context.Context) error {
 	}
 	return err
 }
+
+// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT.
+var ErrShutdownTimeout = errors.New("stop timed out after BRIDGE_SHUTDOWN_TIMEOUT")
 
 // handBackWait bounds the wait for an aborted report consumer: its hand-backs are publishes that need no
 // answer, and cmd/bridge allows a little time past the shutdown timeout.

@@ -32,8 +32,8 @@ func TestStopTimeoutHandsReportsBack(t *testing.T) {
 	start := time.Now()
 	err := first.stop(t)
 	took := time.Since(start)
-	if !errors.Is(err, consume.ErrAborted) {
-		t.Errorf("Run after a stop that timed out: %v, want an error wrapping consume.ErrAborted\n%s", err, first.logs)
+	if !errors.Is(err, ErrShutdownTimeout) || !errors.Is(err, consume.ErrAborted) {
+		t.Fatalf("Run after a stop that timed out: %v, want ErrShutdownTimeout and consume.ErrAborted\n%s", err, first.logs)
 	}
 	t.Logf("Run: %v (after %v)", err, took.Round(time.Millisecond))
 	if took > 6*time.Second { // 1 s timeout, at most 1 s for the hand-back; generous for a loaded machine
