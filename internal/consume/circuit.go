@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
 // minFailThreshold is the least number of consecutive transient failures that opens the circuit.
@@ -15,22 +13,23 @@ const minFailThreshold = 3
 // as fast as slots free up. It opens after threshold consecutive transient failures (the consumer's
 // concurrency, at least 3: a real outage fails every report in flight at once, while an upstream failing
 // one request in ten does not stop the flow), or after a single one with a Retry-After (the upstream asked
-// its clients to wait). While it is open, no report is fetched until a hold has passed (capped
-// exponential backoff over consecutive holds, at least the upstream's Retry-After). Then exactly one
-// report is let through as a probe (half-open): its success closes the circuit, its failure opens it
-// again for a longer hold. Any report the upstream answers (accepted or rejected) closes it. Per-report
-// delays are JetStream's (NakWithDelay); the circuit only paces fetching, so a failing upstream sees
-// about one attempt per hold instead of a hot loop.
+// its clients to wait). While it is open, no report is fetched until a hold has passed: the probe
+// interval, or the upstream's Retry-After when that is longer. Then exactly one report is let through as a
+// probe (half-open): its success closes the circuit, its failure opens it again for another hold. Any
+// report the upstream answers (accepted or rejected) closes it. The hold does not grow with the length of
+// the outage: a failing upstream sees about one attempt per probe interval, and a recovered one is found
+// within one. A new access token (tokenObtained) ends the hold early, though never before a Retry-After.
+// Per-report delays are JetStream's (NakWithDelay); the circuit only paces fetching.
 type circuit struct {
-	min, max  time.Duration
+	interval  time.Duration // the hold between probes, unless a Retry-After asks for longer
 	threshold int
 	now       func() time.Time
 
 	mu      sync.Mutex
 	fails   int       // consecutive transient failures
 	open    bool      // holding fetches
-	holds   int       // consecutive holds since it opened, for the backoff
 	until   time.Time // end of the current hold
+	asked   time.Time // end of the upstream's last Retry-After: no probe before
 	probing bool      // the probe is out
 	since   time.Time // when it opened
 	failed  int       // transient failures since it opened
@@ -38,8 +37,8 @@ type circuit struct {
 	hook    func() // called once when the circuit opens next
 }
 
-func newCircuit(minD, maxD time.Duration, threshold int) *circuit {
-	return &circuit{min: minD, max: maxD, threshold: max(threshold, minFailThreshold), now: time.Now,
+func newCircuit(interval time.Duration, threshold int) *circuit {
+	return &circuit{interval: interval, threshold: max(threshold, minFailThreshold), now: time.Now,
 		changed: make(chan struct{})}
 }
 
@@ -100,7 +99,7 @@ func (c *circuit) success(probe bool) (recovered bool, openFor time.Duration, fa
 		return false, 0, 0
 	}
 	recovered, openFor, failed = true, c.now().Sub(c.since), c.failed
-	c.open, c.probing, c.holds, c.failed = false, false, 0, 0
+	c.open, c.probing, c.failed = false, false, 0
 	c.notify()
 	return recovered, openFor, failed
 }
@@ -112,25 +111,27 @@ func (c *circuit) failure(probe bool, retryAfter time.Duration) (opened bool, ho
 	defer c.mu.Unlock()
 	c.fails++
 	now := c.now()
+	if asked := now.Add(retryAfter); asked.After(c.asked) {
+		c.asked = asked
+	}
 	switch {
 	case c.open && probe:
 		c.probing = false
-		c.holds++
 		c.failed++
-		hold = max(retry.Backoff(c.min, c.max, c.holds), retryAfter)
+		hold = max(c.interval, retryAfter)
 		c.until = now.Add(hold)
 		c.notify()
 	case c.open:
 		// A report that was already on its way when the circuit opened.
 		c.failed++
-		if until := now.Add(retryAfter); until.After(c.until) {
-			c.until = until
+		if c.asked.After(c.until) {
+			c.until = c.asked
 		}
 		hold = c.until.Sub(now)
 	case c.fails >= c.threshold || retryAfter > 0:
 		opened = true
-		c.open, c.holds, c.since, c.failed = true, 0, now, 1
-		hold = max(retry.Backoff(c.min, c.max, 0), retryAfter)
+		c.open, c.since, c.failed = true, now, 1
+		hold = max(c.interval, retryAfter)
 		c.until = now.Add(hold)
 		c.notify()
 		if c.hook != nil {
@@ -139,6 +140,25 @@ func (c *circuit) failure(probe bool, retryAfter time.Duration) (opened bool, ho
 		}
 	}
 	return opened, hold
+}
+
+// tokenObtained ends the current hold, though not before the upstream's last Retry-After: a new access
+// token is a sign that the failures (often the token endpoint's own) may be over, so the next probe goes
+// at once.
+func (c *circuit) tokenObtained() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.open || c.probing {
+		return
+	}
+	until := c.now()
+	if c.asked.After(until) {
+		until = c.asked
+	}
+	if until.Before(c.until) {
+		c.until = until
+		c.notify()
+	}
 }
 
 // abandon gives the probe back without an outcome (the fetch brought no report, the report was invalid, or

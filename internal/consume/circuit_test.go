@@ -14,7 +14,7 @@ func (f *fakeClock) advance(d time.Duration) { f.t = f.t.Add(d) }
 
 func newTestCircuit(threshold int) (*circuit, *fakeClock) {
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	c := newCircuit(100*time.Millisecond, time.Second, threshold)
+	c := newCircuit(100*time.Millisecond, threshold)
 	c.now = clk.now
 	return c, clk
 }
@@ -55,7 +55,7 @@ func TestCircuitOpensAfterThreshold(t *testing.T) {
 	}
 	mustPass(t, c, false)
 	opened, hold := c.failure(false, 0)
-	if !opened || hold < 50*time.Millisecond || hold > 100*time.Millisecond || hooked != 1 {
+	if !opened || hold != 100*time.Millisecond || hooked != 1 {
 		t.Fatalf("failure 4: opened %v, hold %v, hook called %d times", opened, hold, hooked)
 	}
 	if !c.isOpen() || c.holdLeft() != hold {
@@ -73,10 +73,10 @@ func TestCircuitOpensAfterThreshold(t *testing.T) {
 	c.abandon(true)      // the fetch brought nothing
 	mustPass(t, c, true)
 
-	// The probe fails: a longer hold.
+	// The probe fails: another hold of the same length.
 	_, hold2 := c.failure(true, 0)
-	if hold2 < 100*time.Millisecond || hold2 > 200*time.Millisecond {
-		t.Fatalf("second hold %v, want 100..200ms", hold2)
+	if hold2 != 100*time.Millisecond {
+		t.Fatalf("second hold %v, want 100ms", hold2)
 	}
 	mustBlock(t, c)
 	clk.advance(hold2)
@@ -130,4 +130,55 @@ func TestCircuitWakesWaiters(t *testing.T) {
 	if !<-done {
 		t.Fatal("waiter did not pass after the circuit closed")
 	}
+}
+
+// TestCircuitHoldDoesNotGrow pins the pace of the probes during a long outage: one per interval, however
+// many failed before, and a Retry-After only ever lengthens the hold it came with.
+func TestCircuitHoldDoesNotGrow(t *testing.T) {
+	c, clk := newTestCircuit(3)
+	for range 3 {
+		c.failure(false, 0)
+	}
+	for i := range 1000 {
+		clk.advance(c.holdLeft())
+		mustPass(t, c, true)
+		retryAfter := time.Duration(0)
+		if i == 500 {
+			retryAfter = 3 * time.Second
+		}
+		if _, hold := c.failure(true, retryAfter); hold != max(100*time.Millisecond, retryAfter) {
+			t.Fatalf("hold after %d failed probes: %v", i+1, hold)
+		}
+	}
+}
+
+// TestCircuitTokenObtained pins that a new token ends a hold at once, but not before a Retry-After.
+func TestCircuitTokenObtained(t *testing.T) {
+	c, clk := newTestCircuit(3)
+	c.tokenObtained() // closed: nothing to end
+	mustPass(t, c, false)
+	for range 3 {
+		c.failure(false, 0)
+	}
+	mustBlock(t, c)
+	done := make(chan bool)
+	go func() {
+		probe, ok := c.wait(context.Background())
+		done <- ok && probe
+	}()
+	c.tokenObtained()
+	if !<-done {
+		t.Fatal("the waiter did not probe after a token was obtained")
+	}
+	c.tokenObtained() // the probe is out: nothing changes
+	mustBlock(t, c)
+
+	_, hold := c.failure(true, 2*time.Second)
+	clk.advance(time.Second)
+	c.tokenObtained()
+	if left := c.holdLeft(); left != hold-time.Second {
+		t.Fatalf("hold left %v after a token within a Retry-After of %v, want %v", left, hold, hold-time.Second)
+	}
+	clk.advance(time.Second)
+	mustPass(t, c, true)
 }

@@ -39,9 +39,10 @@ import (
 // the report stays in the work queue and is tried again later.
 //
 // At most Config.Concurrency reports are sent upstream at the same time. While the upstream is failing,
-// the consumer holds new fetches after a burst of transient failures and probes with one report per hold
-// (see circuit): one log line when it starts backing off, one when the upstream recovered, counters in
-// between. When the upstream recovers, fetching resumes at full concurrency.
+// the consumer holds new fetches after a burst of transient failures and probes with one report per
+// Config.ProbeInterval (or per Retry-After, when the upstream asks for longer; see circuit): one log line
+// when it starts backing off, one when the upstream recovered, counters in between. When a probe
+// succeeds, fetching resumes at full concurrency. TokenObtained ends a hold early.
 //
 // Its methods are safe for concurrent use; Run may be called once.
 type Consumer struct {
@@ -63,6 +64,10 @@ type Consumer struct {
 	natsFailed atomic.Bool // an acknowledgement or dead-letter publish failed, logged once
 	fetchFails atomic.Int64
 
+	// aborted ends with Abort: the attempts in flight are cancelled and their reports handed back.
+	aborted context.Context
+	abort   context.CancelFunc
+
 	mu         sync.Mutex
 	iterCancel context.CancelFunc // of loop's current pull iterator
 	phase      int
@@ -75,12 +80,15 @@ type Consumer struct {
 // take their defaults. Nothing is contacted before Run.
 func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 	cfg = cfg.withDefaults()
+	aborted, abort := context.WithCancel(context.Background())
 	return &Consumer{
+		aborted:        aborted,
+		abort:          abort,
 		js:             js,
 		send:           client,
 		cfg:            cfg,
 		log:            cfg.Logger,
-		circ:           newCircuit(cfg.BackoffMin, cfg.BackoffMax, cfg.Concurrency),
+		circ:           newCircuit(cfg.ProbeInterval, cfg.Concurrency),
 		attemptTimeout: cfg.AckWait / 4,
 		opTimeout:      min(opTimeoutMax, cfg.AckWait/8),
 	}
@@ -94,12 +102,13 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 // attempt completes (bounded by AckWait/4; the attempt is not cancelled with ctx) and they are settled as
 // usual: acknowledged, dead-lettered or handed back for a later redelivery. Then Run returns nil. So a
 // clean stop loses nothing and sends nothing twice; drain or close the NATS connection only after Run
-// returned. A report whose settlement failed (NATS unreachable), or that was in flight when the process
-// died, is redelivered after AckWait and may reach the upstream a second time, with the same
-// Idempotency-Key.
+// returned. When the stop takes too long (a slow upstream), Abort cuts it short: see there. A report
+// whose settlement failed (NATS unreachable), or that was in flight when the process died, is
+// redelivered after AckWait and may reach the upstream a second time, with the same Idempotency-Key.
 //
 // Run returns an error for an invalid Config, a consumer configuration JetStream refuses (for example
-// another consumer on the work-queue stream with an overlapping filter), or a closed NATS connection.
+// another consumer on the work-queue stream with an overlapping filter), a closed NATS connection, or
+// ErrAborted after Abort.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("consume: Run called more than once")
@@ -133,9 +142,32 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.aborted.Err() != nil {
+		// The hand-backs are plain publishes: make sure they left before the caller closes the connection.
+		if ferr := c.js.Conn().FlushTimeout(handBackFlush); ferr != nil {
+			c.log.Warn("reports handed back may not have reached NATS; they come back after the ack wait", "err", ferr)
+		}
+		return fmt.Errorf("%w: %d report(s) in flight handed back", ErrAborted, c.stats.handedBack.Load())
+	}
 	c.log.Info("report consumer stopped")
 	return nil
 }
+
+// ErrAborted is Run's error after Abort.
+var ErrAborted = errors.New("consume: stop aborted")
+
+// Abort cuts a stop short (its caller's shutdown timeout passed): the upstream attempts still in flight are
+// cancelled and their reports handed back to the stream (Nak) for an immediate redelivery, to this bridge
+// after a restart or to another, instead of after AckWait. A report the upstream answered meanwhile is
+// settled as usual. Run then returns ErrAborted soon. Abort does not stop Run by itself: cancel Run's
+// context too.
+func (c *Consumer) Abort() { c.abort() }
+
+// TokenObtained tells the consumer that some part of the bridge obtained a new access token. A hold
+// while the upstream was failing ends at once (though not before the upstream's Retry-After), so that
+// reports flow again as soon as the token endpoint has recovered. It is cheap and safe to call at any
+// time, from any goroutine.
+func (c *Consumer) TokenObtained() { c.circ.tokenObtained() }
 
 // consumerConfig is the durable consumer the bridge wants.
 func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {

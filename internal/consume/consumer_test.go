@@ -293,7 +293,7 @@ func TestUpstreamOutageThenRecovery(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	// Without backoff the consumer would have made thousands of attempts. With it: the first round (up to
-	// 16 in flight), then about one probe per hold (holds of 10–200 ms).
+	// 16 in flight), then one probe per ProbeInterval.
 	t.Logf("%d attempts during a %v outage, backlog drained %v after recovery", during, outage, drain)
 	if during > 16+int(outage.Milliseconds()/10) {
 		t.Errorf("%d attempts during the outage: not backing off", during)

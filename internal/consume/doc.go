@@ -9,6 +9,7 @@
 //	valid, 401/408/425/429/5xx, network     → Nak with a delay (exponential, ≥ Retry-After); redelivered
 //	valid, other 4xx                        → dead letter on P.dlq.reports with the upstream's status and messages
 //	invalid (Validate), or too large        → dead letter with every problem found; the upstream is not called
+//	header block the client cannot decode   → dead letter with the lines it could read (see headers.go)
 //	still failing transiently after MaxAge  → dead letter with the last reason (only when MaxAge > 0)
 //
 // and a dead letter is stored (JetStream publish acknowledged) before the report is acknowledged. No path
@@ -26,6 +27,7 @@
 // Files: options.go (Config, defaults, the Sender and Observer interfaces), consumer.go (New, Run, the
 // durable consumer's set-up), pull.go (the pull loop, probes, fetch errors), circuit.go (holding fetches
 // while the upstream fails), settle.go (one report's attempt, acknowledgement and delayed redelivery),
-// deadletter.go (a report's dead letter), status.go (Ready, Pending, Stats), and validate.go, schema.go
+// deadletter.go (a report's dead letter), headers.go (reports whose header block the client could not
+// decode), status.go (Ready, Pending, Stats), and validate.go, schema.go
 // and walk.go (Validate).
 package consume

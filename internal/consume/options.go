@@ -18,6 +18,9 @@ const (
 	DefaultBackoffMin  = time.Second
 	DefaultBackoffMax  = 5 * time.Minute
 	DefaultAckWait     = 2 * time.Minute
+	// DefaultProbeInterval is the pace of the probes while the upstream is failing: sparing with a
+	// failing upstream, and a recovery is noticed within about a second.
+	DefaultProbeInterval = time.Second
 )
 
 const (
@@ -29,6 +32,8 @@ const (
 	infoInterval = 5 * time.Second
 	// opTimeoutMax bounds one JetStream operation of a report (dead-letter publish, acknowledgement).
 	opTimeoutMax = 10 * time.Second
+	// handBackFlush bounds the wait for the hand-backs of an aborted stop to reach NATS.
+	handBackFlush = time.Second
 )
 
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
@@ -71,9 +76,12 @@ type Config struct {
 	// MaxAge, when positive, dead-letters a report still failing transiently this long after it was
 	// stored in the stream (its JetStream timestamp). Zero retries forever.
 	MaxAge time.Duration
-	// BackoffMin and BackoffMax bound the capped exponential delay of redeliveries after transient
-	// failures (and of the holds while the upstream is failing). Defaults 1 s and 5 min.
+	// BackoffMin and BackoffMax bound the capped exponential delay of each report's redeliveries after
+	// transient failures. Defaults 1 s and 5 min.
 	BackoffMin, BackoffMax time.Duration
+	// ProbeInterval is the hold between two probes while the upstream is failing (see Consumer): fixed,
+	// whatever the length of the outage, and never shorter than the upstream's Retry-After. Default 1 s.
+	ProbeInterval time.Duration
 	// AckWait is the consumer's acknowledgement wait: a report the bridge holds unsettled this long (it
 	// crashed, or NATS was unreachable when it settled it) is redelivered. One upstream attempt is bounded
 	// by AckWait/4, a dead-letter publish and an acknowledgement by AckWait/8 each; even when every stage
@@ -119,6 +127,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = max(c.BackoffMin, DefaultBackoffMax)
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = DefaultProbeInterval
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = DefaultAckWait

@@ -14,7 +14,7 @@ import (
 )
 
 // handle validates and sends one report, calls sent when that is over (the upstream answered, or the report
-// failed validation), then settles it.
+// failed validation or had a malformed header block), then settles it.
 func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	c.stats.consumed.Add(1)
 	c.stats.inFlight.Add(1)
@@ -30,7 +30,22 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		c.log.Error("report without JetStream metadata; leaving it to redelivery", "subject", msg.Subject(), "err", err)
 		return
 	}
+	if c.aborted.Err() != nil {
+		sent()
+		c.circ.abandon(probe)
+		c.handBack(msg, meta)
+		return
+	}
 	body := msg.Data()
+	if hdr, reason, ok := c.malformedHeader(msg, meta); ok {
+		sent()
+		c.circ.abandon(probe)
+		if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
+			reason += "; " + strings.Join(problems, "; ")
+		}
+		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
+		return
+	}
 	if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
@@ -39,11 +54,17 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	}
 
 	// The attempt is not cancelled when Run's context ends: a report being sent is finished and settled.
-	sctx, cancel := context.WithTimeout(context.Background(), c.attemptTimeout)
+	// Only Abort cancels it.
+	sctx, cancel := context.WithTimeout(c.aborted, c.attemptTimeout)
 	out := c.send.Send(sctx, body, idempotencyKey(msg, meta))
 	cancel()
 	sent()
 
+	if out.Kind == delivery.Retry && c.aborted.Err() != nil {
+		c.circ.abandon(probe) // cut short: says nothing about the upstream
+		c.handBack(msg, meta)
+		return
+	}
 	switch out.Kind {
 	case delivery.Accepted:
 		c.answered(probe)
@@ -97,6 +118,16 @@ func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, ou
 		// Without the nak the report comes back after AckWait instead.
 		c.natsFailure("nak", err)
 	}
+}
+
+// handBack returns a report to the stream for an immediate redelivery, after Abort.
+func (c *Consumer) handBack(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
+	if err := msg.Nak(); err != nil {
+		c.natsFailure("nak", err)
+		return
+	}
+	c.stats.handedBack.Add(1)
+	c.log.Debug("report handed back at the stop", "seq", meta.Sequence.Stream)
 }
 
 // backoff is the redelivery delay after the report's n-th delivery failed.

@@ -17,6 +17,8 @@ type Stats struct {
 	Rejected int64 // reports the upstream rejected, dead-lettered
 	Invalid  int64 // reports that failed validation, dead-lettered
 	Expired  int64 // reports dead-lettered after MaxAge
+	// HandedBack counts the reports in flight that Abort handed back for an immediate redelivery.
+	HandedBack int64
 
 	DeadLetterFailures int64 // dead-letter publishes that failed (the report is retried)
 	AckFailures        int64 // acknowledgements that failed (the report will be delivered again)
@@ -30,7 +32,7 @@ type Stats struct {
 type counters struct {
 	consumed, accepted, retried, rejected, invalid, expired atomic.Int64
 	dlqFailures, ackFailures, fetchErrors, holds            atomic.Int64
-	inFlight                                                atomic.Int64
+	inFlight, handedBack                                    atomic.Int64
 }
 
 // Run phases, for Ready.
@@ -128,6 +130,7 @@ func (c *Consumer) Stats() Stats {
 		Rejected:           s.rejected.Load(),
 		Invalid:            s.invalid.Load(),
 		Expired:            s.expired.Load(),
+		HandedBack:         s.handedBack.Load(),
 		DeadLetterFailures: s.dlqFailures.Load(),
 		AckFailures:        s.ackFailures.Load(),
 		FetchErrors:        s.fetchErrors.Load(),

@@ -82,7 +82,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		RefreshMargin: cfg.RefreshMargin,
 		LoginRetry:    cfg.LoginRetry,
 		Logger:        log.With("component", "token"),
-		Observe:       d.ops.tokenObserved,
+		Observe:       d.tokenObserved,
 	})
 	d.stream = upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
@@ -146,6 +146,15 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	return d, nil
 }
 
+// tokenObserved is the token source's Observe hook: the health checks and metrics, and a new token ends
+// the report consumer's hold at once, whichever part of the bridge asked for it.
+func (d *Daemon) tokenObserved(kind string, err error) {
+	d.ops.tokenObserved(kind, err)
+	if err == nil && d.reports != nil {
+		d.reports.TokenObtained()
+	}
+}
+
 // ceSource derives the CloudEvents source from the stream URL, without credentials or query.
 func ceSource(raw string) string {
 	u, err := url.Parse(raw)
@@ -195,9 +204,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}, func(error) { stopAll() })
 	// The publisher's upkeep: resends what went unanswered on a quiet stream. Returns when rctx is done.
 	g.Add(func() error { return d.pub.Run(rctx) }, func(error) { stopAll() })
-	// The report consumer. It finishes the reports in flight and hands back those fetched ahead, unless
-	// that takes longer than the shutdown timeout (NATS away): what it has not acknowledged is delivered
-	// again after the restart.
+	// The report consumer. It finishes the reports in flight and hands back those fetched ahead; at the
+	// shutdown timeout it hands back those still in flight too, and the stop is an error.
 	g.Add(func() error {
 		reportsErr = d.runReports(rctx, dctx)
 		return reportsErr
@@ -267,8 +275,11 @@ func (d *Daemon) shutdownClock(stopping context.Context) (context.Context, func(
 	}
 }
 
-// runReports runs the report consumer until rctx is done, and then waits for it until dctx is done.
-// The consumer's goroutine is left behind when it does not stop in time: the process is on its way out.
+// runReports runs the report consumer until rctx is done, and then waits for it until dctx is done. When
+// it is still stopping then (reports waiting on a slow upstream), the consumer is aborted: it hands the
+// reports in flight back to the stream, so that the next bridge gets them at once rather than after the
+// ack wait, and runReports returns an error, for a non-zero exit. It waits at most handBackWait for that;
+// beyond, the consumer's goroutine is left behind: the process is on its way out.
 func (d *Daemon) runReports(rctx, dctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- d.reports.Run(rctx) }()
@@ -279,8 +290,17 @@ func (d *Daemon) runReports(rctx, dctx context.Context) error {
 		select {
 		case err = <-done:
 		case <-dctx.Done():
-			d.log.Warn("report consumer still stopping at the shutdown timeout; its unacknowledged reports are delivered again after the restart")
-			return nil
+			d.reports.Abort()
+			t := time.NewTimer(handBackWait)
+			defer t.Stop()
+			select {
+			case err = <-done:
+			case <-t.C:
+				err = errors.New("still stopping; its unacknowledged reports are delivered again after the ack wait")
+			}
+			err = fmt.Errorf("%w (%s): %w", ErrShutdownTimeout, d.cfg.ShutdownTimeout, err)
+			d.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
+			return err
 		}
 	}
 	if err != nil {
@@ -288,6 +308,13 @@ func (d *Daemon) runReports(rctx, dctx context.Context) error {
 	}
 	return err
 }
+
+// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT.
+var ErrShutdownTimeout = errors.New("stop timed out after BRIDGE_SHUTDOWN_TIMEOUT")
+
+// handBackWait bounds the wait for an aborted report consumer: its hand-backs are publishes that need no
+// answer, and cmd/bridge allows a little time past the shutdown timeout.
+const handBackWait = time.Second
 
 // ensureStreams provisions the streams, retrying while NATS is unreachable or JetStream unavailable.
 func (d *Daemon) ensureStreams(ctx context.Context) error {

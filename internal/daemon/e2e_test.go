@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -486,7 +487,8 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 			return h.bridge.natsSt.Status() != nats.CONNECTED
 		})
 		start := time.Now()
-		if err := stop(); err != nil {
+		// The report consumer cannot finish its stop against a frozen server: the stop times out, an error.
+		if err := stop(); err != nil && !errors.Is(err, ErrShutdownTimeout) {
 			t.Fatalf("stop while NATS is frozen: %v", err)
 		}
 		if d := time.Since(start); d > 15*time.Second {
