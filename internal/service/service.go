@@ -261,6 +261,9 @@ func (s *Service) work(ep *endpoint, req upstream.APIRequest, reply string, time
 	resp, err := s.api.Call(ctx, req)
 	cancel()
 	res := outcome(resp, err, timeout, req.Method == "POST")
+	if errors.Is(err, upstream.ErrAnswerTooLarge) {
+		res = tooLarge(res, 0, req.MaxBody)
+	}
 	m := res.message(reply)
 	if max := int(s.nc.MaxPayload()); size(m) > max {
 		res = tooLarge(res, size(m), max)
@@ -281,14 +284,19 @@ func (s *Service) work(ep *endpoint, req upstream.APIRequest, reply string, time
 	s.observe(ep, res.code, start)
 }
 
-// tooLarge replaces a reply that would not fit in max_payload with a failure saying so.
+// tooLarge replaces a reply that would not fit in max_payload with a failure saying so; n is the reply's
+// size, 0 when the upstream's body was not read to its end.
 func tooLarge(res result, n, max int) result {
 	what := "the reply"
 	if res.upstream != 0 {
 		what = fmt.Sprintf("the reply to the upstream's HTTP %d answer", res.upstream)
 	}
-	out := failure(CodeBadAnswer, fmt.Sprintf("%s is %d bytes, more than the NATS server's max_payload of %d "+
-		"bytes; ask for less (e.g. a smaller pageSize)", what, n, max))
+	size := "more than"
+	if n > 0 {
+		size = fmt.Sprintf("%d bytes, more than", n)
+	}
+	out := failure(CodeBadAnswer, fmt.Sprintf("%s is %s the NATS server's max_payload of %d bytes; ask for "+
+		"less (e.g. a smaller pageSize)", what, size, max))
 	out.upstream = res.upstream
 	return out
 }
