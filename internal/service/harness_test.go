@@ -217,4 +217,3 @@ func (h *harness) create(reference string) string {
 	}
 	return created.ID
 }
-
