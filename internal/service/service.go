@@ -246,11 +246,11 @@ func strQuote(v string) string { return fmt.Sprintf("%q", cut(v, 40)) }
 // counts the error).
 func (s *Service) refuse(ep *endpoint, r micro.Request, res result, start time.Time) {
 	ep.failed(res)
+	s.observe(ep, res.code, start)
 	m := res.message("")
 	if err := r.Error(m.Header.Get(micro.ErrorCodeHeader), res.desc, res.body, micro.WithHeaders(micro.Headers(m.Header))); err != nil {
 		s.log.Warn("API reply not sent", "subject", r.Subject(), "err", err)
 	}
-	s.observe(ep, res.code, start)
 }
 
 // work makes the upstream call and answers it. It runs in its own goroutine holding a slot of s.sem.
@@ -269,6 +269,11 @@ func (s *Service) work(ep *endpoint, req upstream.APIRequest, reply string, time
 		res = tooLarge(res, size(m), max)
 		m = res.message(reply)
 	}
+	if !res.ok {
+		ep.failed(res)
+		s.log.Debug("API request failed", "subject", s.Subject(ep.Name), "status", res.code, "err", res.desc)
+	}
+	s.observe(ep, res.code, start) // before the reply, so that a caller that got it sees it counted
 	err = s.nc.PublishMsg(m)
 	if errors.Is(err, nats.ErrMaxPayload) { // the server's limit changed under us
 		res = tooLarge(res, size(m), int(s.nc.MaxPayload()))
@@ -277,11 +282,6 @@ func (s *Service) work(ep *endpoint, req upstream.APIRequest, reply string, time
 	if err != nil {
 		s.log.Warn("API reply not sent", "subject", s.Subject(ep.Name), "err", err)
 	}
-	if !res.ok {
-		ep.failed(res)
-		s.log.Debug("API request failed", "subject", s.Subject(ep.Name), "status", res.code, "err", res.desc)
-	}
-	s.observe(ep, res.code, start)
 }
 
 // tooLarge replaces a reply that would not fit in max_payload with a failure saying so; n is the reply's
