@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -191,4 +193,27 @@ func createOrder(b *testing.B, c *http.Client, base, tok string) string {
 	var created struct{ ID string }
 	do(http.MethodPost, base+"/orders", order(page.Data[0].ID, "BENCH"), &created)
 	return created.ID
+}
+
+// BenchmarkNATSEcho is the floor under BenchmarkAPI's bridge way: a bare NATS request-reply through the
+// same kind of server, answered at once with a body of a booking order's size, at 1 and 16 callers.
+func BenchmarkNATSEcho(b *testing.B) {
+	ns := testutil.StartNATS(b, nil)
+	resp := []byte(order("TERMINAL-0001", "BENCH"))
+	if _, err := ns.Connect().Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(resp) }); err != nil {
+		b.Fatal(err)
+	}
+	caller := ns.Connect()
+	for _, callers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			b.ResetTimer()
+			d, lat := run(b, callers, b.N, func() error {
+				_, err := caller.Request("echo", []byte(`{"id":"BO-00000001"}`), 10*time.Second)
+				return err
+			})
+			slices.Sort(lat)
+			b.ReportMetric(float64(len(lat))/d.Seconds(), "req/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		})
+	}
 }
