@@ -231,9 +231,13 @@ func (s *Service) handle(ep *endpoint, r micro.Request) {
 	select {
 	case s.sem <- struct{}{}:
 	default:
-		ep.busy.Add(1)
-		s.refuse(ep, r, failure(CodeUnavailable, fmt.Sprintf(
-			"the bridge is busy: %d upstream calls in flight on this replica; try again", cap(s.sem))), start)
+		msg := fmt.Sprintf("the bridge is busy: %d upstream calls in flight on this replica; try again", cap(s.sem))
+		if !s.up.Load() {
+			msg = "the bridge is stopping; try again (another replica may answer)"
+		} else {
+			ep.busy.Add(1)
+		}
+		s.refuse(ep, r, failure(CodeUnavailable, msg), start)
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
