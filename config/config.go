@@ -38,10 +38,11 @@ const MinRefreshMargin = 30 * time.Second
 const MinLoginRetry = time.Minute
 
 // Upper bounds of counts that size what the bridge allocates at start-up (the publish window's ring, two
-// report workers per report in flight): beyond them a typing error would exhaust memory.
+// report workers per report in flight, the API service's slots): beyond them a typing error would exhaust memory.
 const (
 	MaxPublishWindow     = 65536
 	MaxReportConcurrency = 4096
+	MaxAPIConcurrency    = 4096
 )
 
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
@@ -98,6 +99,11 @@ type Config struct {
 	ReportBackoffMin  time.Duration `envconfig:"REPORT_BACKOFF_MIN" default:"1s" desc:"first redelivery delay of a report after a transient failure"`
 	ReportBackoffMax  time.Duration `envconfig:"REPORT_BACKOFF_MAX" default:"5m" desc:"longest redelivery delay of a report"`
 	ReportDurable     string        `envconfig:"REPORT_DURABLE" default:"tracking-bridge-reports" desc:"name of the durable JetStream consumer of reports"`
+
+	// The partner API on NATS (contract §7).
+	APIEnabled     bool          `envconfig:"API_ENABLED" default:"true" desc:"serve the upstream's API to NATS clients as the micro service tracking-bridge on P.api.*"`
+	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096); a request beyond them is answered 503 at once"`
+	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included; a caller's Bridge-Timeout header can shorten it"`
 
 	// Lifecycle.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time from SIGINT or SIGTERM (or a fatal error) to exit, for in-flight reports and publishes and the NATS drain"`

@@ -100,6 +100,9 @@ func TestLoadDefaults(t *testing.T) {
 		ReportBackoffMin:    time.Second,
 		ReportBackoffMax:    5 * time.Minute,
 		ReportDurable:       "tracking-bridge-reports",
+		APIEnabled:          true,
+		APIConcurrency:      32,
+		APITimeout:          30 * time.Second,
 		ShutdownTimeout:     30 * time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -125,6 +125,9 @@ func (c *Config) check() []error {
 	positive(&ck, "BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin)
 	positive(&ck, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
 	ck.ordered("BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
+	positive(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency)
+	atMost(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency, MaxAPIConcurrency)
+	positive(&ck, "BRIDGE_API_TIMEOUT", c.APITimeout)
 	positive(&ck, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 
 	// NATS authentication and TLS.

@@ -21,6 +21,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -44,7 +45,9 @@ type Daemon struct {
 	pub    *publish.Publisher
 	// reports is the report consumer (tracking.reports → op 4.8).
 	reports *consume.Consumer
-	ops     *ops // metrics, health checks and the HTTP endpoint (http.go)
+	// api is the request-reply service of contract §7 (P.api.* → ops 4.1–4.8); nil when disabled.
+	api *service.Service
+	ops *ops // metrics, health checks and the HTTP endpoint (http.go)
 	// streamsLog is for provisioning the JetStream streams (component "streams").
 	streamsLog *slog.Logger
 }
@@ -143,6 +146,10 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Observer:    d.ops.reportsObserver(),
 	})
 	d.ops.watchReports(d.reports)
+	if err := d.newAPI(log); err != nil {
+		d.nc.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -153,6 +160,32 @@ func (d *Daemon) tokenObserved(kind string, err error) {
 	if err == nil && d.reports != nil {
 		d.reports.TokenObtained()
 	}
+}
+
+// newAPI builds the API service, with an HTTP client of its own: its calls are bounded by their
+// context (the caller's deadline), and its connections are not shared with the report consumer's.
+func (d *Daemon) newAPI(log *slog.Logger) error {
+	if !d.cfg.APIEnabled {
+		return nil
+	}
+	client, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: d.cfg.UpstreamCAFile})
+	if err != nil {
+		return err
+	}
+	d.ops.instrument(client)
+	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.tokens,
+		Client: client, Logger: log.With("component", "api")})
+	d.api = service.New(d.nc, caller, service.Config{
+		Prefix:      d.cfg.SubjectPrefix,
+		Concurrency: d.cfg.APIConcurrency,
+		Timeout:     d.cfg.APITimeout,
+		ReportPath:  d.cfg.ReportPath,
+		Validator:   service.StructuralValidator{ReportMaxBytes: d.cfg.ReportMaxBytes},
+		Version:     d.info.Version,
+		Logger:      log.With("component", "api"),
+		Observer:    d.ops.metrics,
+	})
+	return nil
 }
 
 // ceSource derives the CloudEvents source from the stream URL, without credentials or query.
@@ -210,6 +243,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		reportsErr = d.runReports(rctx, dctx)
 		return reportsErr
 	}, func(error) { stopAll() })
+	// The API service: it stops taking requests with the ingress, and answers those in flight until
+	// the shutdown clock runs out.
+	if d.api != nil {
+		g.Add(func() error { return d.api.Run(rctx, dctx) }, func(error) { stopAll() })
+	}
 	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
 	// back: stop, so that the process exits with the reason and its supervisor restarts it.
 	closed := d.nc.StatusChanged(nats.CLOSED)

@@ -76,6 +76,11 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 			t.Errorf("log line without component: %v", r)
 		}
 	}
+	for line := range strings.Lines(logs) {
+		if n := strings.Count(line, `"component":`); n > 1 {
+			t.Errorf("log line with %d components (a logger that already had one given another): %s", n, line)
+		}
+	}
 }
 
 // natsdownRecords decodes the JSON log lines of logs.

@@ -4,7 +4,7 @@
 //
 // A Metrics implements the observer interfaces of the components, so that cmd/bridge can hand it to
 // each of them: upstream.StreamObserver (the event stream), publish.Observer (JetStream publishing),
-// consume.Observer (the report consumer) and, through TokenObserved, upstream.TokenConfig.Observe. Its
+// consume.Observer (the report consumer), service.Observer (the API service) and, through TokenObserved, upstream.TokenConfig.Observe. Its
 // per-event methods cost a few atomic operations and no allocation once a type has been seen.
 //
 // Values that belong to another component (the stream's state, the resume cursor, the consumer's
@@ -28,6 +28,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -111,6 +112,10 @@ type Metrics struct {
 
 	// Upstream HTTP.
 	requests *prometheus.HistogramVec
+
+	// The API service (contract §7).
+	apiRequests *prometheus.CounterVec
+	apiDuration *prometheus.HistogramVec
 
 	src atomic.Pointer[Sources]
 }
@@ -218,8 +223,24 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"operation", "code"})
 
+	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "api_requests_total",
+		Help: "Requests answered by the API service (P.api.*), by endpoint and code: the upstream's status " +
+			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, 502 unusable " +
+			"answer, 503 unreachable, no token or busy, 504 timeout, else the upstream's status).",
+	}, []string{"endpoint", "code"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "api_request_duration_seconds",
+		Help:    "Time from receiving an API service request to sending its reply, by endpoint.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"endpoint"})
+	for _, op := range service.Operations {
+		m.apiDuration.WithLabelValues(op.Name)
+		m.apiRequests.WithLabelValues(op.Name, strconv.Itoa(op.Success))
+	}
+
 	reg.MustRegister(buildInfo, m.received, m.publishedBy, deadVec, m.ackSeconds, m.retries, m.duplicates, m.connects,
-		m.disconnectVec, tokVec, m.consumed, m.outVec, m.requests, &scrapeCollector{m: m})
+		m.disconnectVec, tokVec, m.consumed, m.outVec, m.requests, m.apiRequests, m.apiDuration, &scrapeCollector{m: m})
 	return m
 }
 
@@ -231,6 +252,7 @@ var (
 	_ upstream.StreamObserver = (*Metrics)(nil)
 	_ publish.Observer        = (*Metrics)(nil)
 	_ consume.Observer        = (*Metrics)(nil)
+	_ service.Observer        = (*Metrics)(nil)
 )
 
 // Connected implements upstream.StreamObserver.
@@ -352,6 +374,12 @@ func (m *Metrics) Outcome(kind, statusClass string) {
 		c = m.outVec.WithLabelValues(kind, statusClass) // a value added to consume: still bounded
 	}
 	c.Inc()
+}
+
+// APIServed implements service.Observer: one API request was answered with code after d.
+func (m *Metrics) APIServed(endpoint string, code int, d time.Duration) {
+	m.apiRequests.WithLabelValues(endpoint, statusCode(code)).Inc()
+	m.apiDuration.WithLabelValues(endpoint).Observe(d.Seconds())
 }
 
 // InstrumentTransport returns rt wrapped so that every request is observed in

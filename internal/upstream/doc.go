@@ -1,4 +1,5 @@
 // Package upstream owns everything HTTP towards the provider's Container Logistics Integration API:
-// the OAuth 2.0 token source, the Server-Sent Events tracking stream and the report client.
+// the OAuth 2.0 token source, the Server-Sent Events tracking stream, the report client and the API client
+// of the request-reply service (api.go).
 // It never imports NATS.
 package upstream

@@ -1,0 +1,347 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// Operation describes one endpoint of the service: the subject it is served on and the upstream
+// operation it calls (contract §1 and §7).
+type Operation struct {
+	// Name is the subject's tail after "P.api." ("orders.get"), the label of the endpoint's metrics and,
+	// with dots as dashes, the micro endpoint's name.
+	Name string
+	// Spec is the operation's section in the provider's spec ("4.4") and Summary its title.
+	Spec, Summary string
+	// Method and Path are the upstream request's, Path relative to the upstream URL as contract §1 has it.
+	Method, Path string
+	// Success is the status contract §1 gives a successful answer (any 2xx counts as success).
+	Success int
+
+	// build turns a request's body into the upstream request, or lists every problem of the body.
+	build func(b builder, body []byte) (upstream.APIRequest, []string)
+}
+
+// builder carries what building an upstream request needs besides the body.
+type builder struct {
+	reportPath string
+	validator  RequestValidator
+	idemKey    string // the caller's Idempotency-Key header, for the report operation
+}
+
+// Operations are the endpoints of the service, in the order of contract §7.
+var Operations = []Operation{
+	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, build: buildSearch},
+	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, build: buildList},
+	{Name: "orders.create", Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
+	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodGet)},
+	{Name: "orders.update", Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
+	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodDelete)},
+	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, build: buildQuery},
+	{Name: "tracking.report", Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
+}
+
+// EndpointNames returns the Name of every operation, for metrics that are created up front.
+func EndpointNames() []string {
+	out := make([]string, len(Operations))
+	for i, op := range Operations {
+		out[i] = op.Name
+	}
+	return out
+}
+
+// envelope is a request body decoded one level deep.
+type envelope map[string]json.RawMessage
+
+// parseEnvelope decodes body as one JSON object. An empty body is an empty object when allowEmpty.
+func parseEnvelope(body []byte, allowEmpty bool) (envelope, []string) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		if allowEmpty {
+			return envelope{}, nil
+		}
+		return nil, []string{"the request is empty; a JSON object is expected"}
+	}
+	if trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			return nil, []string{"the request is not valid JSON"}
+		}
+		return nil, []string{"the request must be a JSON object, not " + jsonType(trimmed)}
+	}
+	var env envelope
+	if err := json.Unmarshal(trimmed, &env); err != nil {
+		return nil, []string{"the request is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+	}
+	return env, nil
+}
+
+// jsonType names the type of a valid JSON value by its first byte.
+func jsonType(v []byte) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// isNull reports whether a member is null, which counts as absent.
+func isNull(v json.RawMessage) bool { return string(v) == "null" }
+
+// checker collects the problems of one request.
+type checker struct{ problems []string }
+
+func (c *checker) addf(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+// unknown reports every member of env not in allowed, in name order.
+func (c *checker) unknown(env envelope, allowed ...string) {
+	var extra []string
+	for k := range env {
+		if !slices.Contains(allowed, k) {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(extra)
+	for _, k := range extra {
+		c.addf("unknown member %s (allowed: %s)", strconv.QuoteToASCII(cut(k, 40)), allowedList(allowed))
+	}
+}
+
+func allowedList(allowed []string) string {
+	if len(allowed) == 0 {
+		return "none"
+	}
+	return strings.Join(allowed, ", ")
+}
+
+// str returns the string member key; ok is false when it is absent, null or not a string (then a problem
+// is added when it is not a string, or when it is required).
+func (c *checker) str(env envelope, key string, required bool) (string, bool) {
+	v, present := env[key]
+	if !present || isNull(v) {
+		if required {
+			c.addf("%s is missing", key)
+		}
+		return "", false
+	}
+	var s string
+	switch {
+	case v[0] != '"':
+		c.addf("%s must be a string, not %s", key, jsonType(v))
+		return "", false
+	case bytes.IndexByte(v, '\\') < 0:
+		s = string(v[1 : len(v)-1]) // valid JSON (parseEnvelope checked it) without escapes: the text itself
+	default:
+		_ = json.Unmarshal(v, &s)
+	}
+	if required && s == "" {
+		c.addf("%s must not be empty", key)
+		return "", false
+	}
+	return s, true
+}
+
+// integer returns the int32 member key, at least lo; ok is false when it is absent, null or wrong.
+func (c *checker) integer(env envelope, key string, lo int64) (int64, bool) {
+	v, present := env[key]
+	if !present || isNull(v) {
+		return 0, false
+	}
+	if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		c.addf("%s must be an integer, not %s", key, jsonType(v))
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
+		c.addf("%s must be an integer (int32), not %s", key, cut(string(v), 40))
+		return 0, false
+	}
+	if int64(f) < lo {
+		c.addf("%s must be at least %d, not %d", key, lo, int64(f))
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// object returns the raw object member key; ok is false when it is absent, null or not an object.
+func (c *checker) object(env envelope, key string, required bool) (json.RawMessage, bool) {
+	v, present := env[key]
+	if !present || isNull(v) {
+		if required {
+			c.addf("%s is missing", key)
+		}
+		return nil, false
+	}
+	if v[0] != '{' {
+		c.addf("%s must be an object, not %s", key, jsonType(v))
+		return nil, false
+	}
+	return v, true
+}
+
+// cut shortens s to at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// withQuery returns path with the query q, if any.
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// buildSearch: op 4.1, {"type","name","page","pageSize"}, each optional.
+func buildSearch(_ builder, body []byte) (upstream.APIRequest, []string) {
+	env, problems := parseEnvelope(body, true)
+	if problems != nil {
+		return upstream.APIRequest{}, problems
+	}
+	var c checker
+	c.unknown(env, "type", "name", "page", "pageSize")
+	q := url.Values{}
+	if s, ok := c.str(env, "type", false); ok && s != "" {
+		q.Set("type", s)
+	}
+	if s, ok := c.str(env, "name", false); ok && s != "" {
+		q.Set("name", s)
+	}
+	if n, ok := c.integer(env, "page", 1); ok {
+		q.Set("page", strconv.FormatInt(n, 10))
+	}
+	if n, ok := c.integer(env, "pageSize", 1); ok {
+		q.Set("pageSize", strconv.FormatInt(n, 10))
+	}
+	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/locations", q)}, c.problems
+}
+
+// buildList: op 4.2, an empty body or {}.
+func buildList(_ builder, body []byte) (upstream.APIRequest, []string) {
+	env, problems := parseEnvelope(body, true)
+	if problems != nil {
+		return upstream.APIRequest{}, problems
+	}
+	var c checker
+	c.unknown(env)
+	return upstream.APIRequest{Method: http.MethodGet, Path: "/orders"}, c.problems
+}
+
+// buildCreate: op 4.3, a BookingOrder sent verbatim.
+func buildCreate(b builder, body []byte) (upstream.APIRequest, []string) {
+	if _, problems := parseEnvelope(body, false); problems != nil {
+		return upstream.APIRequest{}, problems
+	}
+	if problems := b.validator.Validate(SchemaBookingOrder, body); len(problems) > 0 {
+		return upstream.APIRequest{}, problems
+	}
+	return upstream.APIRequest{Method: http.MethodPost, Path: "/orders", Body: body}, nil
+}
+
+// orderID checks the id member and returns the order's path.
+func orderID(c *checker, env envelope) string {
+	id, ok := c.str(env, "id", true)
+	if !ok {
+		return ""
+	}
+	if id == "." || id == ".." {
+		c.addf("id must not be %q", id)
+		return ""
+	}
+	return "/orders/" + url.PathEscape(id)
+}
+
+// buildByID: ops 4.4 and 4.6, {"id"}.
+func buildByID(method string) func(builder, []byte) (upstream.APIRequest, []string) {
+	return func(_ builder, body []byte) (upstream.APIRequest, []string) {
+		env, problems := parseEnvelope(body, false)
+		if problems != nil {
+			return upstream.APIRequest{}, problems
+		}
+		var c checker
+		c.unknown(env, "id")
+		path := orderID(&c, env)
+		return upstream.APIRequest{Method: method, Path: path}, c.problems
+	}
+}
+
+// buildUpdate: op 4.5, {"id", "order": BookingOrder}; the order member is sent verbatim.
+func buildUpdate(b builder, body []byte) (upstream.APIRequest, []string) {
+	env, problems := parseEnvelope(body, false)
+	if problems != nil {
+		return upstream.APIRequest{}, problems
+	}
+	var c checker
+	c.unknown(env, "id", "order")
+	path := orderID(&c, env)
+	order, ok := c.object(env, "order", true)
+	if ok {
+		for _, p := range b.validator.Validate(SchemaBookingOrder, order) {
+			c.addf("order: %s", p)
+		}
+	}
+	return upstream.APIRequest{Method: http.MethodPut, Path: path, Body: order}, c.problems
+}
+
+// buildQuery: op 4.7, {"orderId","positionId"} or {"clientOrderReference","clientPositionReference"}.
+func buildQuery(_ builder, body []byte) (upstream.APIRequest, []string) {
+	env, problems := parseEnvelope(body, false)
+	if problems != nil {
+		return upstream.APIRequest{}, problems
+	}
+	var c checker
+	keys := []string{"orderId", "positionId", "clientOrderReference", "clientPositionReference"}
+	c.unknown(env, keys...)
+	q := url.Values{}
+	for _, k := range keys {
+		if s, ok := c.str(env, k, false); ok && s != "" {
+			q.Set(k, s)
+		}
+	}
+	has := func(k string) bool { return q.Has(k) }
+	if has("orderId") != has("positionId") {
+		c.addf("orderId and positionId must be given together")
+	}
+	if has("clientOrderReference") != has("clientPositionReference") {
+		c.addf("clientOrderReference and clientPositionReference must be given together")
+	}
+	if len(q) == 0 {
+		c.addf("either orderId and positionId or clientOrderReference and clientPositionReference must be given")
+	}
+	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/tracking", q)}, c.problems
+}
+
+// buildReport: op 4.8, a TrackingEventReport sent verbatim to the configured report path.
+func buildReport(b builder, body []byte) (upstream.APIRequest, []string) {
+	if problems := b.validator.Validate(SchemaTrackingEventReport, body); len(problems) > 0 {
+		return upstream.APIRequest{}, problems
+	}
+	return upstream.APIRequest{Method: http.MethodPost, Path: b.reportPath, Body: body, IdempotencyKey: b.idemKey}, nil
+}

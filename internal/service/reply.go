@@ -1,0 +1,181 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// Headers of replies and requests beyond micro's error headers.
+const (
+	// TimeoutHeader is the request header by which a caller sends its deadline, as a duration with a unit
+	// ("2s", "1500ms"): the service gives the upstream at most that long (and never more than its own
+	// per-request timeout), then answers 504.
+	TimeoutHeader = "Bridge-Timeout"
+	// UpstreamStatusHeader is on every failure reply to which the upstream answered: its HTTP status.
+	UpstreamStatusHeader = "Bridge-Upstream-Status"
+	// IdempotencyKeyHeader, on a tracking.report request, is sent upstream as Idempotency-Key.
+	IdempotencyKeyHeader = "Idempotency-Key"
+	// RetryAfterHeader carries the upstream's Retry-After on a failure reply.
+	RetryAfterHeader = "Retry-After"
+)
+
+// Codes of Nats-Service-Error-Code the service sets itself (contract §7); any other is the upstream's
+// HTTP status.
+const (
+	CodeInvalid     = http.StatusBadRequest         // refused before calling the upstream
+	CodeBadAnswer   = http.StatusBadGateway         // the upstream's answer is unusable (or cannot travel on NATS)
+	CodeUnavailable = http.StatusServiceUnavailable // upstream unreachable, no token, or the bridge busy or stopping
+	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
+)
+
+// result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
+// with its code, one-line description and ApiResponseMessage body.
+type result struct {
+	code     int    // the upstream's status on success; the Nats-Service-Error-Code on failure
+	ok       bool   // success
+	desc     string // failure: the Nats-Service-Error line
+	body     []byte
+	upstream int    // the upstream's HTTP status, 0 when it did not answer
+	retry    string // the upstream's Retry-After, on failures
+}
+
+// apiMessage is the ApiResponseMessage body (spec 2.19).
+type apiMessage struct {
+	Messages []string `json:"messages"`
+}
+
+// failure builds a failure result whose body lists msgs and whose description joins them.
+func failure(code int, msgs ...string) result {
+	b, _ := json.Marshal(apiMessage{Messages: msgs})
+	return result{code: code, desc: delivery.JoinMessages(msgs), body: b}
+}
+
+// outcome maps the upstream's answer to a reply (contract §7). post tells a non-idempotent operation,
+// whose timeout message says that the request may have been processed.
+func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post bool) result {
+	if err != nil {
+		return errorOutcome(resp, err, timeout, post)
+	}
+	st := resp.Status
+	switch {
+	case st >= 200 && st < 300:
+		if len(resp.Body) > 0 && !json.Valid(resp.Body) {
+			r := failure(CodeBadAnswer, fmt.Sprintf("the upstream answered HTTP %d with a body that is not JSON", st))
+			r.upstream = st
+			return r
+		}
+		return result{code: st, ok: true, body: resp.Body, upstream: st}
+	case st >= 400 && st < 600:
+		var m apiMessage
+		var r result
+		if isAPIMessage(resp.Body, &m) {
+			desc := delivery.JoinMessages(m.Messages)
+			if desc == "" {
+				desc = httpStatus(st)
+			}
+			r = result{code: st, desc: desc, body: resp.Body}
+		} else {
+			r = failure(st, httpStatus(st)+" (the upstream's body is not an ApiResponseMessage)")
+		}
+		r.upstream, r.retry = st, resp.Header.Get(RetryAfterHeader)
+		return r
+	default:
+		r := failure(CodeBadAnswer, fmt.Sprintf("the upstream answered with the unexpected %s", httpStatus(st)))
+		r.upstream = st
+		return r
+	}
+}
+
+// errorOutcome maps a call that brought no usable answer.
+func errorOutcome(resp *upstream.APIResponse, err error, timeout time.Duration, post bool) result {
+	var r result
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		msg := fmt.Sprintf("the upstream did not answer within %v", timeout)
+		if errors.Is(err, upstream.ErrNoToken) {
+			msg = fmt.Sprintf("no access token within %v: the token endpoint did not answer", timeout)
+		} else if post {
+			msg += "; the operation may have been carried out, and was not repeated"
+		}
+		r = failure(CodeTimeout, msg)
+	case errors.Is(err, context.Canceled):
+		r = failure(CodeUnavailable, "the bridge is shutting down; the request was abandoned")
+	case errors.Is(err, upstream.ErrNoToken):
+		r = failure(CodeUnavailable, "the bridge has no access token for the upstream: "+err.Error())
+	case errors.Is(err, upstream.ErrAnswerTooLarge), errors.Is(err, upstream.ErrAnswerCut):
+		r = failure(CodeBadAnswer, err.Error())
+	default:
+		r = failure(CodeUnavailable, "the upstream cannot be reached: "+err.Error())
+	}
+	if resp != nil {
+		r.upstream = resp.Status
+	}
+	return r
+}
+
+// isAPIMessage reports whether body is an ApiResponseMessage: an object whose messages member is an
+// array of strings.
+func isAPIMessage(body []byte, m *apiMessage) bool {
+	var probe struct {
+		Messages *[]string `json:"messages"`
+	}
+	if json.Unmarshal(body, &probe) != nil || probe.Messages == nil {
+		return false
+	}
+	m.Messages = *probe.Messages
+	return true
+}
+
+func httpStatus(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return "HTTP " + strconv.Itoa(code) + " " + t
+	}
+	return "HTTP " + strconv.Itoa(code)
+}
+
+// message renders r as the reply to subject. A success is the upstream's body alone, without headers:
+// the contract asks for nothing else, and a header block costs every hop a parse.
+func (r result) message(subject string) *nats.Msg {
+	m := &nats.Msg{Subject: subject, Data: r.body}
+	if r.ok {
+		return m
+	}
+	m.Header = nats.Header{}
+	m.Header.Set(micro.ErrorHeader, r.desc)
+	m.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(r.code))
+	if r.retry != "" {
+		m.Header.Set(RetryAfterHeader, r.retry)
+	}
+	if r.upstream != 0 {
+		m.Header.Set(UpstreamStatusHeader, strconv.Itoa(r.upstream))
+	}
+	return m
+}
+
+// size is the number of bytes m takes against the server's max_payload: its header block as the client
+// encodes it, and its data.
+func size(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) > 0 {
+		n += len("NATS/1.0\r\n\r\n")
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				n += len(k) + len(": ") + len(v) + len("\r\n")
+			}
+		}
+	}
+	return n
+}
