@@ -119,7 +119,7 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadValues(t *testing.T) {
 	t.Parallel()
-	ca := writeFile(t, "ca.pem", "x")
+	ca := newTestFiles(t).ca
 	c, err := Load(lookup(minimalEnv(map[string]string{
 		"BRIDGE_UPSTREAM_URL":        "http://127.0.0.1:8081/v1.0/",
 		"BRIDGE_TOKEN_URL":           "http://127.0.0.1:8081/auth/token",
@@ -339,7 +339,7 @@ func checkErr(t *testing.T, err error, wantVars []string, wantIn string, wantIs 
 
 func TestLoadErrors(t *testing.T) {
 	t.Parallel()
-	file := writeFile(t, "file.pem", "x")
+	f := newTestFiles(t)
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
 	tests := []struct {
@@ -472,7 +472,7 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_NATS_CREDS_FILE"}, missing, fs.ErrNotExist},
 		{"missing seed file", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": missing},
 			[]string{"BRIDGE_NATS_NKEY_SEED_FILE"}, missing, fs.ErrNotExist},
-		{"cert without key", map[string]string{"BRIDGE_NATS_CERT_FILE": file},
+		{"cert without key", map[string]string{"BRIDGE_NATS_CERT_FILE": f.cert},
 			[]string{"BRIDGE_NATS_CERT_FILE, BRIDGE_NATS_KEY_FILE"}, "BRIDGE_NATS_KEY_FILE is missing", nil},
 		{"missing key file without cert", map[string]string{"BRIDGE_NATS_KEY_FILE": missing},
 			[]string{"BRIDGE_NATS_KEY_FILE", "BRIDGE_NATS_CERT_FILE, BRIDGE_NATS_KEY_FILE"}, "BRIDGE_NATS_CERT_FILE is missing", fs.ErrNotExist},
@@ -482,9 +482,9 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD"}, "BRIDGE_NATS_PASSWORD is missing", nil},
 		{"NATS password without user", map[string]string{"BRIDGE_NATS_PASSWORD": testPassword},
 			[]string{"BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD"}, "BRIDGE_NATS_USER is missing", nil},
-		{"NATS token and creds", map[string]string{"BRIDGE_NATS_TOKEN": testPassword, "BRIDGE_NATS_CREDS_FILE": file},
+		{"NATS token and creds", map[string]string{"BRIDGE_NATS_TOKEN": testPassword, "BRIDGE_NATS_CREDS_FILE": f.creds},
 			[]string{"BRIDGE_NATS_CREDS_FILE, BRIDGE_NATS_TOKEN"}, "more than one NATS authentication method", nil},
-		{"NATS seed, user and token", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": file, "BRIDGE_NATS_USER": "u",
+		{"NATS seed, user and token", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": f.seed, "BRIDGE_NATS_USER": "u",
 			"BRIDGE_NATS_PASSWORD": testPassword, "BRIDGE_NATS_TOKEN": testPassword},
 			[]string{"BRIDGE_NATS_NKEY_SEED_FILE, BRIDGE_NATS_USER, BRIDGE_NATS_PASSWORD, BRIDGE_NATS_TOKEN"}, "at most one", nil},
 	}
@@ -502,7 +502,7 @@ func TestLoadErrors(t *testing.T) {
 
 func TestLoadAccepts(t *testing.T) {
 	t.Parallel()
-	file := writeFile(t, "file.pem", "x")
+	f := newTestFiles(t)
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -521,10 +521,11 @@ func TestLoadAccepts(t *testing.T) {
 		{"min equals max", map[string]string{"BRIDGE_RECONNECT_MIN": "5s", "BRIDGE_RECONNECT_MAX": "5s"}},
 		{"listen on loopback", map[string]string{"BRIDGE_HTTP_ADDR": "127.0.0.1:9090"}},
 		{"NATS user and password", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p"}},
-		{"NATS creds with mTLS", map[string]string{"BRIDGE_NATS_CREDS_FILE": file, "BRIDGE_NATS_CA_FILE": file,
-			"BRIDGE_NATS_CERT_FILE": file, "BRIDGE_NATS_KEY_FILE": file}},
+		{"NATS creds with mTLS", map[string]string{"BRIDGE_NATS_CREDS_FILE": f.creds, "BRIDGE_NATS_CA_FILE": f.ca,
+			"BRIDGE_NATS_CERT_FILE": f.cert, "BRIDGE_NATS_KEY_FILE": f.key}},
+		{"NATS seed", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": f.seed}},
 		{"NATS token", map[string]string{"BRIDGE_NATS_TOKEN": "t"}},
-		{"upstream CA", map[string]string{"BRIDGE_UPSTREAM_CA_FILE": file}},
+		{"upstream CA", map[string]string{"BRIDGE_UPSTREAM_CA_FILE": f.ca}},
 		{"CE source URN", map[string]string{"BRIDGE_CE_SOURCE": "urn:example:tracking"}},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/nats-io/nkeys"
 )
 
 // problem is one configuration problem: the variables it concerns and what is wrong with them. Its text is
@@ -50,11 +54,24 @@ func (ck *checker) addVars(keys []string, format string, args ...any) {
 	ck.errs = append(ck.errs, problemf(keys, nil, format, args...))
 }
 
+// fine reports whether no problem was found so far about any of keys.
+func (ck *checker) fine(keys ...string) bool {
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	return !slices.ContainsFunc(ck.errs, func(err error) bool {
+		p, ok := err.(*problem)
+		return ok && p.concerns(set)
+	})
+}
+
 // Validate checks the configuration and reports every problem at once, joined with errors.Join, one per
 // line, each naming the variables it concerns; nil means the configuration is usable. Beyond required
 // values, ranges and enumerations it checks URL schemes (https unless BRIDGE_INSECURE_HTTP), subject and
-// consumer names, that named files exist, and that at most one NATS authentication method is set. It reads
-// the file system (os.Stat) and nothing else, and no message contains a secret's value.
+// consumer names, that named files exist (and that certificate, key, seed and credentials files hold what
+// their variable says), and that at most one NATS authentication method is set. It reads the file system
+// and nothing else, and no message contains a secret's value.
 func (c *Config) Validate() error { return errors.Join(c.check()...) }
 
 // check returns Validate's problems, each a *problem.
@@ -79,7 +96,7 @@ func (c *Config) check() []error {
 	ck.httpURL("BRIDGE_TOKEN_URL", c.TokenURL, c.InsecureHTTP, false)
 	ck.path("BRIDGE_STREAM_PATH", c.StreamPath)
 	ck.path("BRIDGE_REPORT_PATH", c.ReportPath)
-	ck.file("BRIDGE_UPSTREAM_CA_FILE", c.UpstreamCAFile)
+	ck.fileContent("BRIDGE_UPSTREAM_CA_FILE", c.UpstreamCAFile, pemCertificates)
 
 	// NATS and the HTTP endpoint.
 	ck.natsURLs("BRIDGE_NATS_URL", c.NATSURL)
@@ -131,12 +148,17 @@ func (c *Config) check() []error {
 	positive(&ck, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 
 	// NATS authentication and TLS.
-	ck.file("BRIDGE_NATS_CREDS_FILE", c.NATSCredsFile)
-	ck.file("BRIDGE_NATS_NKEY_SEED_FILE", c.NATSNKeySeedFile)
-	ck.file("BRIDGE_NATS_CA_FILE", c.NATSCAFile)
+	ck.fileContent("BRIDGE_NATS_CREDS_FILE", c.NATSCredsFile, natsCredentials)
+	ck.fileContent("BRIDGE_NATS_NKEY_SEED_FILE", c.NATSNKeySeedFile, nkeySeed)
+	ck.fileContent("BRIDGE_NATS_CA_FILE", c.NATSCAFile, pemCertificates)
 	ck.file("BRIDGE_NATS_CERT_FILE", c.NATSCertFile)
 	ck.file("BRIDGE_NATS_KEY_FILE", c.NATSKeyFile)
 	ck.together("BRIDGE_NATS_CERT_FILE", c.NATSCertFile != "", "BRIDGE_NATS_KEY_FILE", c.NATSKeyFile != "")
+	if ck.fine("BRIDGE_NATS_CERT_FILE", "BRIDGE_NATS_KEY_FILE") && c.NATSCertFile != "" && c.NATSKeyFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.NATSCertFile, c.NATSKeyFile); err != nil {
+			ck.addVars([]string{"BRIDGE_NATS_CERT_FILE", "BRIDGE_NATS_KEY_FILE"}, "not a certificate and its key: %v", err)
+		}
+	}
 	ck.together("BRIDGE_NATS_USER", c.NATSUser != "", "BRIDGE_NATS_PASSWORD", c.NATSPassword != "")
 	var methods []string // the variables of the methods in use
 	n := 0
@@ -335,6 +357,61 @@ func (ck *checker) together(aKey string, a bool, bKey string, b bool) {
 }
 
 // file checks that a named file exists and is not a directory.
+// fileContent checks that path names a readable file whose content check accepts: bridge run would stop
+// on it at start-up, so check-config and Validate report it as a configuration problem. The content is
+// never quoted (a seed or key is secret).
+func (ck *checker) fileContent(key, path string, check func([]byte) error) {
+	if path == "" {
+		return
+	}
+	ck.file(key, path)
+	if !ck.fine(key) {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) > maxCheckedFileBytes {
+		err = fmt.Errorf("larger than %d bytes", maxCheckedFileBytes)
+	}
+	if err == nil {
+		err = check(b)
+	}
+	if err != nil {
+		ck.add(key, "%s: %v", path, err)
+	}
+}
+
+// maxCheckedFileBytes bounds the files fileContent reads (certificate bundles are far smaller).
+const maxCheckedFileBytes = 16 << 20
+
+// pemCertificates accepts a PEM bundle with at least one certificate.
+func pemCertificates(b []byte) error {
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return errors.New("no PEM certificate found")
+	}
+	return nil
+}
+
+// nkeySeed accepts a file holding an NKey seed, decorated or not, as nats.NkeyOptionFromSeed reads it.
+func nkeySeed(b []byte) error {
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return errors.New("no NKey seed found")
+	}
+	kp.Wipe()
+	return nil
+}
+
+// natsCredentials accepts a credentials file: a user JWT and its NKey seed, as nats.UserCredentials
+// reads it.
+func natsCredentials(b []byte) error {
+	// ParseDecoratedJWT returns the whole content when it finds no JWT block: a JWT has three parts.
+	jwt, err := nkeys.ParseDecoratedJWT(b)
+	if err != nil || strings.Count(jwt, ".") != 2 || strings.ContainsFunc(jwt, unicode.IsSpace) {
+		return errors.New("no user JWT found")
+	}
+	return nkeySeed(b)
+}
+
 func (ck *checker) file(key, path string) {
 	if path == "" {
 		return
