@@ -128,9 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var ue usageError
+	var le loggedError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &le):
+		return 1
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "bridge: %v\n", err)
 		return 2
@@ -226,15 +229,22 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	log := root.With("component", "main")
 	log.Info("starting", "version", v, "commit", c, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
 	d, err := daemon.New(cfg, root, daemon.BuildInfo{Version: v, Commit: c})
-	if err != nil {
-		return err
+	if err == nil {
+		err = runBounded(ctx, d.Run, cfg.ShutdownTimeout+shutdownGrace)
 	}
-	if err := runBounded(ctx, d.Run, cfg.ShutdownTimeout+shutdownGrace); err != nil {
-		return err
+	if err != nil {
+		// In the log's own format, so that a log pipeline keeps the reason the process ended.
+		log.Error("stopped with an error", "err", err)
+		return loggedError{err}
 	}
 	log.Info("stopped")
 	return nil
 }
+
+// loggedError is a failure the logger has already reported: exit code 1, nothing more on stderr.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 // shutdownGrace is what runBounded allows past BRIDGE_SHUTDOWN_TIMEOUT for Run to return by itself.
 const shutdownGrace = 2 * time.Second

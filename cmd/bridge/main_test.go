@@ -375,3 +375,34 @@ func TestVersionOfPlainBuild(t *testing.T) {
 		t.Errorf("bridge version = %q, want %q", out, want)
 	}
 }
+
+// TestRunFailureIsLogged: when the daemon stops with an error after the logger exists (here its HTTP
+// address is taken), the reason is the last log line, in the log's format with its component, and
+// nothing else is written: a log pipeline keeps it. The exit code is 1.
+func TestRunFailureIsLogged(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{})
+	for k, v := range up.Env(ns.URL(), map[string]string{"BRIDGE_HTTP_ADDR": taken.Addr().String()}) {
+		t.Setenv(k, v)
+	}
+	var stderr testutil.Buffer
+	if code := run(context.Background(), []string{"run"}, io.Discard, &stderr); code != 1 {
+		t.Fatalf("exit code %d, want 1:\n%s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	var last map[string]any
+	for _, line := range lines {
+		if err := json.Unmarshal([]byte(line), &last); err != nil {
+			t.Fatalf("a line that is not JSON: %s", line)
+		}
+	}
+	if last["msg"] != "stopped with an error" || last["component"] != "main" || last["level"] != "ERROR" ||
+		!strings.Contains(fmt.Sprint(last["err"]), "BRIDGE_HTTP_ADDR") {
+		t.Errorf("last line %v, want the error with component main", last)
+	}
+}
