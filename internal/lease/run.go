@@ -205,6 +205,9 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 			r.log.Info("lease free")
 		}
 	}
+	if e.Revision() > r.rev && h.Instance != r.self.Instance {
+		r.rev = 0 // the key moved on without this process: nothing of its own left to release
+	}
 	switch {
 	case !put:
 		r.acquire(ctx)
