@@ -39,7 +39,9 @@ func BenchmarkFencing(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			stream := 0
+			const fenceSubjects = 4
 			newStream := func(b *testing.B) (epoch uint64, prefix string) {
+				b.Helper()
 				stream++
 				prefix = fmt.Sprintf("s%d", stream)
 				_, err := js.CreateStream(ctx, jetstream.StreamConfig{
@@ -49,11 +51,15 @@ func BenchmarkFencing(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				ack, err := js.Publish(ctx, prefix+".leader", []byte("epoch"))
-				if err != nil {
-					b.Fatal(err)
+				// One fence subject per batch that may be in flight; the new leader writes its epoch to each.
+				for k := range fenceSubjects {
+					ack, err := js.Publish(ctx, fmt.Sprintf("%s.leader.%d", prefix, k), []byte("epoch"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					epoch = ack.Sequence - uint64(k)
 				}
-				return ack.Sequence, prefix
+				return epoch, prefix
 			}
 			data := make([]byte, 400)
 
@@ -77,7 +83,7 @@ func BenchmarkFencing(b *testing.B) {
 				for i := range b.N {
 					m := &nats.Msg{Subject: prefix + ".events.X", Data: data, Header: nats.Header{}}
 					m.Header.Set(jetstream.MsgIDHeader, strconv.Itoa(i))
-					_, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequenceForSubject(epoch, prefix+".leader"))
+					_, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequenceForSubject(epoch, prefix+".leader.0"))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -93,7 +99,7 @@ func BenchmarkFencing(b *testing.B) {
 				for i := range b.N {
 					m := &nats.Msg{Subject: prefix + ".events.X", Data: data, Header: nats.Header{}}
 					m.Header.Set(jetstream.MsgIDHeader, strconv.Itoa(i))
-					f, err := js.PublishMsgAsync(m, jetstream.WithExpectLastSequenceForSubject(epoch, prefix+".leader"))
+					f, err := js.PublishMsgAsync(m, jetstream.WithExpectLastSequenceForSubject(epoch, prefix+".leader.0"))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -112,10 +118,10 @@ func BenchmarkFencing(b *testing.B) {
 			})
 
 			for _, size := range []int{100, 1000} {
-				for _, inflight := range []int{1, 4} {
-					b.Run(fmt.Sprintf("batch-%d-inflight-%d", size, inflight), func(b *testing.B) {
+				for _, c := range []struct{ inflight, subjects int }{{1, 1}, {4, 1}, {4, 4}} {
+					b.Run(fmt.Sprintf("batch-%d-inflight-%d-subjects-%d", size, c.inflight, c.subjects), func(b *testing.B) {
 						epoch, prefix := newStream(b)
-						fencedBatches(b, nc, prefix, epoch, data, size, inflight)
+						fencedBatches(b, nc, prefix, epoch, data, size, c.inflight, c.subjects)
 					})
 				}
 			}
@@ -124,9 +130,15 @@ func BenchmarkFencing(b *testing.B) {
 }
 
 // fencedBatches publishes b.N messages as atomic batches of size, each one's first message checking the
-// last sequence of the leader subject, with up to inflight batches awaiting their commit's answer.
-func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, data []byte, size, inflight int) {
+// last sequence of a leader subject (batch i the subject i mod subjects, whose epoch message has the
+// sequence epoch+i mod subjects), with up to inflight batches awaiting their commit's answer.
+func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, data []byte, size, inflight, subjects int) {
 	slots := make(chan struct{}, inflight)
+	// A fence subject takes a new batch only once the last one checking it was answered.
+	free := make([]chan struct{}, subjects)
+	for k := range free {
+		free[k] = make(chan struct{}, 1)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var refused, failed int
@@ -136,6 +148,8 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 		n := min(size, b.N-start)
 		id := fmt.Sprintf("%s-%d", prefix, batch)
 		slots <- struct{}{}
+		free[batch%subjects] <- struct{}{}
+		k := batch % subjects
 		inbox := nats.NewInbox()
 		sub, err := nc.SubscribeSync(inbox)
 		if err != nil {
@@ -148,7 +162,7 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(j+1))
 			if j == 0 {
 				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(epoch, 10))
-				m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+".leader")
+				m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+".leader.0")
 			}
 			if j == n-1 {
 				m.Header.Set("Nats-Batch-Commit", "1")
@@ -162,6 +176,7 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			defer func() { <-free[k] }()
 			defer func() { _ = sub.Unsubscribe() }()
 			resp, err := sub.NextMsg(30 * time.Second)
 			mu.Lock()
