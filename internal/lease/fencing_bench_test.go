@@ -118,7 +118,7 @@ func BenchmarkFencing(b *testing.B) {
 			})
 
 			for _, size := range []int{100, 1000} {
-				for _, c := range []struct{ inflight, subjects int }{{1, 1}, {4, 1}, {4, 4}} {
+				for _, c := range []struct{ inflight, subjects int }{{1, 1}, {1, 4}, {4, 1}, {4, 4}} {
 					b.Run(fmt.Sprintf("batch-%d-inflight-%d-subjects-%d", size, c.inflight, c.subjects), func(b *testing.B) {
 						epoch, prefix := newStream(b)
 						fencedBatches(b, nc, prefix, epoch, data, size, c.inflight, c.subjects)
