@@ -142,6 +142,7 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var refused, failed int
+	var refusedIDs []int
 	var firstErr error
 	b.ResetTimer()
 	for start, batch := 0, 0; start < b.N; start, batch = start+size, batch+1 {
@@ -173,6 +174,7 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 			}
 		}
 		wg.Add(1)
+		batch := batch
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
@@ -194,6 +196,7 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 			}
 			if jerr := json.Unmarshal(resp.Data, &ack); jerr != nil || ack.Error != nil {
 				refused++
+				refusedIDs = append(refusedIDs, batch)
 				if firstErr == nil {
 					firstErr = fmt.Errorf("%s", resp.Data)
 				}
@@ -204,6 +207,6 @@ func fencedBatches(b *testing.B, nc *nats.Conn, prefix string, epoch uint64, dat
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(refused), "refused-batches")
 	if failed > 0 || refused > 0 {
-		b.Logf("%d batches refused, %d unanswered; first error: %v", refused, failed, firstErr)
+		b.Logf("%d batches refused (%v), %d unanswered; first error: %v", refused, refusedIDs[:min(len(refusedIDs), 12)], failed, firstErr)
 	}
 }
