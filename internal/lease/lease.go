@@ -1,0 +1,263 @@
+// Package lease elects one leader among the bridges that share a subject prefix: the holder of a key in a
+// JetStream key-value bucket with a per-key TTL (contract section 6). The leader renews the key well inside
+// the TTL and stops leading, by its own monotonic clock, before the key can have expired; a clean stop
+// deletes the key so that a standby takes over at once; standbys watch the key and create it when it is
+// deleted or expires.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of Config.
+const (
+	DefaultKey = "events"
+	DefaultTTL = 10 * time.Second
+)
+
+// Config configures a Lease. Zero values take the defaults named on each field.
+type Config struct {
+	// Bucket is the key-value bucket, PFX_LEASES in the contract; required. It is created when missing.
+	Bucket string
+	// Key is the lease's key in the bucket; DefaultKey when empty.
+	Key string
+	// TTL is how long the key lives without a renewal; DefaultTTL when zero. The server counts per-message
+	// TTLs in whole seconds and refuses less than one, so it must be a whole number of seconds, at least 1s.
+	TTL time.Duration
+	// Replicas of the bucket when Run creates it; 1 when zero. An existing bucket is left as it is.
+	Replicas int
+	// RenewInterval is the time from one renewal request to the next; TTL/4 when zero.
+	RenewInterval time.Duration
+	// Margin is how long before the key can expire the leader stops leading when it could not renew, time
+	// for the daemon to stop publishing; TTL/5 when zero. RenewInterval must be shorter than TTL - Margin.
+	Margin time.Duration
+	// RetryInterval is how often a standby tries to take the key even when its watch saw no change, a
+	// backstop for watch updates lost across reconnections; TTL/2 when zero.
+	RetryInterval time.Duration
+	// Name identifies this process in the key (a pod or host name); the host name when empty.
+	Name string
+	// OnChange, when set, is called from Run's goroutine with true when this process becomes leader and
+	// false when it must stop leading. Calls alternate and start with true. OnChange(true) should return
+	// quickly, since renewals wait for it; OnChange(false) may block until reading and publishing have
+	// stopped, since a clean stop releases the key only after it returns.
+	OnChange func(leading bool)
+	// Logger receives one line per change of leadership; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Holder identifies the holder of the lease, as stored in the key.
+type Holder struct {
+	// Name is the holder's pod or host name.
+	Name string `json:"name"`
+	// PID is the holder's process id.
+	PID int `json:"pid"`
+	// Instance is random per Lease, so that two processes with the same name and pid (two containers) and a
+	// process that restarted are told apart.
+	Instance string `json:"instance"`
+	// Epoch is the key's revision when the holder acquired it: it grows with every change of leader and
+	// stays the same across renewals, so it can fence a stale leader's writes.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Revision is the key's latest known revision; it grows with every renewal.
+	Revision uint64 `json:"-"`
+}
+
+// Lease competes for the key, holds it while it can and reports leadership; see the package comment.
+// Its methods are safe for concurrent use; Run runs at most once.
+type Lease struct {
+	js    jetstream.JetStream
+	cfg   Config
+	log   *slog.Logger
+	self  Holder
+	value []byte // the key's value while this Lease leads (self, with the epoch once known)
+
+	mu         sync.Mutex
+	leading    bool
+	validUntil time.Time // this process may lead until then, by its monotonic clock
+	renewedAt  time.Time // when the last successful acquisition or renewal was sent
+	holder     Holder    // the latest known holder; zero when nobody holds the key
+}
+
+// New checks the configuration and returns a Lease for Run; it contacts nothing.
+func New(js jetstream.JetStream, cfg Config) (*Lease, error) {
+	if cfg.Bucket == "" {
+		return nil, fmt.Errorf("%w: bucket is required", ErrConfig)
+	}
+	if cfg.Key == "" {
+		cfg.Key = DefaultKey
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.RenewInterval == 0 {
+		cfg.RenewInterval = cfg.TTL / 4
+	}
+	if cfg.Margin == 0 {
+		cfg.Margin = cfg.TTL / 5
+	}
+	if cfg.RetryInterval == 0 {
+		cfg.RetryInterval = cfg.TTL / 2
+	}
+	var errs []error
+	if cfg.TTL < time.Second || cfg.TTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("%w: TTL %v is not a whole number of seconds of at least 1s", ErrConfig, cfg.TTL))
+	}
+	if cfg.Margin <= 0 || cfg.RenewInterval <= 0 || cfg.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: margin, renew and retry intervals must be positive", ErrConfig))
+	}
+	if cfg.RenewInterval >= cfg.TTL-cfg.Margin {
+		errs = append(errs, fmt.Errorf("%w: renew interval %v is not shorter than TTL %v - margin %v",
+			ErrConfig, cfg.RenewInterval, cfg.TTL, cfg.Margin))
+	}
+	if cfg.Replicas < 1 || cfg.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("%w: replicas %d not in 1..5", ErrConfig, cfg.Replicas))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	l := &Lease{
+		js:   js,
+		cfg:  cfg,
+		log:  cfg.Logger.With("component", "lease", "bucket", cfg.Bucket, "key", cfg.Key),
+		self: Holder{Name: cfg.Name, PID: os.Getpid(), Instance: hex.EncodeToString(b[:])},
+	}
+	return l, nil
+}
+
+// Leading reports whether this process leads now: it holds the key and its last successful renewal was sent
+// less than TTL - Margin ago by its monotonic clock. It turns false at that moment even before Run has
+// noticed, so a publisher may check it before every write.
+func (l *Lease) Leading() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading && time.Now().Before(l.validUntil)
+}
+
+// Holder returns the latest known holder of the lease, this process or another, for /status; ok is false
+// when the key is free or not known yet.
+func (l *Lease) Holder() (h Holder, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holder, l.holder.Instance != ""
+}
+
+// Self is this process's identity as it writes it into the key (its Epoch and Revision are zero).
+func (l *Lease) Self() Holder { return l.self }
+
+// Run competes for the lease until ctx ends, then stops leading and releases the key if it holds it. It
+// returns nil when ctx ends, and an error only when the bucket cannot serve as a lease (ErrNoKeyTTL); NATS
+// failures are retried.
+func (l *Lease) Run(ctx context.Context) error {
+	kv, err := l.bucket(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	r := &runner{Lease: l, kv: kv}
+	return r.run(ctx)
+}
+
+// bucket opens the lease bucket, creating it when missing, and retries while NATS does not answer.
+func (l *Lease) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	for {
+		kv, err := l.openBucket(ctx)
+		if err == nil || errors.Is(err, ErrNoKeyTTL) {
+			return kv, err
+		}
+		l.log.Warn("lease bucket not available", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (l *Lease) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.TTL)
+	defer cancel()
+	kv, err := l.js.KeyValue(rctx, l.cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// The markers live as long as a lease: long enough for every watcher to see them.
+		kv, err = l.js.CreateKeyValue(rctx, jetstream.KeyValueConfig{
+			Bucket:         l.cfg.Bucket,
+			Description:    "tracking-bridge leader lease",
+			History:        1,
+			Replicas:       l.cfg.Replicas,
+			Storage:        jetstream.FileStorage,
+			LimitMarkerTTL: l.cfg.TTL,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another replica created it meanwhile
+			kv, err = l.js.KeyValue(rctx, l.cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
+	}
+	st, err := kv.Status(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
+	}
+	if st.LimitMarkerTTL() == 0 {
+		return nil, fmt.Errorf("%w: bucket %s", ErrNoKeyTTL, l.cfg.Bucket)
+	}
+	return kv, nil
+}
+
+// valueFor encodes h as the key's value.
+func valueFor(h Holder) []byte {
+	b, _ := json.Marshal(h)
+	return b
+}
+
+// holderOf decodes an entry of the key; ok is false for a deletion, an expiry or a foreign value.
+func holderOf(e jetstream.KeyValueEntry) (h Holder, ok bool) {
+	if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &h) != nil || h.Instance == "" {
+		return Holder{}, false
+	}
+	if h.Epoch == 0 { // the acquisition itself carries no epoch: its revision is the epoch
+		h.Epoch = e.Revision()
+	}
+	h.Revision = e.Revision()
+	return h, true
+}
+
+// isWrongRevision reports whether err is the server refusing a write because the key's last revision is not
+// the one expected: the key changed hands, or a check on it is still in flight (10164 on replicated streams).
+func isWrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// subject is the key's subject in the bucket's stream, the one kv.Put writes to.
+func (l *Lease) subject() string { return "$KV." + l.cfg.Bucket + "." + l.cfg.Key }
+
+// natsMsg builds a renewal of the key with value.
+func (l *Lease) natsMsg(value []byte) *nats.Msg {
+	return &nats.Msg{Subject: l.subject(), Data: value, Header: nats.Header{}}
+}

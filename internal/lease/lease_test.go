@@ -1,0 +1,408 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+const bucket = "TEST_LEASES"
+
+// change is one call of OnChange, stamped with the monotonic clock.
+type change struct {
+	leading bool
+	at      time.Time
+}
+
+// overlap counts the competitors of a test that are leading by their OnChange calls, and the most at once.
+type overlap struct {
+	mu       sync.Mutex
+	now, max int
+}
+
+func (o *overlap) add(d int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.now += d
+	o.max = max(o.max, o.now)
+}
+
+func (o *overlap) most() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.max
+}
+
+// competitor is one Lease running in the test, standing for one bridge.
+type competitor struct {
+	*Lease
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned, with its error in err
+	err    error
+
+	mu      sync.Mutex
+	changes []change
+}
+
+func (c *competitor) history() []change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]change(nil), c.changes...)
+}
+
+// lastRenewal is when the last successful acquisition or renewal was sent.
+func (c *competitor) lastRenewal() time.Time {
+	c.Lease.mu.Lock()
+	defer c.Lease.mu.Unlock()
+	return c.renewedAt
+}
+
+// stop cancels Run and waits for it to return.
+func (c *competitor) stop(t *testing.T) {
+	t.Helper()
+	c.cancel()
+	select {
+	case <-c.done:
+		if c.err != nil {
+			t.Errorf("Run: %v", c.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context ending")
+	}
+}
+
+// start runs a Lease named name on nc with cfg (Bucket and OnChange are set here) until the test ends.
+func start(t *testing.T, nc *nats.Conn, name string, cfg Config, o *overlap) *competitor {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &competitor{nc: nc, done: make(chan struct{})}
+	cfg.Bucket = bucket
+	cfg.Name = name
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		cfg.Logger = slog.Default().With("test", t.Name())
+	}
+	cfg.OnChange = func(leading bool) {
+		c.mu.Lock()
+		c.changes = append(c.changes, change{leading, time.Now()})
+		c.mu.Unlock()
+		if o != nil {
+			if leading {
+				o.add(1)
+			} else {
+				o.add(-1)
+			}
+		}
+	}
+	l, err := New(js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Lease = l
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() {
+		c.err = l.Run(ctx)
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-c.done
+	})
+	return c
+}
+
+// waitLeader waits until exactly one of cs leads and returns it.
+func waitLeader(t *testing.T, within time.Duration, cs ...*competitor) *competitor {
+	t.Helper()
+	var leader *competitor
+	testutil.Eventually(t, within, "exactly one competitor leads", func() bool {
+		n := 0
+		for _, c := range cs {
+			if c.Leading() {
+				n++
+				leader = c
+			}
+		}
+		return n == 1
+	})
+	return leader
+}
+
+// becameLeader returns when c last became leader, zero when it never did.
+func becameLeader(c *competitor) time.Time {
+	var at time.Time
+	for _, ch := range c.history() {
+		if ch.leading {
+			at = ch.at
+		}
+	}
+	return at
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr error
+	}{
+		{"defaults", Config{Bucket: "B"}, nil},
+		{"no bucket", Config{}, ErrConfig},
+		{"sub-second TTL", Config{Bucket: "B", TTL: 500 * time.Millisecond}, ErrConfig},
+		{"fractional TTL", Config{Bucket: "B", TTL: 1500 * time.Millisecond}, ErrConfig},
+		{"renewal too late", Config{Bucket: "B", TTL: 2 * time.Second, RenewInterval: 1800 * time.Millisecond}, ErrConfig},
+		{"replicas", Config{Bucket: "B", Replicas: 7}, ErrConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(nil, tt.cfg)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("New = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestOneLeaderAndCleanHandover runs three competitors on one server and on a 3-node cluster (an R3 bucket):
+// exactly one leads, all agree on the holder, and a clean stop hands over in well under the TTL.
+func TestOneLeaderAndCleanHandover(t *testing.T) {
+	for _, backend := range []string{"server", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			var connect func() *nats.Conn
+			replicas := 1
+			if backend == "server" {
+				connect = testutil.StartNATS(t, nil).Connect
+			} else {
+				connect = testutil.StartCluster(t).Connect
+				replicas = 3
+			}
+			cfg := Config{TTL: 5 * time.Second, Replicas: replicas}
+			o := &overlap{}
+			cs := []*competitor{
+				start(t, connect(), "a", cfg, o), start(t, connect(), "b", cfg, o), start(t, connect(), "c", cfg, o),
+			}
+			leader := waitLeader(t, 30*time.Second, cs...)
+			self := leader.Self()
+			testutil.Eventually(t, 10*time.Second, "every competitor knows the holder", func() bool {
+				for _, c := range cs {
+					if h, ok := c.Holder(); !ok || h.Instance != self.Instance || h.Epoch == 0 {
+						return false
+					}
+				}
+				return true
+			})
+
+			stopped := time.Now()
+			leader.stop(t)
+			var rest []*competitor
+			for _, c := range cs {
+				if c != leader {
+					rest = append(rest, c)
+				}
+			}
+			next := waitLeader(t, 4*time.Second, rest...)
+			handover := becameLeader(next).Sub(stopped)
+			t.Logf("%s: handover after a clean stop took %v", backend, handover)
+			if handover >= 2*time.Second {
+				t.Errorf("handover took %v, want under 2s (the TTL is %v)", handover, cfg.TTL)
+			}
+			if h := leader.history(); len(h) != 2 || !h[0].leading || h[1].leading {
+				t.Errorf("stopped leader's changes = %v, want [true false]", h)
+			}
+			if n := o.most(); n != 1 {
+				t.Errorf("%d competitors led at once", n)
+			}
+		})
+	}
+}
+
+// TestKilledLeaderReplacedAfterTTL plays a leader killed with SIGKILL: its connection goes away without a
+// release, and a standby takes over once the key has expired, not before.
+func TestKilledLeaderReplacedAfterTTL(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: 2 * time.Second}
+	o := &overlap{}
+	a := start(t, ns.Connect(), "a", cfg, o)
+	waitLeader(t, 10*time.Second, a)
+	b := start(t, ns.Connect(), "b", cfg, o)
+	testutil.Eventually(t, 5*time.Second, "the standby knows the holder", func() bool {
+		h, ok := b.Holder()
+		return ok && h.Instance == a.Self().Instance
+	})
+
+	a.nc.Close()
+	killed := time.Now()
+	waitLeader(t, cfg.TTL+3*time.Second, b)
+	took := becameLeader(b)
+	t.Logf("takeover %v after the kill", took.Sub(killed))
+	if expiry := a.lastRenewal().Add(cfg.TTL); took.Before(expiry) {
+		t.Errorf("standby took over %v before the killed leader's lease could expire", expiry.Sub(took))
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+}
+
+// TestFrozenLeaderDemotesBeforeExpiry cuts the leader off from NATS without closing anything (a frozen
+// proxy): it must stop leading before its lease can expire, and the standby must take over only after.
+func TestFrozenLeaderDemotesBeforeExpiry(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	px := testutil.StartProxy(t, ns.URL())
+	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cfg := Config{TTL: 2 * time.Second}
+	o := &overlap{}
+	a := start(t, nc, "a", cfg, o)
+	waitLeader(t, 10*time.Second, a)
+	b := start(t, ns.Connect(), "b", cfg, o)
+	testutil.Eventually(t, 5*time.Second, "the leader has renewed", func() bool {
+		h, ok := a.Holder()
+		return ok && h.Revision > h.Epoch
+	})
+
+	px.Freeze()
+	t.Cleanup(px.Thaw)
+	waitLeader(t, cfg.TTL+3*time.Second, b)
+	h := a.history()
+	if len(h) != 2 || h[1].leading {
+		t.Fatalf("frozen leader's changes = %v, want [true false]", h)
+	}
+	demoted, renewed := h[1].at, a.lastRenewal()
+	t.Logf("demoted %v after the last renewal was sent; the standby took over %v after that",
+		demoted.Sub(renewed), becameLeader(b).Sub(renewed))
+	if expiry := renewed.Add(cfg.TTL); !demoted.Before(expiry) {
+		t.Errorf("demoted %v after the lease could have expired", demoted.Sub(expiry))
+	}
+	if !demoted.Before(becameLeader(b)) {
+		t.Error("the standby took over before the frozen leader had stopped leading")
+	}
+
+	// Back in touch, the old leader stays a standby and agrees on the new holder.
+	px.Thaw()
+	testutil.Eventually(t, 10*time.Second, "the old leader sees the new holder", func() bool {
+		h, ok := a.Holder()
+		return ok && h.Instance == b.Self().Instance
+	})
+	if a.Leading() || !b.Leading() {
+		t.Errorf("after the thaw: a leading %v, b leading %v", a.Leading(), b.Leading())
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+}
+
+// TestRenewalKeepsTTL checks the trap of nats.go #1994: after several renewals the key still expires when
+// renewals stop, and a standby learns of the expiry from its watch alone.
+func TestRenewalKeepsTTL(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: time.Second, RenewInterval: 250 * time.Millisecond, Margin: 300 * time.Millisecond}
+	a := start(t, ns.Connect(), "a", cfg, nil)
+	waitLeader(t, 10*time.Second, a)
+	testutil.Eventually(t, 10*time.Second, "the leader has renewed for longer than the TTL", func() bool {
+		h, _ := a.Holder()
+		return h.Revision >= h.Epoch+6
+	})
+	standby := cfg
+	standby.RetryInterval = time.Hour // only the watch can tell it the key expired
+	b := start(t, ns.Connect(), "b", standby, nil)
+
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "$KV."+bucket+"."+DefaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get(jetstream.MsgTTLHeader); got != "1s" {
+		t.Errorf("renewed key has %s %q, want 1s", jetstream.MsgTTLHeader, got)
+	}
+
+	a.nc.Close()
+	waitLeader(t, 5*time.Second, b)
+}
+
+// TestUpdateDropsTTL pins down nats.go #1994, the reason renewals do not use kv.Update: the key it writes
+// has no TTL and never expires. Should a later nats.go keep the TTL, this test says so.
+func TestUpdateDropsTTL(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, LimitMarkerTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Create(ctx, "k", []byte("1"), jetstream.KeyTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, "k", []byte("2"), rev); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // the absence of an expiry can only be waited for
+	if _, err := kv.Get(ctx, "k"); err != nil {
+		t.Errorf("key written by Update: %v; kv.Update now keeps the TTL (nats.go #1994 fixed?)", err)
+	}
+}
+
+// TestLeaderSurvivesLossOfBucketLeader kills the cluster node that leads the R3 lease bucket: the lease
+// survives with the same epoch and renewals resume after the bucket's new leader is elected.
+func TestLeaderSurvivesLossOfBucketLeader(t *testing.T) {
+	cl := testutil.StartCluster(t)
+	// A stream leader election after a lost node waits for the followers' election timeout (seconds), so
+	// this lease tolerates a long pause in renewals without demotion.
+	cfg := Config{TTL: 15 * time.Second, RenewInterval: time.Second, Margin: 3 * time.Second, Replicas: 3}
+	o := &overlap{}
+	a := start(t, cl.Connect(), "a", cfg, o)
+	leader := waitLeader(t, 30*time.Second, a)
+	b := start(t, cl.Connect(), "b", cfg, o)
+	testutil.Eventually(t, 10*time.Second, "the standby knows the holder", func() bool {
+		h, ok := b.Holder()
+		return ok && h.Instance == leader.Self().Instance
+	})
+	before, _ := leader.Holder()
+	node := cl.WaitStreamLeader("KV_" + bucket)
+
+	cl.StopNode(node)
+	killed := time.Now()
+	testutil.Eventually(t, 20*time.Second, "renewals resume", func() bool {
+		h, _ := leader.Holder()
+		return h.Revision > before.Revision+1
+	})
+	t.Logf("renewals resumed %v after the bucket's leader node was stopped", time.Since(killed))
+	after, _ := leader.Holder()
+	if !leader.Leading() || after.Epoch != before.Epoch {
+		t.Errorf("leading %v, epoch %d -> %d; want the same lease", leader.Leading(), before.Epoch, after.Epoch)
+	}
+	if h := leader.history(); len(h) != 1 {
+		t.Errorf("leader's changes = %v, want one (no demotion)", h)
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+}

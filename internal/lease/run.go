@@ -1,0 +1,272 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// releaseTimeout bounds the deletion of the key on a clean stop: a standby takes over at the TTL anyway.
+const releaseTimeout = 2 * time.Second
+
+// runner is the state of one Run, owned by its goroutine.
+type runner struct {
+	*Lease
+	kv  jetstream.KeyValue
+	rev uint64 // the key's revision this process wrote last; 0 when the key is known not to be its own
+
+	renew  *time.Timer // the next renewal, while leading
+	expire *time.Timer // the end of leadership unless a renewal succeeds first, while leading
+}
+
+func (r *runner) run(ctx context.Context) error {
+	r.renew = time.NewTimer(time.Hour)
+	r.renew.Stop()
+	r.expire = time.NewTimer(time.Hour)
+	r.expire.Stop()
+	defer r.renew.Stop()
+	defer r.expire.Stop()
+	retry := time.NewTicker(r.cfg.RetryInterval)
+	defer retry.Stop()
+
+	updates := r.watch(ctx)
+	r.acquire(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			r.stop(ctx)
+			return nil
+		case e, ok := <-updates:
+			if !ok {
+				updates = nil // watch again at the next retry
+				continue
+			}
+			r.observe(ctx, e)
+		case <-retry.C:
+			if updates == nil {
+				updates = r.watch(ctx)
+			}
+			if !r.isLeading() {
+				r.acquire(ctx)
+			}
+		case <-r.renew.C:
+			r.renewal(ctx)
+		case <-r.expire.C:
+			r.demote("could not renew in time")
+		}
+	}
+}
+
+// watch starts watching the key; nil when it could not (the retry tick tries again).
+func (r *runner) watch(ctx context.Context) <-chan jetstream.KeyValueEntry {
+	w, err := r.kv.Watch(ctx, r.cfg.Key)
+	if err != nil {
+		r.log.Warn("cannot watch the lease", "err", err)
+		return nil
+	}
+	return w.Updates()
+}
+
+func (r *runner) isLeading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
+
+// acquire tries to create the key: it succeeds only when the key is absent, deleted or expired.
+func (r *runner) acquire(ctx context.Context) {
+	sent := time.Now()
+	actx, cancel := context.WithTimeout(ctx, r.cfg.TTL-r.cfg.Margin)
+	defer cancel()
+	rev, err := r.kv.Create(actx, r.cfg.Key, valueFor(r.self), jetstream.KeyTTL(r.cfg.TTL))
+	switch {
+	case err == nil:
+		r.rev = rev
+		if time.Since(sent) >= r.cfg.TTL-r.cfg.Margin {
+			r.log.Warn("lease acquired too late to lead; releasing it", "revision", rev)
+			r.release(ctx)
+			return
+		}
+		r.lead(rev, sent)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		e, gerr := r.kv.Get(actx, r.cfg.Key)
+		if gerr == nil {
+			r.observe(ctx, e)
+		}
+	case ctx.Err() == nil:
+		r.log.Debug("cannot acquire the lease", "err", err)
+	}
+}
+
+// lead makes this process the leader of epoch rev, acquired by a request sent at sent.
+func (r *runner) lead(rev uint64, sent time.Time) {
+	h := r.self
+	h.Epoch = rev
+	r.value = valueFor(h)
+	h.Revision = rev
+	r.mu.Lock()
+	r.leading = true
+	r.holder = h
+	r.mu.Unlock()
+	r.renewed(rev, sent)
+	r.log.Info("leading", "holder", h.Name, "pid", h.PID, "instance", h.Instance, "epoch", rev)
+	if r.cfg.OnChange != nil {
+		r.cfg.OnChange(true)
+	}
+}
+
+// renewed records a successful write of revision rev sent at sent, and schedules the next renewal and the
+// end of leadership from the time it was sent: the server starts the key's TTL only after it receives it.
+func (r *runner) renewed(rev uint64, sent time.Time) {
+	r.rev = rev
+	until := sent.Add(r.cfg.TTL - r.cfg.Margin)
+	r.mu.Lock()
+	r.validUntil = until
+	r.renewedAt = sent
+	r.holder.Revision = rev
+	r.mu.Unlock()
+	r.renew.Reset(time.Until(sent.Add(r.cfg.RenewInterval)))
+	r.expire.Reset(time.Until(until))
+}
+
+// renewal writes the key again with the same value and a fresh TTL, on condition that its last revision is
+// still this process's. It does not use kv.Update, which would drop the key's TTL (nats.go #1994).
+func (r *runner) renewal(ctx context.Context) {
+	r.mu.Lock()
+	until := r.validUntil
+	r.mu.Unlock()
+	rctx, cancel := context.WithDeadline(ctx, until) // never wait past the end of leadership
+	defer cancel()
+	sent := time.Now()
+	ack, err := r.js.PublishMsg(rctx, r.natsMsg(r.value),
+		jetstream.WithExpectLastSequencePerSubject(r.rev), jetstream.WithMsgTTL(r.cfg.TTL))
+	switch {
+	case err == nil:
+		r.renewed(ack.Sequence, sent)
+	case ctx.Err() != nil:
+		// Run is stopping; stop releases the key.
+	case isWrongRevision(err):
+		r.recheck(rctx, err)
+	case !time.Now().Before(until):
+		r.demote("could not renew in time")
+	default:
+		r.log.Debug("lease renewal failed; retrying", "err", err)
+		r.renew.Reset(min(r.cfg.RenewInterval/4, time.Until(until)))
+	}
+}
+
+// recheck reads the key after a renewal was refused for its revision: a renewal whose answer was lost may
+// have moved it on with this process's own value, which it adopts; anything else means the lease is lost.
+func (r *runner) recheck(ctx context.Context, cause error) {
+	e, err := r.kv.Get(ctx, r.cfg.Key)
+	if err == nil {
+		if h, ok := holderOf(e); ok && h.Instance == r.self.Instance {
+			r.rev = e.Revision()
+			r.renew.Reset(r.cfg.RenewInterval / 4)
+			return
+		}
+	}
+	r.rev = 0
+	r.demote("lease lost: " + cause.Error())
+}
+
+// observe takes in an entry of the key, from the watch or a read.
+func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
+	if e == nil { // the end of the watch's initial values
+		return
+	}
+	h, put := holderOf(e)
+	if r.isLeading() {
+		switch {
+		case e.Revision() <= r.rev:
+			// an older entry than this process's last write
+		case put && h.Instance == r.self.Instance:
+			r.rev = e.Revision() // a renewal whose answer has not arrived (yet)
+		default:
+			r.rev = 0
+			if put {
+				r.demote("lease taken by " + h.Name)
+			} else {
+				r.demote("lease deleted or expired")
+			}
+		}
+		return
+	}
+	r.mu.Lock()
+	prev := r.holder
+	r.holder = h
+	r.mu.Unlock()
+	if h.Instance != prev.Instance || h.Epoch != prev.Epoch {
+		if put {
+			r.log.Info("standing by", "holder", h.Name, "pid", h.PID, "instance", h.Instance, "epoch", h.Epoch)
+		} else {
+			r.log.Info("lease free")
+		}
+	}
+	if e.Revision() > r.rev && h.Instance != r.self.Instance {
+		r.rev = 0 // the key moved on without this process: nothing of its own left to release
+	}
+	switch {
+	case !put:
+		r.acquire(ctx)
+	case h.Instance == r.self.Instance:
+		// Still this process's key after it stopped leading (a renewal that was stored but not answered):
+		// deleting it lets every replica compete at once instead of after the TTL.
+		r.rev = e.Revision()
+		r.release(ctx)
+	}
+}
+
+// demote ends this process's leadership and tells the daemon.
+func (r *runner) demote(reason string) {
+	r.mu.Lock()
+	was := r.leading
+	r.leading = false
+	r.validUntil = time.Time{}
+	if r.rev == 0 {
+		r.holder = Holder{}
+	}
+	r.mu.Unlock()
+	r.renew.Stop()
+	r.expire.Stop()
+	if !was {
+		return
+	}
+	r.log.Info("stopped leading", "reason", reason, "epoch", r.holderEpoch())
+	if r.cfg.OnChange != nil {
+		r.cfg.OnChange(false)
+	}
+}
+
+func (r *runner) holderEpoch() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holder.Epoch
+}
+
+// release deletes the key on condition that it is still at this process's last revision.
+func (r *runner) release(ctx context.Context) {
+	if r.rev == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err := r.kv.Delete(rctx, r.cfg.Key, jetstream.LastRevision(r.rev))
+	if err != nil {
+		r.log.Warn("cannot release the lease; it expires after its TTL", "err", err, "revision", r.rev)
+	} else {
+		r.log.Info("released the lease", "revision", r.rev)
+	}
+	r.rev = 0
+	r.mu.Lock()
+	r.holder = Holder{}
+	r.mu.Unlock()
+}
+
+// stop ends a Run: the daemon stops leading first, then the key is released.
+func (r *runner) stop(ctx context.Context) {
+	r.demote("stopping")
+	r.release(ctx)
+}
