@@ -1,13 +1,11 @@
 package consume
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -69,7 +67,7 @@ func TestValidReportDelivered(t *testing.T) {
 		t.Errorf("%d dead letters, want none", n)
 	}
 	// Never a token or a body in the logs.
-	if logs := e.logs.text(); strings.Contains(logs, "Bearer") || strings.Contains(logs, "GATE_IN") {
+	if logs := e.logs.String(); strings.Contains(logs, "Bearer") || strings.Contains(logs, "GATE_IN") {
 		t.Errorf("logs contain a token or a body:\n%s", logs)
 	}
 	if err := c.stop(t); err != nil {
@@ -176,7 +174,7 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 	if st := c.Stats(); st.Invalid != int64(len(tests)) || st.Accepted != 1 {
 		t.Errorf("stats %+v", st)
 	}
-	if n := e.logs.count(slog.LevelWarn, "report dead-lettered"); n != len(tests) {
+	if n := e.logs.Count(slog.LevelWarn, "report dead-lettered"); n != len(tests) {
 		t.Errorf("%d dead-letter log lines, want %d", n, len(tests))
 	}
 	if ok, _ := c.Ready(); !ok {
@@ -244,18 +242,7 @@ func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
 	e.publish(`{"not":"a report"`, jetstream.MsgIDHeader, "r-1", "Producer-Note", strings.Repeat("n", 65400))
 
 	// A raw HPUB, as another client library may send it.
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.ns.URL(), "nats://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	hdr, body := "NATS/1.0\r\nTrace/Id: 1\r\nProducer: scanner-7\r\n\r\n", `{"not":"a report"`
-	fmt.Fprintf(conn, "CONNECT {\"headers\":true,\"verbose\":false}\r\nHPUB %s %d %d\r\n%s%s\r\nPING\r\n",
-		e.layout.ReportsSubject(), len(hdr), len(hdr)+len(body), hdr, body)
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO") {
-		t.Fatalf("raw client: %q, %v", line, err)
-	}
+	e.rawHPUB(e.layout.ReportsSubject(), "NATS/1.0\r\nTrace/Id: 1\r\nProducer: scanner-7\r\n\r\n", `{"not":"a report"`)
 
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
@@ -313,11 +300,11 @@ func TestUpstreamOutageThenRecovery(t *testing.T) {
 		t.Errorf("stats %+v: want one hold, retries and all accepted", st)
 	}
 	// One line per state change, not one per failure.
-	if a, b := e.logs.count(slog.LevelWarn, "upstream failing, backing off"), e.logs.count(slog.LevelInfo, "upstream recovered"); a != 1 || b != 1 {
+	if a, b := e.logs.Count(slog.LevelWarn, "upstream failing, backing off"), e.logs.Count(slog.LevelInfo, "upstream recovered"); a != 1 || b != 1 {
 		t.Errorf("%d 'backing off' and %d 'recovered' lines, want 1 each", a, b)
 	}
-	if n := e.logs.count(slog.LevelInfo, ""); n > 10 {
-		t.Errorf("%d log lines at info or above:\n%s", n, e.logs.text())
+	if n := e.logs.Count(slog.LevelInfo, ""); n > 10 {
+		t.Errorf("%d log lines at info or above:\n%s", n, e.logs.String())
 	}
 	if len(e.deadLetters()) != 0 {
 		t.Error("dead letters after a transient outage")
@@ -557,7 +544,7 @@ func TestConsumerDeletedIsRecreated(t *testing.T) {
 	e.publish(string(report(2)), jetstream.MsgIDHeader, "r-2")
 	testutil.Eventually(t, 20*time.Second, "report after the deletion accepted", func() bool { return len(e.accepted()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
-	if n := e.logs.count(slog.LevelWarn, "report consumer was deleted; creating it again"); n < 1 {
+	if n := e.logs.Count(slog.LevelWarn, "report consumer was deleted; creating it again"); n < 1 {
 		t.Error("the deletion was not logged")
 	}
 	testutil.Eventually(t, 10*time.Second, "ready", func() bool { ok, _ := c.Ready(); return ok })
@@ -613,8 +600,8 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	if m.Header.Get(deadletter.HeaderError) != "event.timestamp is missing; event.type is missing" {
 		t.Errorf("dead letter %v", m.Header)
 	}
-	if n := e.logs.count(slog.LevelWarn, "JetStream dead-letter publish failed; the report will be delivered again"); n != 1 {
-		t.Errorf("%d warnings for the failing publishes, want 1:\n%s", n, e.logs.text())
+	if n := e.logs.Count(slog.LevelWarn, "JetStream dead-letter publish failed; the report will be delivered again"); n != 1 {
+		t.Errorf("%d warnings for the failing publishes, want 1:\n%s", n, e.logs.String())
 	}
 }
 

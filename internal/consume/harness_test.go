@@ -37,7 +37,7 @@ type env struct {
 	client *upstream.ReportClient
 	hc     *http.Client
 	tokens *upstream.TokenSource
-	logs   *logRecorder
+	logs   *testutil.Logs
 }
 
 // newEnv starts everything. With record, every report call is recorded (the benchmark leaves it off).
@@ -49,7 +49,7 @@ func newEnv(tb testing.TB, record bool) *env {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(tb testing.TB, record bool, configure func(*server.Options)) *env {
 	tb.Helper()
-	e := &env{tb: tb, layout: streams.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &logRecorder{},
+	e := &env{tb: tb, layout: streams.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &testutil.Logs{},
 		ns: testutil.StartNATS(tb, configure)}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
@@ -276,48 +276,4 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
-}
-
-// logRecorder is a slog.Handler keeping every record's message and attributes as text.
-type logRecorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.lines = append(l.lines, b.String())
-	l.mu.Unlock()
-	return nil
-}
-
-// count returns how many records at level or above have the message msg.
-func (l *logRecorder) count(level slog.Level, msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		lv, m, _ := strings.Cut(line, " ")
-		var got slog.Level
-		_ = got.UnmarshalText([]byte(lv))
-		if got >= level && (m == msg || strings.HasPrefix(m, msg+" ")) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *logRecorder) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }

@@ -28,7 +28,7 @@ func TestAPIServiceWired(t *testing.T) {
 	nc := ns.Connect()
 
 	var m *nats.Msg
-	opsEventually(t, 5*time.Second, "an answer on acme.tracking.api.orders.list", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, "an answer on acme.tracking.api.orders.list", func() (bool, string) {
 		var err error
 		m, err = nc.Request("acme.tracking.api.orders.list", nil, time.Second)
 		return err == nil, ""
@@ -89,7 +89,7 @@ func TestAPIServiceLeastPrivilege(t *testing.T) {
 	defer nc.Close()
 	for _, subj := range []string{"tracking.api.orders.list", "$SRV.PING", "$SRV.INFO.tracking-bridge", "$SRV.STATS.tracking-bridge"} {
 		var m *nats.Msg
-		opsEventually(t, 5*time.Second, "an answer on "+subj, func() (bool, string) {
+		testutil.EventuallyState(t, 5*time.Second, "an answer on "+subj, func() (bool, string) {
 			var err error
 			m, err = nc.Request(subj, nil, time.Second)
 			return err == nil, fmt.Sprint(err)

@@ -39,7 +39,7 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 		}
 		return out
 	}
-	opsEventually(t, 10*time.Second, "the connection failure logged", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "the connection failure logged", func() (bool, string) {
 		return len(failures()) > 0, ob.logs.String()
 	})
 	r := failures()[0]

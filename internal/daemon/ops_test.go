@@ -70,7 +70,7 @@ func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridg
 		hook(ob)
 	}
 	go func() { ob.done <- b.Run(ctx) }()
-	opsEventually(t, 10*time.Second, "HTTP endpoint listening", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "HTTP endpoint listening", func() (bool, string) {
 		ob.addr = b.ops.httpAddr()
 		select {
 		case err := <-ob.done:
@@ -130,7 +130,7 @@ func (ob *opsBridge) get(t *testing.T, path string) (int, string) {
 func (ob *opsBridge) waitReady(t *testing.T, timeout time.Duration, want int, lines ...string) string {
 	t.Helper()
 	var body string
-	opsEventually(t, timeout, fmt.Sprintf("/readyz %d with %q", want, lines), func() (bool, string) {
+	testutil.EventuallyState(t, timeout, fmt.Sprintf("/readyz %d with %q", want, lines), func() (bool, string) {
 		var code int
 		code, body = ob.get(t, "/readyz")
 		if code != want {
@@ -212,24 +212,7 @@ func opsLabelsMatch(m *dto.Metric, want map[string]string) bool {
 	return n == len(want)
 }
 
-// opsEventually polls cond every 50 ms until it holds or timeout passes; cond's second result describes
-// the last state for the failure message.
-func opsEventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last state:\n%s", timeout, what, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// opsStreamMsgs returns the number of messages in a JetStream stream.
+// opsStreamMsgs returns the number of messages in a JetStream stream, over a connection of its own.
 func opsStreamMsgs(t *testing.T, natsURL, stream string, opts ...nats.Option) uint64 {
 	t.Helper()
 	nc, err := nats.Connect(natsURL, opts...)
@@ -241,17 +224,7 @@ func opsStreamMsgs(t *testing.T, natsURL, stream string, opts ...nats.Option) ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testutil.StreamMsgs(t, js, stream)
 }
 
 var allReady = []string{"nats: ok", "jetstream_streams: ok", "upstream_token: ok", "upstream_stream: ok"}
@@ -377,11 +350,11 @@ func TestMetricsCountEvents(t *testing.T) {
 	up.Sim().Inject("demo", "bad-1", "", []byte("not json"))
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 
-	opsEventually(t, 15*time.Second, "every event counted", func() (bool, string) {
+	testutil.EventuallyState(t, 15*time.Second, "every event counted", func() (bool, string) {
 		got := ob.counter(t, "bridge_events_received_total", nil)
 		return got == float64(n+2), fmt.Sprintf("received %v", got)
 	})
-	opsEventually(t, 10*time.Second, "publishes counted by type", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "publishes counted by type", func() (bool, string) {
 		var state []string
 		ok := true
 		for typ, count := range sent {
@@ -406,7 +379,7 @@ func TestMetricsCountEvents(t *testing.T) {
 
 	// The status page names the last event read and the resume point, which follows once the publisher
 	// settles the last acknowledgement (with the next event, or its upkeep within a second).
-	opsEventually(t, 5*time.Second, "/status up to date", func() (bool, string) {
+	testutil.EventuallyState(t, 5*time.Second, "/status up to date", func() (bool, string) {
 		st := ob.status(t)
 		ok := st.Stream.State == "connected" && st.Stream.LastReceivedID == "bad-1" && st.Stream.ResumeAfter == "bad-1" &&
 			st.Stream.Duplicates == 1 &&
@@ -493,7 +466,7 @@ func TestLogsOneLinePerStateChange(t *testing.T) {
 	const n = 3000
 	up := simtest.Start(t, false, sim.Options{EventRate: -1, EventLimit: n})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
-	opsEventually(t, 30*time.Second, "every event stored", func() (bool, string) {
+	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
 		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got == n, fmt.Sprint(got)
 	})
@@ -607,7 +580,7 @@ func TestMetricsCountReports(t *testing.T) {
 		{"rejected", "4xx"}: 1,
 		{"invalid", "none"}: 1,
 	}
-	opsEventually(t, 15*time.Second, "report outcomes counted", func() (bool, string) {
+	testutil.EventuallyState(t, 15*time.Second, "report outcomes counted", func() (bool, string) {
 		ok := true
 		var state []string
 		for k, n := range want {
@@ -629,7 +602,7 @@ func TestMetricsCountReports(t *testing.T) {
 	if got := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ"); got != 2 {
 		t.Errorf("TRACKING_DLQ holds %d, want 2", got)
 	}
-	opsEventually(t, 15*time.Second, "the backlog drained", func() (bool, string) {
+	testutil.EventuallyState(t, 15*time.Second, "the backlog drained", func() (bool, string) {
 		_, text := ob.get(t, "/metrics")
 		return strings.Contains(text, "\nbridge_reports_pending 0\n"), "bridge_reports_pending not 0"
 	})
@@ -642,7 +615,7 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 	up := simtest.Start(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-	opsEventually(t, 10*time.Second, "the access token expired", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "the access token expired", func() (bool, string) {
 		return !ob.b.tokens.Valid(), "still valid"
 	})
 	if code, body := ob.get(t, "/readyz"); code != http.StatusOK {
@@ -665,12 +638,12 @@ func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
 	up := simtest.Start(t, false, sim.Options{EventRate: 200})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-	opsEventually(t, 10*time.Second, "events flowing", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "events flowing", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return n >= 20, fmt.Sprint(n)
 	})
 	ns.Stop()
-	opsEventually(t, 10*time.Second, "the bridge sees NATS gone", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "the bridge sees NATS gone", func() (bool, string) {
 		return !ob.b.nc.IsConnected(), ob.b.nc.Status().String()
 	})
 	start := time.Now()

@@ -24,7 +24,7 @@ func TestStopTimeoutHandsReportsBack(t *testing.T) {
 	first := opsStartBridge(t, env)
 	first.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2)})
-	opsEventually(t, 10*time.Second, "both reports waiting on the upstream", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "both reports waiting on the upstream", func() (bool, string) {
 		n := first.b.reports.Stats().InFlight
 		return n == 2, fmt.Sprint(n, " in flight")
 	})
@@ -46,7 +46,7 @@ func TestStopTimeoutHandsReportsBack(t *testing.T) {
 	up.Sim().SetFaults(sim.Faults{})
 	restart := time.Now()
 	opsStartBridge(t, env)
-	opsEventually(t, 30*time.Second, "both reports accepted by the next bridge", func() (bool, string) {
+	testutil.EventuallyState(t, 30*time.Second, "both reports accepted by the next bridge", func() (bool, string) {
 		n := len(up.Sim().Reports("demo"))
 		return n == 2, fmt.Sprint(n, " accepted")
 	})

@@ -69,7 +69,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// The access token expires: the next stream connection is answered 401; the bridge refreshes.
 	up.Sim().ExpireTokens()
 	up.Sim().SetFaults(sim.Faults{DropEvery: 1})
-	opsEventually(t, 10*time.Second, "a token refresh", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "a token refresh", func() (bool, string) {
 		n := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "refresh", "result": "ok"})
 		return n >= 1, fmt.Sprint(n)
 	})
@@ -78,7 +78,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	up.Sim().ExpireRefreshTokens()
 	up.Sim().ExpireTokens()
 	up.Sim().SetFaults(sim.Faults{DropEvery: 1})
-	opsEventually(t, 10*time.Second, "a second login", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "a second login", func() (bool, string) {
 		n := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "login", "result": "ok"})
 		r := a.counter(t, "bridge_token_requests_total", map[string]string{"kind": "refresh", "result": "rejected"})
 		return n >= 2 && r >= 1, fmt.Sprintf("logins %v, refreshes rejected %v", n, r)
@@ -144,7 +144,7 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 		ns := testutil.StartNATS(t, nil)
 		ob := opsStartBridge(t, tlsEnv(ns.URL(), caFile))
 		ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-		opsEventually(t, 10*time.Second, "events stored", func() (bool, string) {
+		testutil.EventuallyState(t, 10*time.Second, "events stored", func() (bool, string) {
 			n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 			return n > 0, fmt.Sprint(n)
 		})
@@ -489,12 +489,12 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	up.Sim().Inject("demo", "not-json-1", "", []byte("not json"))
 	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
 		nats.UserInfo("report-producer", "producer-"+secNATSPassword))
-	opsEventually(t, 10*time.Second, "reports delivered and dead-lettered", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "reports delivered and dead-lettered", func() (bool, string) {
 		a := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "accepted", "status_class": "2xx"})
 		i := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "invalid", "status_class": "none"})
 		return a == 2 && i == 1, fmt.Sprintf("accepted %v, invalid %v", a, i)
 	})
-	opsEventually(t, 10*time.Second, "events and a dead letter stored", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "events and a dead letter stored", func() (bool, string) {
 		e := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
 		d := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ", admin)
 		return e > 10 && d == 2, fmt.Sprintf("events %d, dead letters %d (want an event and a report)", e, d)
@@ -507,7 +507,7 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	ob2 := opsStartBridgeWith(t, env, wire)
 	ob2.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	before := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
-	opsEventually(t, 10*time.Second, "events after the restart", func() (bool, string) {
+	testutil.EventuallyState(t, 10*time.Second, "events after the restart", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
 		return n > before, fmt.Sprint(n)
 	})

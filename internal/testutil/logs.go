@@ -68,11 +68,12 @@ func (l *Logs) Records() []slog.Record {
 	return out
 }
 
-// Count returns how many records at level or above have the message msg.
+// Count returns how many records at level or above have the message msg; with msg "", how many records
+// at level or above there are.
 func (l *Logs) Count(level slog.Level, msg string) int {
 	n := 0
 	for _, r := range l.Records() {
-		if r.Level >= level && r.Message == msg {
+		if r.Level >= level && (msg == "" || r.Message == msg) {
 			n++
 		}
 	}
