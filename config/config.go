@@ -65,7 +65,7 @@ type Config struct {
 	// NATS and the HTTP endpoint (contract §2).
 	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
-	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz and /readyz"`
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
 
 	// Logging. Any case is accepted; Load lower-cases both.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"log format: json or text"`

@@ -167,7 +167,7 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 		case <-stopWatch:
 		}
 	}()
-	o.log.Info("HTTP endpoint listening", "addr", addr, "paths", "/metrics /healthz /readyz")
+	o.log.Info("HTTP endpoint listening", "addr", addr, "paths", "/metrics /healthz /readyz /status")
 	return func() {
 		o.running.Store(false)
 		close(stopWatch)
