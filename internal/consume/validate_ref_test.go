@@ -1,11 +1,14 @@
 package consume
 
+// The walker Validate used before it was built from the OpenAPI document, kept as a reference: the
+// differential fuzz test compares verdicts with it and BenchmarkValidate compares costs. It parses the
+// body in one pass without decoding it, against a hand-written description of spec 2.17.
+
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -13,9 +16,8 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
-// validateRef is the first, straightforward implementation of Validate: decode into maps, then walk the
-// schema. It is slower and allocates much more; FuzzValidate checks that Validate finds the same problems.
-func validateRef(body []byte, maxBytes int) []string {
+// validateWalker is Validate as it was: the same checks, done by walker against walkerSchema.
+func validateWalker(body []byte, maxBytes int) []string {
 	if maxBytes > 0 && len(body) > maxBytes {
 		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
 	}
@@ -25,164 +27,489 @@ func validateRef(body []byte, maxBytes int) []string {
 	if !utf8.Valid(body) {
 		return []string{"the report is not valid UTF-8"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return []string{"the report is not valid JSON: " + jsonError(err)}
+	w := walker{b: body}
+	w.path = w.pathBuf[:0]
+	notObject, ok := w.run()
+	switch {
+	case !ok:
+		return []string{"the report is not valid JSON: " + syntaxError(body)}
+	case notObject != "":
+		return []string{"the report must be a JSON object (TrackingEventReport), not " + notObject}
 	}
-	end := dec.InputOffset()
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return []string{fmt.Sprintf("the report is not valid JSON: unexpected data after the value ending at byte %d", end)}
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return []string{"the report must be a JSON object (TrackingEventReport), not " + describe(v)}
-	}
-	var p refProblems
-	p.object("", v.(map[string]any), reportSchema)
-	return p.list()
+	return w.p.list()
 }
 
-// refProblems collects what validateRef finds.
-type refProblems struct {
-	msgs  []string
-	extra int
+// wkind is the JSON type a field must have.
+type wkind uint8
+
+const (
+	kString   wkind = iota + 1
+	kDateTime       // a string holding an RFC 3339 date-time
+	kNumber
+	kInt32
+	kObject
+	kArray
+)
+
+var kindNames = map[wkind]string{
+	kString:   "a string",
+	kDateTime: "a date-time string (RFC 3339)",
+	kNumber:   "a number",
+	kInt32:    "an integer",
+	kObject:   "an object",
+	kArray:    "an array",
 }
 
-func (p *refProblems) addf(format string, args ...any) {
-	if len(p.msgs) < maxProblems {
-		p.msgs = append(p.msgs, fmt.Sprintf(format, args...))
+// field describes one field of an object of the spec.
+type field struct {
+	name     string
+	kind     wkind
+	required bool
+	fields   []field // kObject
+	elem     *field  // kArray: its items (name unused)
+	maxItems int     // kArray; 0 = no limit
+}
+
+func str(name string) field              { return field{name: name, kind: kString} }
+func num(name string) field              { return field{name: name, kind: kNumber} }
+func i32(name string) field              { return field{name: name, kind: kInt32} }
+func obj(name string, fs ...field) field { return field{name: name, kind: kObject, fields: fs} }
+func (f field) req() field               { f.required = true; return f }
+func arr(name string, max int, e field) field {
+	return field{name: name, kind: kArray, elem: &e, maxItems: max}
+}
+
+// The TrackingEventReport of spec 2.17 and the objects it holds (2.2, 2.6, 2.10–2.17).
+var (
+	addressSchema = obj("address", str("street"), str("postalCode"), str("city"),
+		obj("country", str("name"), str("code")))
+	locationSchema = obj("location", str("id"), str("designation"), str("type"), str("locationCode"),
+		str("internationalPortCode"), str("edifactLocationCode"), addressSchema,
+		obj("geoLocation", obj("coordinates", num("latitude"), num("longitude"))))
+	sealSchema         = obj("", str("type"), str("number"))
+	loadingUnitSchema  = obj("loadingUnit", str("containerClass"), str("identification"), str("number"), str("sizeType"))
+	observedUnitSchema = obj("observedLoadingUnit", loadingUnitSchema, str("loadingState"), str("condition"),
+		obj("weight", num("gross"), num("net"), num("tare")),
+		obj("oversize", i32("excessLengthFront"), i32("excessLengthBack"), i32("excessWidthRight"),
+			i32("excessWidthLeft"), i32("excessHeight")),
+		obj("observedTemperature", num("temperature"), num("humidity")),
+		arr("seals", 100, sealSchema))
+	transportObsSchema = obj("observedMeansOfTransport", str("modeOfTransport"),
+		obj("truck", str("countryCode"), str("licensePlate"), str("forwarder")),
+		obj("barge", str("name"), str("imo"), str("eni")),
+		obj("train", str("identifier")))
+	eventSchema = obj("event", str("id"), field{name: "timestamp", kind: kDateTime}.req(), str("type").req(),
+		obj("observation", transportObsSchema, observedUnitSchema, locationSchema)).req()
+	walkerSchema = []field{
+		obj("order", str("orderId").req(), str("positionId").req(), str("clientOrderReference"),
+			str("clientPositionReference")),
+		obj("transport", str("identifier"), str("voyageNumber")),
+		eventSchema,
+		obj("reporter", str("id"), str("name"), addressSchema),
+	}
+)
+
+// maxDepth is the deepest nesting of objects and arrays accepted, as in encoding/json.
+const maxDepth = 10000
+
+// walker checks a body against the schema in one pass, without decoding it: it parses the JSON strictly
+// (RFC 8259, as encoding/json does) and allocates only for the problems it finds (and for keys or
+// date-times with escapes). Problems come in the order of the body, a missing field at the end of its
+// object. On a syntax error it stops; Validate then asks encoding/json for the message.
+type walker struct {
+	b       []byte
+	i       int
+	depth   int    // objects and arrays open
+	path    []byte // of the value being checked: "event.observation.seals[3]"
+	pathBuf [128]byte
+	p       problems
+}
+
+// badSyntax is the panic value that unwinds the walker on a syntax error.
+type badSyntax struct{}
+
+func (w *walker) fail() { panic(badSyntax{}) }
+
+// run checks the whole body. It returns ok = false on a syntax error, and the JSON type of the body when
+// it is valid JSON but not an object.
+func (w *walker) run() (notObject string, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, is := r.(badSyntax); !is {
+				panic(r)
+			}
+			ok = false
+		}
+	}()
+	w.ws()
+	if c := w.peek(); c == '{' {
+		w.object(walkerSchema)
 	} else {
-		p.extra++
+		w.skip()
+		notObject = typeOf(c)
 	}
+	w.ws()
+	if w.i != len(w.b) {
+		w.fail() // data after the value
+	}
+	return notObject, true
 }
 
-func (p *refProblems) list() []string {
-	if p.extra > 0 {
-		return append(p.msgs, fmt.Sprintf("and %d more problems", p.extra))
+// peek returns the byte at w.i; the body must not end there.
+func (w *walker) peek() byte {
+	if w.i >= len(w.b) {
+		w.fail()
 	}
-	return p.msgs
+	return w.b[w.i]
 }
 
-// object checks the fields of the object m found at path.
-func (p *refProblems) object(path string, m map[string]any, fs []field) {
-	for _, f := range fs {
-		fp := f.name
-		if path != "" {
-			fp = path + "." + f.name
-		}
-		v, present := m[f.name]
-		switch {
-		case !present && f.required:
-			p.addf("%s is missing", fp)
-		case !present:
-		case v == nil && f.required:
-			p.addf("%s must be %s, not null", fp, kindNames[f.kind])
-		case v == nil:
+func (w *walker) expect(c byte) {
+	if w.peek() != c {
+		w.fail()
+	}
+	w.i++
+}
+
+func (w *walker) ws() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
 		default:
-			p.value(fp, v, f)
+			return
 		}
 	}
 }
 
-// value checks one non-null value against its field description.
-func (p *refProblems) value(path string, v any, f field) {
-	wrong := func() { p.addf("%s must be %s, not %s", path, kindNames[f.kind], describe(v)) }
-	switch f.kind {
-	case kString:
-		if _, ok := v.(string); !ok {
-			wrong()
-		}
-	case kDateTime:
-		s, ok := v.(string)
-		if !ok {
-			wrong()
-			return
-		}
-		if !rfc3339.Valid(s) {
-			p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", path, quote(s))
-		}
-	case kNumber:
-		if _, ok := v.(json.Number); !ok {
-			wrong()
-		}
-	case kInt32:
-		n, ok := v.(json.Number)
-		if !ok {
-			wrong()
-			return
-		}
-		i, err := n.Int64()
-		if err != nil {
-			// 1e3 or 12.0 are integers too; 1.5 is not.
-			fl, ferr := n.Float64()
-			if ferr != nil && !errors.Is(ferr, strconv.ErrRange) || ferr == nil && fl != math.Trunc(fl) {
-				p.addf("%s must be an integer, not %s", path, quote(n.String()))
-				return
+// str reads the string at w.i and returns its content as in the body, and whether it has escapes.
+func (w *walker) str() (raw []byte, escaped bool) {
+	w.expect('"')
+	start := w.i
+	for {
+		switch c := w.peek(); {
+		case c == '"':
+			raw = w.b[start:w.i]
+			w.i++
+			return raw, escaped
+		case c == '\\':
+			escaped = true
+			w.i++
+			switch w.peek() {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.i++
+			case 'u':
+				w.i++
+				for range 4 {
+					if h := w.peek(); !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						w.fail()
+					}
+					w.i++
+				}
+			default:
+				w.fail()
 			}
-			if ferr != nil || fl < math.MinInt32 || fl > math.MaxInt32 {
-				p.addf("%s is out of the int32 range: %s", path, quote(n.String()))
-			}
+		case c < 0x20:
+			w.fail()
+		default:
+			w.i++
+		}
+	}
+}
+
+// text returns the value of a string read by str.
+func text(raw []byte, escaped bool) string {
+	if !escaped {
+		return string(raw)
+	}
+	var s string
+	// str checked the escapes, so this cannot fail.
+	_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
+	return s
+}
+
+// number reads the number at w.i.
+func (w *walker) number() []byte {
+	start := w.i
+	if w.peek() == '-' {
+		w.i++
+	}
+	switch c := w.peek(); {
+	case c == '0':
+		w.i++
+	case '1' <= c && c <= '9':
+		w.digits()
+	default:
+		w.fail()
+	}
+	if w.i < len(w.b) && w.b[w.i] == '.' {
+		w.i++
+		w.digits()
+	}
+	if w.i < len(w.b) && (w.b[w.i] == 'e' || w.b[w.i] == 'E') {
+		w.i++
+		if c := w.peek(); c == '+' || c == '-' {
+			w.i++
+		}
+		w.digits()
+	}
+	return w.b[start:w.i]
+}
+
+// digits reads one or more decimal digits.
+func (w *walker) digits() {
+	start := w.i
+	for w.i < len(w.b) && '0' <= w.b[w.i] && w.b[w.i] <= '9' {
+		w.i++
+	}
+	if w.i == start {
+		w.fail()
+	}
+}
+
+func (w *walker) literal(lit string) {
+	if !bytes.HasPrefix(w.b[w.i:], []byte(lit)) {
+		w.fail()
+	}
+	w.i += len(lit)
+}
+
+// enter and leave count the nesting of objects and arrays.
+func (w *walker) enter() {
+	if w.depth++; w.depth > maxDepth {
+		w.fail()
+	}
+}
+
+func (w *walker) leave() { w.depth-- }
+
+// skip parses the value at w.i, whatever it is.
+func (w *walker) skip() {
+	switch c := w.peek(); {
+	case c == '"':
+		w.str()
+	case c == '{':
+		w.enter()
+		w.i++
+		w.ws()
+		if w.peek() == '}' {
+			w.i++
+			w.leave()
 			return
 		}
-		if i < math.MinInt32 || i > math.MaxInt32 {
-			p.addf("%s is out of the int32 range: %s", path, quote(n.String()))
-		}
-	case kObject:
-		m, ok := v.(map[string]any)
-		if !ok {
-			wrong()
-			return
-		}
-		p.object(path, m, f.fields)
-	case kArray:
-		a, ok := v.([]any)
-		if !ok {
-			wrong()
-			return
-		}
-		if f.maxItems > 0 && len(a) > f.maxItems {
-			p.addf("%s has %d items; at most %d are allowed", path, len(a), f.maxItems)
-		}
-		for i, e := range a {
-			ep := fmt.Sprintf("%s[%d]", path, i)
-			if e == nil {
-				p.addf("%s must be %s, not null", ep, kindNames[f.elem.kind])
+		for {
+			w.ws()
+			w.str()
+			w.ws()
+			w.expect(':')
+			w.ws()
+			w.skip()
+			w.ws()
+			if w.peek() == ',' {
+				w.i++
 				continue
 			}
-			p.value(ep, e, *f.elem)
+			w.expect('}')
+			w.leave()
+			return
+		}
+	case c == '[':
+		w.enter()
+		w.i++
+		w.ws()
+		if w.peek() == ']' {
+			w.i++
+			w.leave()
+			return
+		}
+		for {
+			w.ws()
+			w.skip()
+			w.ws()
+			if w.peek() == ',' {
+				w.i++
+				continue
+			}
+			w.expect(']')
+			w.leave()
+			return
+		}
+	case c == 't':
+		w.literal("true")
+	case c == 'f':
+		w.literal("false")
+	case c == 'n':
+		w.literal("null")
+	default:
+		w.number()
+	}
+}
+
+// object checks the object at w.i against fs.
+func (w *walker) object(fs []field) {
+	w.enter()
+	var seen uint64 // bit n: fs[n] present
+	w.i++
+	w.ws()
+	if w.peek() == '}' {
+		w.i++
+	} else {
+		for {
+			w.ws()
+			raw, escaped := w.str()
+			w.ws()
+			w.expect(':')
+			w.ws()
+			idx := -1
+			for n := range fs {
+				if !escaped && fs[n].name == string(raw) || escaped && fs[n].name == text(raw, true) {
+					idx = n
+					break
+				}
+			}
+			if idx < 0 {
+				w.skip()
+			} else {
+				seen |= 1 << idx
+				mark := w.push(fs[idx].name)
+				w.value(fs[idx], fs[idx].required)
+				w.path = w.path[:mark]
+			}
+			w.ws()
+			if w.peek() == ',' {
+				w.i++
+				continue
+			}
+			w.expect('}')
+			break
+		}
+	}
+	w.leave()
+	for n, f := range fs {
+		if f.required && seen&(1<<n) == 0 {
+			mark := w.push(f.name)
+			w.p.addf("%s is missing", string(w.path))
+			w.path = w.path[:mark]
 		}
 	}
 }
 
-// describe names the JSON type of a decoded value.
-func describe(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	default:
-		return fmt.Sprintf("%T", v)
+// push appends a field name to the path and returns the length to cut it back to.
+func (w *walker) push(name string) int {
+	mark := len(w.path)
+	if mark > 0 {
+		w.path = append(w.path, '.')
+	}
+	w.path = append(w.path, name...)
+	return mark
+}
+
+// value checks the value at w.i against f; null is a problem only when required.
+func (w *walker) value(f field, required bool) {
+	c := w.peek()
+	if c == 'n' {
+		w.literal("null")
+		if required {
+			w.p.addf("%s must be %s, not null", string(w.path), kindNames[f.kind])
+		}
+		return
+	}
+	ok := false
+	switch f.kind {
+	case kString, kDateTime:
+		ok = c == '"'
+	case kNumber, kInt32:
+		ok = c == '-' || '0' <= c && c <= '9'
+	case kObject:
+		ok = c == '{'
+	case kArray:
+		ok = c == '['
+	}
+	if !ok {
+		w.skip()
+		w.p.addf("%s must be %s, not %s", string(w.path), kindNames[f.kind], typeOf(c))
+		return
+	}
+	switch f.kind {
+	case kString:
+		w.str()
+	case kNumber:
+		w.number()
+	case kDateTime:
+		if s := text(w.str()); !rfc3339.Valid(s) {
+			w.p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", string(w.path), quote(s))
+		}
+	case kInt32:
+		w.int32(w.number())
+	case kObject:
+		w.object(f.fields)
+	case kArray:
+		w.array(f)
 	}
 }
 
-// jsonError describes a decoding error with the byte offset where it happened.
-func jsonError(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+// int32 checks that a JSON number is an integer in the int32 range. 1e3 and 12.0 are integers too.
+func (w *walker) int32(num []byte) {
+	s := string(num)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i < math.MinInt32 || i > math.MaxInt32 {
+			w.p.addf("%s is out of the int32 range: %s", string(w.path), quote(s))
+		}
+		return
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return "it ends in the middle of a value"
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange) || f != math.Trunc(f):
+		w.p.addf("%s must be an integer, not %s", string(w.path), quote(s))
+	case err != nil || f < math.MinInt32 || f > math.MaxInt32:
+		w.p.addf("%s is out of the int32 range: %s", string(w.path), quote(s))
 	}
-	return err.Error()
+}
+
+// array checks the array at w.i: its items against f.elem, and its length.
+func (w *walker) array(f field) {
+	w.enter()
+	mark := len(w.path)
+	n := 0
+	w.i++
+	w.ws()
+	if w.peek() == ']' {
+		w.i++
+	} else {
+		for {
+			w.ws()
+			w.path = append(strconv.AppendInt(append(w.path, '['), int64(n), 10), ']')
+			w.value(*f.elem, true)
+			w.path = w.path[:mark]
+			n++
+			w.ws()
+			if w.peek() == ',' {
+				w.i++
+				continue
+			}
+			w.expect(']')
+			break
+		}
+	}
+	w.leave()
+	if f.maxItems > 0 && n > f.maxItems {
+		w.p.addf("%s has %d items; at most %d are allowed", string(w.path), n, f.maxItems)
+	}
+}
+
+// typeOf names the JSON type of the value starting with c.
+func typeOf(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
