@@ -169,6 +169,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte(`{"reporter":{"address":{"country":{"code":"DEU"}}},"event":{"timestamp":"2024-05-01T12:30:00Z","type":"X"}}`))
 	f.Add([]byte(seals(101, `{"number":"s"}`)))
 	f.Add([]byte(seals(3, `{"number":1,"type":null}`)))
+	f.Add([]byte(`{"x":[[[[[[[[[[[[{"a":[{}]}]]]]]]]]]]]],"event":{"type":1},"order":{"orderId":"a","orderId":2}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got := Validate(body, 1<<16)
 		for _, p := range got {
@@ -288,10 +289,13 @@ func TestHasDuplicateKeys(t *testing.T) {
 
 func TestValidateDepthLikeEncodingJSON(t *testing.T) {
 	for _, n := range []int{9999, 10000} { // with the report object: 10000 and 10001 levels
-		body := []byte(`{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `,"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`)
-		got, want := Validate(body, 0), validateWalker(body, 0)
-		if !slices.Equal(got, want) {
-			t.Errorf("%d levels: Validate %q, validateWalker %q", n+1, got, want)
+		for _, event := range []string{`{"timestamp":"2024-05-01T12:30:00Z","type":"A"}`, `{}`} {
+			// With problems, Validate reads the body again to order them: in linear time, however deep.
+			body := []byte(`{"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `,"event":` + event + `}`)
+			got, want := Validate(body, 0), validateWalker(body, 0)
+			if !slices.Equal(got, want) {
+				t.Errorf("%d levels: Validate %q, validateWalker %q", n+1, got, want)
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (rs *compiledReport) problems(ve *jsonschema.ValidationError, doc map[strin
 	}
 	leaves(ve)
 	if len(ps) > 1 {
-		pos := positions(body)
+		pos := positions(body, ps)
 		slices.SortStableFunc(ps, func(a, b problem) int {
 			return pos.of(a) - pos.of(b)
 		})
@@ -179,65 +179,81 @@ func (s spans) of(p problem) int {
 	return s[p.at][0]
 }
 
-// positions reads body (valid JSON) once more with a token decoder and records where each value starts
-// and ends, so that problems can be listed in the order of the body. Of a key given twice, the last
-// value's place counts, as its value is the one validated.
-func positions(body []byte) spans {
-	out := spans{}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	type frame struct {
-		path  []string
-		array bool
-		n     int    // array: index of the next item
-		key   string // object: the key of the next value
-		isKey bool   // object: the next string is a key
+// positions reads body (valid JSON) once more with a token decoder and records where the values of the
+// problems' locations start and end, so that problems can be listed in the order of the body. It follows
+// only the paths that lead to a problem and skips other values without tracking them, so that a deep
+// unknown field costs linear time. Of a key given twice, the last value's place counts, as its value is
+// the one validated.
+func positions(body []byte, ps []problem) spans {
+	need := map[string]bool{"": true} // the problems' locations and every prefix of them
+	for _, p := range ps {
+		for at := p.at; ; {
+			need[at] = true
+			i := strings.LastIndexByte(at, 0)
+			if i < 0 {
+				break
+			}
+			at = at[:i]
+		}
 	}
-	var stack []*frame
-	starts := map[string]int{}
-	for {
-		start := int(dec.InputOffset())
-		tok, err := dec.Token()
-		if err != nil {
-			return out
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && !top.array && top.isKey {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				// the object ends: handled below
-			} else {
-				top.key, top.isKey = tok.(string), false
+	pw := posWalker{dec: json.NewDecoder(bytes.NewReader(body)), need: need, out: spans{}}
+	pw.dec.UseNumber()
+	pw.value("", true)
+	return pw.out
+}
+
+type posWalker struct {
+	dec  *json.Decoder
+	need map[string]bool
+	out  spans
+	err  error
+}
+
+// token returns the next token; after an error (not expected: the body was decoded before) it returns
+// nil, which ends every loop.
+func (pw *posWalker) token() json.Token {
+	if pw.err != nil {
+		return nil
+	}
+	tok, err := pw.dec.Token()
+	if err != nil {
+		pw.err = err
+		return nil
+	}
+	return tok
+}
+
+// value reads the value at path; with track it records where it is and follows its members that lead
+// to a problem.
+func (pw *posWalker) value(path string, track bool) {
+	start := int(pw.dec.InputOffset())
+	tok := pw.token()
+	d, isDelim := tok.(json.Delim)
+	if isDelim && (d == '{' || d == '[') {
+		for n := 0; pw.err == nil && pw.dec.More(); n++ {
+			var key string
+			if d == '{' {
+				key, _ = pw.token().(string)
+			} else if track {
+				key = strconv.Itoa(n)
+			}
+			if !track {
+				pw.value("", false)
 				continue
 			}
+			child := joinAt(path, key)
+			pw.value(child, pw.need[child])
 		}
-		// The path of this value, when it is one (not a closing delimiter).
-		var path []string
-		if d, ok := tok.(json.Delim); !ok || d == '{' || d == '[' {
-			if top != nil {
-				path = slices.Clone(top.path)
-				if top.array {
-					path = append(path, strconv.Itoa(top.n))
-					top.n++
-				} else {
-					path = append(path, top.key)
-					top.isKey = true
-				}
-			}
-		}
-		key := strings.Join(path, "\x00")
-		switch d, _ := tok.(json.Delim); d {
-		case '{', '[':
-			starts[key] = start
-			stack = append(stack, &frame{path: path, array: d == '[', isKey: d == '{'})
-		case '}', ']':
-			k := strings.Join(top.path, "\x00")
-			out[k] = [2]int{starts[k], int(dec.InputOffset())}
-			stack = stack[:len(stack)-1]
-		default:
-			out[key] = [2]int{start, int(dec.InputOffset())}
-		}
+		pw.token() // the closing delimiter
 	}
+	if track {
+		pw.out[path] = [2]int{start, int(pw.dec.InputOffset())}
+	}
+}
+
+func joinAt(path, tok string) string {
+	if path == "" {
+		return tok
+	}
+	return path + "\x00" + tok
 }
