@@ -14,6 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/tracking-bridge/tracking-bridge/api"
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // OpenAPIPath is where the simulator serves the OpenAPI document of the API (package api), outside the
@@ -35,12 +36,7 @@ func newDocument() (*document, error) {
 	}
 	d := &document{
 		routes: make(map[string]*routers.Route),
-		opts: &openapi3filter.Options{
-			MultiError: true,
-			// Authentication is the simulator's own (spec 5.4 answers), done before this check.
-			AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
-			SkipSettingDefaults: true,
-		},
+		opts:   documentOptions(),
 	}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -48,6 +44,29 @@ func newDocument() (*document, error) {
 		}
 	}
 	return d, nil
+}
+
+// documentOptions are the options of the simulator's checks against the document.
+func documentOptions() *openapi3filter.Options {
+	return &openapi3filter.Options{
+		MultiError: true,
+		// Authentication is the simulator's own (spec 5.4 answers), done before this check.
+		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+		SkipSettingDefaults: true,
+		// An id in a create or update body is ignored, as it always was: readOnly says a client should
+		// not send it (OpenAPI 3.0.3), not that the service refuses it.
+		ExcludeReadOnlyValidations: true,
+		// RFC 3339 as the simulator's own checks read it (internal/rfc3339): kin-openapi's pattern
+		// refuses the lower-case "t" and "z" that RFC 3339 section 5.6 allows.
+		SchemaValidationOptions: []openapi3.SchemaValidationOption{
+			openapi3.WithStringFormatValidator("date-time", openapi3.NewCallbackValidator(func(s string) error {
+				if !rfc3339.Valid(s) {
+					return errors.New("not an RFC 3339 date-time")
+				}
+				return nil
+			})),
+		},
+	}
 }
 
 // route returns the operation of method and path (the document's, like "/orders/{id}"), or nil.
@@ -118,6 +137,10 @@ func documentProblems(err error) []string {
 		}
 		var se *openapi3.SchemaError
 		if errors.As(err, &se) {
+			if se.SchemaField == "nullable" || se.SchemaField == "enum" && se.Value == nil {
+				out = append(out, schemaPath(prefix, se.JSONPointer())+" must not be null (the spec does not mark it nullable)")
+				return
+			}
 			out = append(out, schemaPath(prefix, se.JSONPointer())+": "+se.Reason)
 			return
 		}

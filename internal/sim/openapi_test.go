@@ -92,11 +92,9 @@ func (c *conformance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.seen[op] = append(c.seen[op], rec.status)
 	}
 	c.mu.Unlock()
-	opts := &openapi3filter.Options{
-		IncludeResponseStatus: true,
-		ExcludeResponseBody:   rec.status == http.StatusOK && path == "/tracking/events/stream",
-		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
-	}
+	opts := documentOptions()
+	opts.IncludeResponseStatus = true
+	opts.ExcludeResponseBody = rec.status == http.StatusOK && path == "/tracking/events/stream"
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: r, Route: route, Options: opts},
 		Status:                 rec.status,
@@ -289,7 +287,7 @@ func TestDocumentProblems(t *testing.T) {
 	r.Header.Set("Content-Type", "application/json")
 	got := d.check(r, route)
 	want := []string{
-		"event.observation.observedLoadingUnit.loadingState: value is not one of the allowed values",
+		"event.observation.observedLoadingUnit.loadingState must not be null (the spec does not mark it nullable)",
 		"event.observation.observedLoadingUnit.seals[0].type: value is not one of the allowed values",
 	}
 	slices.Sort(got)
@@ -340,5 +338,58 @@ func TestConformanceCatchesDeviations(t *testing.T) {
 		if len(ctb.errs) != 1 {
 			t.Errorf("%s: conformance reported %q, want one error", tt.name, ctb.errs)
 		}
+	}
+}
+
+// Where the document and the simulator's own checks could disagree, the spec decides (docs/openapi.md).
+func TestDocumentAndOwnChecks(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.login("demo")
+	x := e.sim.TrackedOrders("demo")[1]
+	rep := func(f func(r, ev map[string]any)) map[string]any {
+		r := report(x, "GATE_IN")
+		f(r, r["event"].(map[string]any))
+		return r
+	}
+	tests := []struct {
+		name, method, path string
+		body               any
+		wantCode           int
+		wantMsg            string
+	}{
+		// Only fields marked nullable may be null (spec 2); the simulator took null for absent.
+		{"optional object null", "POST", "/tracking/events", rep(func(r, _ map[string]any) { r["order"] = nil }), 400,
+			"order must not be null (the spec does not mark it nullable)"},
+		{"optional string null", "POST", "/tracking/events", rep(func(_, ev map[string]any) { ev["id"] = nil }), 400,
+			"event.id must not be null (the spec does not mark it nullable)"},
+		{"optional array null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["seals"] = nil }), 400,
+			"unit.seals must not be null (the spec does not mark it nullable)"},
+		{"optional enumeration null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["condition"] = nil }), 400,
+			"unit.condition must not be null (the spec does not mark it nullable)"},
+		{"nullable field null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["number"] = nil }), 201, ""},
+		// RFC 3339 allows a lower-case t and z (section 5.6); kin-openapi's own pattern does not.
+		{"lower-case t and z", "POST", "/tracking/events", rep(func(_, ev map[string]any) { ev["timestamp"] = "2024-05-01t12:30:00z" }), 202, ""},
+		// readOnly: a client should not send the id; the simulator ignores it, as it always did.
+		{"id in a create body", "POST", "/orders", edit(func(o, _, _ map[string]any) { o["id"] = "BO-1" }), 201, ""},
+		// An empty query parameter counts as absent (allowEmptyValue), as the simulator always read it.
+		{"empty query parameters", "GET", "/locations?type=&name=&page=&pageSize=", nil, 200, ""},
+		// The simulator's own rules beyond the document.
+		{"planned date without a date", "POST", "/orders", edit(func(_, _, cc map[string]any) {
+			cc["plannedDate"] = map[string]any{"timeOfDay": "EARLY"}
+		}), 400, "clientContext.plannedDate.date is missing"},
+		{"blank reference", "POST", "/orders", edit(func(o, _, _ map[string]any) { o["reference"] = " " }), 400, "reference must not be empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, tok, tt.body)
+			if r.Status != tt.wantCode {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.wantCode, r.Body)
+			}
+			if tt.wantMsg != "" {
+				if m := r.messages(t); len(m) != 1 || m[0] != tt.wantMsg {
+					t.Errorf("messages %q, want [%q]", m, tt.wantMsg)
+				}
+			}
+		})
 	}
 }

@@ -99,9 +99,9 @@ func TestReportValidation(t *testing.T) {
 		{name: "null enumerations not nullable", body: obs(func(mot, lu, _, _ map[string]any) {
 			mot["modeOfTransport"], lu["loadingState"], lu["condition"] = nil, nil, nil
 		}), wantCode: 400, wantMsgs: []string{
-			olu + "condition: value is not one of the allowed values",
-			olu + "loadingState: value is not one of the allowed values",
-			"event.observation.observedMeansOfTransport.modeOfTransport: value is not one of the allowed values"}},
+			olu + "condition must not be null",
+			olu + "loadingState must not be null",
+			"event.observation.observedMeansOfTransport.modeOfTransport must not be null"}},
 		{name: "values outside the enumerations", body: obs(func(mot, lu, unit, loc map[string]any) {
 			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "PLANE", "BOX", "bic"
 			lu["loadingState"], lu["condition"], loc["type"] = "HALF", "BROKEN", "AIRPORT"
