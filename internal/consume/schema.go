@@ -24,6 +24,7 @@ const reportSchemaURL = "urn:tracking-bridge:report"
 // whose JSON type a problem names more precisely than the schema's type (a date-time, an int32).
 type compiledReport struct {
 	schema *jsonschema.Schema
+	fast   []field           // the walker's table of the same schema (fastpath.go); nil: no fast path
 	kinds  map[string]string // schema location ("/$defs/TrackingEvent/properties/timestamp") → "a date-time string (RFC 3339)"
 }
 
@@ -76,7 +77,11 @@ func compileReport() (*compiledReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile the TrackingEventReport schema: %w", err)
 	}
-	return &compiledReport{schema: s, kinds: cv.kinds}, nil
+	fast, err := fastFields(root)
+	if err != nil {
+		fast = nil // correct without it, only slower; TestFastPathDerived keeps it there
+	}
+	return &compiledReport{schema: s, kinds: cv.kinds, fast: fast}, nil
 }
 
 // converter translates OpenAPI 3.0 schemas into JSON Schema with the bridge's policy for reports:

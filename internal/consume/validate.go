@@ -44,6 +44,16 @@ func Validate(body []byte, maxBytes int) []string {
 	if !utf8.Valid(body) {
 		return []string{"the report is not valid UTF-8"}
 	}
+	rs := reportSchema()
+	if rs.fast != nil && fastValid(body, rs.fast) {
+		return nil
+	}
+	return rs.validate(body)
+}
+
+// validate checks body with the JSON Schema validator and words its problems: Validate after its own
+// checks of size, emptiness and UTF-8, when the fast path did not accept the body.
+func (rs *compiledReport) validate(body []byte) []string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -57,7 +67,6 @@ func Validate(body []byte, maxBytes int) []string {
 	if !ok {
 		return []string{"the report must be a JSON object (TrackingEventReport), not " + describe(v)}
 	}
-	rs := reportSchema()
 	err := rs.schema.Validate(m)
 	if err == nil {
 		return nil

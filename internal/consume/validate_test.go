@@ -243,8 +243,9 @@ func ExampleValidate() {
 	// event.timestamp is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): "1 May 2024"
 }
 
-// BenchmarkValidate compares Validate with the walker it replaced on the same bodies: the complete
-// report of the tests, the report BenchmarkReports sends, and an invalid one (the slow path).
+// BenchmarkValidate compares Validate, the JSON Schema validator alone, and the hand-written walker
+// Validate was before, on the same bodies: the complete report of the tests, the report BenchmarkReports
+// sends, and an invalid one.
 func BenchmarkValidate(b *testing.B) {
 	bodies := []struct {
 		name  string
@@ -258,7 +259,11 @@ func BenchmarkValidate(b *testing.B) {
 	for _, impl := range []struct {
 		name string
 		fn   func([]byte, int) []string
-	}{{"schema", Validate}, {"walker", validateWalker}} {
+	}{
+		{"Validate", Validate}, // the fast path, the JSON Schema validator for what it does not accept
+		{"schema-only", func(b []byte, _ int) []string { return reportSchema().validate(b) }},
+		{"walker-before", validateWalker}, // Validate before issue 14: the hand-written walker
+	} {
 		for _, bb := range bodies {
 			b.Run(impl.name+"/"+bb.name, func(b *testing.B) {
 				b.SetBytes(int64(len(bb.body)))
@@ -298,4 +303,39 @@ func TestValidateDepthLikeEncodingJSON(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The fast path is derived from the report schema: without it every report pays for the JSON Schema
+// validator.
+func TestFastPathDerived(t *testing.T) {
+	rs := reportSchema()
+	if rs.fast == nil {
+		t.Fatal("no fast path")
+	}
+	for _, body := range []string{validReport, string(report(7)), `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`} {
+		if !fastValid([]byte(body), rs.fast) {
+			t.Errorf("the fast path does not accept %s", body)
+		}
+	}
+}
+
+// FuzzFastPath checks that the fast path accepts a body only when the JSON Schema validator does, and
+// (but for a key given twice, which the walker checks every time) every body it does.
+func FuzzFastPath(f *testing.F) {
+	f.Add([]byte(validReport))
+	f.Add([]byte(`{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}}`))
+	f.Add([]byte(`{"order":null,"event":{"timestamp":"2024-05-01t12:30:00z","type":"A","observation":{"location":{"designation":"x"}}}}`))
+	f.Add([]byte(`{"event":{"observation":{"observedLoadingUnit":{"oversize":{"excessHeight":1e3}}}}}`))
+	f.Add([]byte(seals(100, `{"number":"s"}`)))
+	f.Add([]byte(`{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"},"event":{"type":1}}`))
+	rs := reportSchema()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(bytes.TrimSpace(body)) == 0 || !utf8.Valid(body) {
+			return
+		}
+		fast, schema := fastValid(body, rs.fast), rs.validate(body) == nil
+		if fast && !schema || schema && !fast && !hasDuplicateKeys(body) {
+			t.Fatalf("body %q: fast path %v, JSON Schema validator %v %q", body, fast, schema, rs.validate(body))
+		}
+	})
 }
