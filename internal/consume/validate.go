@@ -30,6 +30,9 @@ const maxProblems = 50
 // maxBytes <= 0), valid UTF-8, one JSON object and nothing after it, and the date-time format, RFC 3339
 // strictly (internal/rfc3339).
 //
+// A valid report is usually accepted by a walker on a field table derived from the same schema
+// (fastpath.go), without decoding it; the JSON Schema validator decides on everything else.
+//
 // Problems are listed in the order of the body, a missing field at the end of its object; of a key given
 // twice, the last value counts, as encoding/json and the upstream read it. At most 50 are listed, then a
 // count of the rest. Quoted input values are cut to 40 characters and escaped, so a problem is safe to

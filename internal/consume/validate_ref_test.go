@@ -1,8 +1,8 @@
 package consume
 
-// The walker Validate used before it was built from the OpenAPI document, kept as a reference: the
-// differential fuzz test compares verdicts with it and BenchmarkValidate compares costs. It parses the
-// body in one pass without decoding it, against a hand-written description of spec 2.17.
+// Validate as it was before it was built from the OpenAPI document: the walker (now the fast path's,
+// fastpath.go) on a hand-written description of spec 2.17, walkerSchema. It is kept as a reference:
+// FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
 
 import (
 	"bytes"
