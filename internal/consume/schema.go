@@ -1,71 +1,240 @@
 package consume
 
-// kind is the JSON type a field must have.
-type kind uint8
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
 
-const (
-	kString   kind = iota + 1
-	kDateTime      // a string holding an RFC 3339 date-time
-	kNumber
-	kInt32
-	kObject
-	kArray
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tracking-bridge/tracking-bridge/api"
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
-var kindNames = map[kind]string{
-	kString:   "a string",
-	kDateTime: "a date-time string (RFC 3339)",
-	kNumber:   "a number",
-	kInt32:    "an integer",
-	kObject:   "an object",
-	kArray:    "an array",
+// reportSchemaURL names the compiled JSON Schema; error locations start with it.
+const reportSchemaURL = "urn:tracking-bridge:report"
+
+// compiledReport is the TrackingEventReport schema compiled once, with the display names of the fields
+// whose JSON type a problem names more precisely than the schema's type (a date-time, an int32).
+type compiledReport struct {
+	schema *jsonschema.Schema
+	fast   []field           // the walker's table of the same schema (fastpath.go); nil: no fast path
+	kinds  map[string]string // schema location ("/$defs/TrackingEvent/properties/timestamp") → "a date-time string (RFC 3339)"
 }
 
-// field describes one field of an object of the spec.
-type field struct {
-	name     string
-	kind     kind
-	required bool
-	fields   []field // kObject
-	elem     *field  // kArray: its items (name unused)
-	maxItems int     // kArray; 0 = no limit
-}
-
-func str(name string) field              { return field{name: name, kind: kString} }
-func num(name string) field              { return field{name: name, kind: kNumber} }
-func i32(name string) field              { return field{name: name, kind: kInt32} }
-func obj(name string, fs ...field) field { return field{name: name, kind: kObject, fields: fs} }
-func (f field) req() field               { f.required = true; return f }
-func arr(name string, max int, e field) field {
-	return field{name: name, kind: kArray, elem: &e, maxItems: max}
-}
-
-// The TrackingEventReport of spec 2.17 and the objects it holds (2.2, 2.6, 2.10–2.17).
-var (
-	addressSchema = obj("address", str("street"), str("postalCode"), str("city"),
-		obj("country", str("name"), str("code")))
-	locationSchema = obj("location", str("id"), str("designation"), str("type"), str("locationCode"),
-		str("internationalPortCode"), str("edifactLocationCode"), addressSchema,
-		obj("geoLocation", obj("coordinates", num("latitude"), num("longitude"))))
-	sealSchema         = obj("", str("type"), str("number"))
-	loadingUnitSchema  = obj("loadingUnit", str("containerClass"), str("identification"), str("number"), str("sizeType"))
-	observedUnitSchema = obj("observedLoadingUnit", loadingUnitSchema, str("loadingState"), str("condition"),
-		obj("weight", num("gross"), num("net"), num("tare")),
-		obj("oversize", i32("excessLengthFront"), i32("excessLengthBack"), i32("excessWidthRight"),
-			i32("excessWidthLeft"), i32("excessHeight")),
-		obj("observedTemperature", num("temperature"), num("humidity")),
-		arr("seals", 100, sealSchema))
-	transportObsSchema = obj("observedMeansOfTransport", str("modeOfTransport"),
-		obj("truck", str("countryCode"), str("licensePlate"), str("forwarder")),
-		obj("barge", str("name"), str("imo"), str("eni")),
-		obj("train", str("identifier")))
-	eventSchema = obj("event", str("id"), field{name: "timestamp", kind: kDateTime}.req(), str("type").req(),
-		obj("observation", transportObsSchema, observedUnitSchema, locationSchema)).req()
-	reportSchema = []field{
-		obj("order", str("orderId").req(), str("positionId").req(), str("clientOrderReference"),
-			str("clientPositionReference")),
-		obj("transport", str("identifier"), str("voyageNumber")),
-		eventSchema,
-		obj("reporter", str("id"), str("name"), addressSchema),
+var reportSchema = sync.OnceValue(func() *compiledReport {
+	c, err := compileReport()
+	if err != nil {
+		panic(err) // the document is embedded and tested: this is a bug, not bad input
 	}
+	return c
+})
+
+// Errors of the int32 format, told apart in the problems they give.
+var (
+	errNotInteger = errors.New("not an integer")
+	errInt32Range = errors.New("out of the int32 range")
 )
+
+// compileReport turns the document's TrackingEventReport schema, with every schema it refers to, into a
+// JSON Schema (draft 2020-12) and compiles it with the formats Validate checks by hand.
+func compileReport() (*compiledReport, error) {
+	doc, err := api.Document()
+	if err != nil {
+		return nil, err
+	}
+	cv := converter{schemas: doc.Components.Schemas, defs: map[string]any{}, kinds: map[string]string{}}
+	root := cv.use(&openapi3.SchemaRef{Ref: "#/components/schemas/TrackingEventReport"}, "", true)
+	root["$defs"] = cv.defs
+	if cv.err != nil {
+		return nil, cv.err
+	}
+	// The compiler wants a document as encoding/json or jsonschema.UnmarshalJSON decodes it.
+	raw, err := json.Marshal(root)
+	if err != nil {
+		return nil, err
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	jc := jsonschema.NewCompiler()
+	jc.DefaultDraft(jsonschema.Draft2020)
+	jc.AssertFormat()
+	jc.RegisterFormat(&jsonschema.Format{Name: "date-time", Validate: validDateTime})
+	jc.RegisterFormat(&jsonschema.Format{Name: "int32", Validate: validInt32})
+	jc.RegisterFormat(&jsonschema.Format{Name: "integer", Validate: validInteger})
+	if err := jc.AddResource(reportSchemaURL, v); err != nil {
+		return nil, err
+	}
+	s, err := jc.Compile(reportSchemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("compile the TrackingEventReport schema: %w", err)
+	}
+	fast, err := fastFields(root)
+	if err != nil {
+		fast = nil // correct without it, only slower; TestFastPathDerived keeps it there
+	}
+	return &compiledReport{schema: s, kinds: cv.kinds, fast: fast}, nil
+}
+
+// converter translates OpenAPI 3.0 schemas into JSON Schema with the bridge's policy for reports:
+//
+//   - an optional property may be null, as if absent (the upstream takes either); a required one, or an
+//     array item, may not unless the document says nullable;
+//   - the shape is checked (required fields, JSON types, int32, date-time, array bounds), not the
+//     values: enumerations (the provider may add values), string lengths and patterns, minimum and
+//     maximum are left to the upstream, which answers 400 for a value it does not take, dead-lettered
+//     like any other rejection. Minimum and maximum would also be compared with big.Rat, far too slowly
+//     for a number like 1e999999999 that a producer can send;
+//   - the JSON type sits at each use of a schema rather than in its definition, so that a nullable use
+//     of an object schema accepts null; a definition's keywords apply to values of its type only.
+//
+// An integer becomes a number of the format int32 (or integer, without a bound), checked with strconv
+// by validInt32 rather than by the validator's big.Rat, for the same reason.
+type converter struct {
+	schemas openapi3.Schemas
+	defs    map[string]any
+	kinds   map[string]string
+	err     error
+}
+
+// use returns the JSON Schema of one use of ref at schema location loc: its type (with null when
+// nullable) and, for a named schema, a $ref to its definition.
+func (cv *converter) use(ref *openapi3.SchemaRef, loc string, required bool) map[string]any {
+	nullable := !required
+	// allOf of one named schema with nullable beside it: the document's way of saying "X or null".
+	if ref.Ref == "" && ref.Value != nil && len(ref.Value.AllOf) == 1 && ref.Value.AllOf[0].Ref != "" {
+		nullable = nullable || ref.Value.Nullable
+		ref = ref.Value.AllOf[0]
+	}
+	s := ref.Value
+	if ref.Ref != "" {
+		name, ok := strings.CutPrefix(ref.Ref, "#/components/schemas/")
+		if !ok || cv.schemas[name] == nil {
+			cv.err = fmt.Errorf("unsupported $ref %q", ref.Ref)
+			return map[string]any{}
+		}
+		s = cv.schemas[name].Value
+		if _, done := cv.defs[name]; !done {
+			cv.defs[name] = map[string]any{} // placeholder against cycles
+			cv.defs[name] = cv.body(s, "/$defs/"+name)
+		}
+	}
+	if s == nil {
+		cv.err = fmt.Errorf("empty schema at %q", loc)
+		return map[string]any{}
+	}
+	out := map[string]any{}
+	if ref.Ref != "" {
+		out["$ref"] = "#/$defs/" + strings.TrimPrefix(ref.Ref, "#/components/schemas/")
+	} else {
+		out = cv.body(s, loc)
+	}
+	nullable = nullable || s.Nullable
+	var types []any
+	for _, t := range s.Type.Slice() {
+		switch {
+		case t == openapi3.TypeInteger:
+			types = append(types, "number")
+			cv.kinds[loc] = "an integer"
+		case t == openapi3.TypeString && s.Format == "date-time":
+			types = append(types, t)
+			cv.kinds[loc] = "a date-time string (RFC 3339)"
+		default:
+			types = append(types, t)
+		}
+	}
+	if len(types) == 1 && nullable {
+		types = append(types, "null")
+	}
+	if len(types) > 0 {
+		out["type"] = types
+	}
+	return out
+}
+
+// body returns the keywords of s other than its type.
+func (cv *converter) body(s *openapi3.Schema, loc string) map[string]any {
+	out := map[string]any{}
+	switch {
+	case s.Format == "date-time":
+		out["format"] = "date-time"
+	case s.Type.Is(openapi3.TypeInteger) && s.Format == "int32":
+		out["format"] = "int32"
+	case s.Type.Is(openapi3.TypeInteger):
+		out["format"] = "integer"
+	}
+	if len(s.Properties) > 0 {
+		props := map[string]any{}
+		for name, p := range s.Properties {
+			props[name] = cv.use(p, loc+"/properties/"+name, contains(s.Required, name))
+		}
+		out["properties"] = props
+	}
+	if len(s.Required) > 0 {
+		out["required"] = s.Required
+	}
+	if s.Items != nil {
+		out["items"] = cv.use(s.Items, loc+"/items", true)
+	}
+	if s.MaxItems != nil {
+		out["maxItems"] = *s.MaxItems
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validDateTime is the date-time format: RFC 3339 section 5.6 strictly (internal/rfc3339), as the
+// walker this validator replaced checked it, rather than the validator's own reading.
+func validDateTime(v any) error {
+	if s, ok := v.(string); ok && !rfc3339.Valid(s) {
+		return errors.New("not an RFC 3339 date-time")
+	}
+	return nil
+}
+
+// validInteger is the integer format of a number: 1e3 and 12.0 are integers, 1.5 is not.
+func validInteger(v any) error {
+	if err := validInt32(v); errors.Is(err, errNotInteger) {
+		return err
+	}
+	return nil
+}
+
+// validInt32 is the int32 format of a number: an integer (1e3 and 12.0 are) in the int32 range.
+func validInt32(v any) error {
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil
+	}
+	s := string(n)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if i < math.MinInt32 || i > math.MaxInt32 {
+			return errInt32Range
+		}
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange) || f != math.Trunc(f):
+		return errNotInteger
+	case err != nil || f < math.MinInt32 || f > math.MaxInt32:
+		return errInt32Range
+	}
+	return nil
+}

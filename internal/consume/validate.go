@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // maxProblems bounds the problems Validate lists; further ones are counted in a last entry.
@@ -14,27 +16,27 @@ const maxProblems = 50
 
 // Validate checks that body is a TrackingEventReport (spec 2.17) the upstream can be asked to take, and
 // returns every problem found, in the spirit of the spec's ApiResponseMessage ("event.timestamp is
-// missing"), or nil when there is none. It checks:
+// missing"), or nil when there is none.
 //
-//   - size: at most maxBytes bytes (no bound when maxBytes <= 0); valid UTF-8; one JSON object and
-//     nothing after it;
-//   - required fields: event, event.timestamp (an RFC 3339 date-time string), event.type (a string, any
-//     value: spec §9), and order.orderId and order.positionId when order is given;
-//   - the JSON type of every field the spec describes, at any depth (order, transport, reporter and its
-//     address, event.observation with the means of transport, the loading unit observation and the
-//     location), integers where the spec says int32;
-//   - the array limits of spec §8 (seals: at most 100 items).
+// The checks of the body's shape come from the TrackingEventReport schema of the OpenAPI document
+// (package api), compiled once into a JSON Schema validator: required fields (event, event.timestamp,
+// event.type, and order.orderId and order.positionId when order is given), the JSON type of every field
+// the spec describes at any depth, integers where the spec says int32, string lengths and the array
+// limits of spec §8 (seals: at most 100 items). Optional fields may be null. Unknown fields are allowed,
+// and so are values of enumerations the spec does not list (the provider may add them; see converter).
+// Other rules the upstream may apply are left to it; it answers them with 400 and its own messages.
 //
-// Optional fields may be null. Unknown fields are allowed, and so are values of enumerations the spec does
-// not list (the provider may add them). Other rules the upstream may apply are left to it; it answers
-// them with 400 and its own messages.
+// Checked by hand, because a schema cannot say them: the size (at most maxBytes bytes; no bound when
+// maxBytes <= 0), valid UTF-8, one JSON object and nothing after it, and the date-time format, RFC 3339
+// strictly (internal/rfc3339).
 //
-// Problems are listed in the order of the body, a missing field at the end of its object; a key given
-// twice is checked each time. At most 50 are listed, then a count of the rest. Quoted input values are cut
-// to 40 characters and escaped, so a problem is safe to put in a header or a log line.
+// A valid report is usually accepted by a walker on a field table derived from the same schema
+// (fastpath.go), without decoding it; the JSON Schema validator decides on everything else.
 //
-// Validate parses the body once, without decoding it, and allocates only for what it reports: it runs on
-// every delivery.
+// Problems are listed in the order of the body, a missing field at the end of its object; of a key given
+// twice, the last value counts, as encoding/json and the upstream read it. At most 50 are listed, then a
+// count of the rest. Quoted input values are cut to 40 characters and escaped, so a problem is safe to
+// put in a header or a log line.
 func Validate(body []byte, maxBytes int) []string {
 	if maxBytes > 0 && len(body) > maxBytes {
 		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
@@ -45,16 +47,38 @@ func Validate(body []byte, maxBytes int) []string {
 	if !utf8.Valid(body) {
 		return []string{"the report is not valid UTF-8"}
 	}
-	w := walker{b: body}
-	w.path = w.pathBuf[:0]
-	notObject, ok := w.run()
-	switch {
-	case !ok:
-		return []string{"the report is not valid JSON: " + syntaxError(body)}
-	case notObject != "":
-		return []string{"the report must be a JSON object (TrackingEventReport), not " + notObject}
+	rs := reportSchema()
+	if rs.fast != nil && fastValid(body, rs.fast) {
+		return nil
 	}
-	return w.p.list()
+	return rs.validate(body)
+}
+
+// validate checks body with the JSON Schema validator and words its problems: Validate after its own
+// checks of size, emptiness and UTF-8, when the fast path did not accept the body.
+func (rs *compiledReport) validate(body []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return []string{"the report is not valid JSON: " + syntaxError(body)}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return []string{"the report is not valid JSON: " + syntaxError(body)}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return []string{"the report must be a JSON object (TrackingEventReport), not " + describe(v)}
+	}
+	err := rs.schema.Validate(m)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{"the report could not be validated: " + err.Error()}
+	}
+	return rs.problems(ve, m, body)
 }
 
 // syntaxError describes why body is not valid JSON, with the byte offset where it goes wrong. It is the

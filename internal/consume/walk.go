@@ -5,416 +5,158 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
-// maxDepth is the deepest nesting of objects and arrays accepted, as in encoding/json.
-const maxDepth = 10000
-
-// walker checks a body against the schema in one pass, without decoding it: it parses the JSON strictly
-// (RFC 8259, as encoding/json does) and allocates only for the problems it finds (and for keys or
-// date-times with escapes). Problems come in the order of the body, a missing field at the end of its
-// object. On a syntax error it stops; Validate then asks encoding/json for the message.
-type walker struct {
-	b       []byte
-	i       int
-	depth   int    // objects and arrays open
-	path    []byte // of the value being checked: "event.observation.seals[3]"
-	pathBuf [128]byte
-	p       problems
+// problem is one message and where in the body it belongs, for sorting.
+type problem struct {
+	at   string // the value's instance location, its tokens joined by "\x00"
+	end  bool   // at the end of that value (a missing field of an object) rather than its start
+	text string
 }
 
-// badSyntax is the panic value that unwinds the walker on a syntax error.
-type badSyntax struct{}
-
-func (w *walker) fail() { panic(badSyntax{}) }
-
-// run checks the whole body. It returns ok = false on a syntax error, and the JSON type of the body when
-// it is valid JSON but not an object.
-func (w *walker) run() (notObject string, ok bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			if _, is := r.(badSyntax); !is {
-				panic(r)
+// problems walks the validator's error tree, turns each leaf into a message in the words the bridge has
+// always used ("event.timestamp is missing", "order must be an object, not an array"), and lists them in
+// the order of the body. It runs for invalid reports only.
+func (rs *compiledReport) problems(ve *jsonschema.ValidationError, doc map[string]any, body []byte) []string {
+	var ps []problem
+	var leaves func(e *jsonschema.ValidationError)
+	leaves = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				leaves(c)
 			}
-			ok = false
-		}
-	}()
-	w.ws()
-	if c := w.peek(); c == '{' {
-		w.object(reportSchema)
-	} else {
-		w.skip()
-		notObject = typeOf(c)
-	}
-	w.ws()
-	if w.i != len(w.b) {
-		w.fail() // data after the value
-	}
-	return notObject, true
-}
-
-// peek returns the byte at w.i; the body must not end there.
-func (w *walker) peek() byte {
-	if w.i >= len(w.b) {
-		w.fail()
-	}
-	return w.b[w.i]
-}
-
-func (w *walker) expect(c byte) {
-	if w.peek() != c {
-		w.fail()
-	}
-	w.i++
-}
-
-func (w *walker) ws() {
-	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
 			return
 		}
+		ps = append(ps, rs.describe(e, doc)...)
 	}
+	leaves(ve)
+	if len(ps) > 1 {
+		pos := positions(body, ps)
+		slices.SortStableFunc(ps, func(a, b problem) int {
+			return pos.of(a) - pos.of(b)
+		})
+	}
+	var p problems
+	for _, x := range ps {
+		p.addf("%s", x.text)
+	}
+	return p.list()
 }
 
-// str reads the string at w.i and returns its content as in the body, and whether it has escapes.
-func (w *walker) str() (raw []byte, escaped bool) {
-	w.expect('"')
-	start := w.i
-	for {
-		switch c := w.peek(); {
-		case c == '"':
-			raw = w.b[start:w.i]
-			w.i++
-			return raw, escaped
-		case c == '\\':
-			escaped = true
-			w.i++
-			switch w.peek() {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				w.i++
-			case 'u':
-				w.i++
-				for range 4 {
-					if h := w.peek(); !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						w.fail()
-					}
-					w.i++
-				}
-			default:
-				w.fail()
-			}
-		case c < 0x20:
-			w.fail()
-		default:
-			w.i++
+// describe turns one leaf error into its problems (a missing-fields error gives one per field).
+func (rs *compiledReport) describe(e *jsonschema.ValidationError, doc map[string]any) []problem {
+	at := strings.Join(e.InstanceLocation, "\x00")
+	path, v := instance(doc, e.InstanceLocation)
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		out := make([]problem, len(k.Missing))
+		for i, name := range k.Missing {
+			out[i] = problem{at: at, end: true, text: join(path, name) + " is missing"}
 		}
-	}
-}
-
-// text returns the value of a string read by str.
-func text(raw []byte, escaped bool) string {
-	if !escaped {
-		return string(raw)
-	}
-	var s string
-	// str checked the escapes, so this cannot fail.
-	_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
-	return s
-}
-
-// number reads the number at w.i.
-func (w *walker) number() []byte {
-	start := w.i
-	if w.peek() == '-' {
-		w.i++
-	}
-	switch c := w.peek(); {
-	case c == '0':
-		w.i++
-	case '1' <= c && c <= '9':
-		w.digits()
-	default:
-		w.fail()
-	}
-	if w.i < len(w.b) && w.b[w.i] == '.' {
-		w.i++
-		w.digits()
-	}
-	if w.i < len(w.b) && (w.b[w.i] == 'e' || w.b[w.i] == 'E') {
-		w.i++
-		if c := w.peek(); c == '+' || c == '-' {
-			w.i++
-		}
-		w.digits()
-	}
-	return w.b[start:w.i]
-}
-
-// digits reads one or more decimal digits.
-func (w *walker) digits() {
-	start := w.i
-	for w.i < len(w.b) && '0' <= w.b[w.i] && w.b[w.i] <= '9' {
-		w.i++
-	}
-	if w.i == start {
-		w.fail()
-	}
-}
-
-func (w *walker) literal(lit string) {
-	if !bytes.HasPrefix(w.b[w.i:], []byte(lit)) {
-		w.fail()
-	}
-	w.i += len(lit)
-}
-
-// enter and leave count the nesting of objects and arrays.
-func (w *walker) enter() {
-	if w.depth++; w.depth > maxDepth {
-		w.fail()
-	}
-}
-
-func (w *walker) leave() { w.depth-- }
-
-// skip parses the value at w.i, whatever it is.
-func (w *walker) skip() {
-	switch c := w.peek(); {
-	case c == '"':
-		w.str()
-	case c == '{':
-		w.enter()
-		w.i++
-		w.ws()
-		if w.peek() == '}' {
-			w.i++
-			w.leave()
-			return
-		}
-		for {
-			w.ws()
-			w.str()
-			w.ws()
-			w.expect(':')
-			w.ws()
-			w.skip()
-			w.ws()
-			if w.peek() == ',' {
-				w.i++
-				continue
-			}
-			w.expect('}')
-			w.leave()
-			return
-		}
-	case c == '[':
-		w.enter()
-		w.i++
-		w.ws()
-		if w.peek() == ']' {
-			w.i++
-			w.leave()
-			return
-		}
-		for {
-			w.ws()
-			w.skip()
-			w.ws()
-			if w.peek() == ',' {
-				w.i++
-				continue
-			}
-			w.expect(']')
-			w.leave()
-			return
-		}
-	case c == 't':
-		w.literal("true")
-	case c == 'f':
-		w.literal("false")
-	case c == 'n':
-		w.literal("null")
-	default:
-		w.number()
-	}
-}
-
-// object checks the object at w.i against fs.
-func (w *walker) object(fs []field) {
-	w.enter()
-	var seen uint64 // bit n: fs[n] present
-	w.i++
-	w.ws()
-	if w.peek() == '}' {
-		w.i++
-	} else {
-		for {
-			w.ws()
-			raw, escaped := w.str()
-			w.ws()
-			w.expect(':')
-			w.ws()
-			idx := -1
-			for n := range fs {
-				if !escaped && fs[n].name == string(raw) || escaped && fs[n].name == text(raw, true) {
-					idx = n
+		return out
+	case *kind.Type:
+		_, loc, _ := strings.Cut(e.SchemaURL, "#")
+		want := rs.kinds[loc]
+		if want == "" {
+			for _, t := range k.Want {
+				if t != "null" {
+					want = article(t)
 					break
 				}
 			}
-			if idx < 0 {
-				w.skip()
-			} else {
-				seen |= 1 << idx
-				mark := w.push(fs[idx].name)
-				w.value(fs[idx], fs[idx].required)
-				w.path = w.path[:mark]
+		}
+		return []problem{{at: at, text: fmt.Sprintf("%s must be %s, not %s", path, want, describe(v))}}
+	case *kind.Format:
+		switch {
+		case k.Want == "date-time":
+			s, _ := v.(string)
+			return []problem{{at: at, text: fmt.Sprintf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", path, quote(s))}}
+		case k.Want == "int32" && errors.Is(k.Err, errInt32Range):
+			return []problem{{at: at, text: fmt.Sprintf("%s is out of the int32 range: %s", path, quote(numberText(v)))}}
+		case k.Want == "int32" || k.Want == "integer":
+			return []problem{{at: at, text: fmt.Sprintf("%s must be an integer, not %s", path, quote(numberText(v)))}}
+		}
+	case *kind.MaxItems:
+		return []problem{{at: at, end: true, text: fmt.Sprintf("%s has %d items; at most %d are allowed", path, k.Got, k.Want)}}
+	}
+	// A keyword the document does not use in a report today: the validator's own words, on one line.
+	msg := strings.Join(strings.Fields(e.Error()), " ")
+	return []problem{{at: at, text: path + ": " + msg}}
+}
+
+// instance returns the display path of a location ("event.observation.seals[3]") and the value there.
+func instance(doc map[string]any, loc []string) (string, any) {
+	var b strings.Builder
+	var v any = doc
+	for _, tok := range loc {
+		switch c := v.(type) {
+		case []any:
+			b.WriteString("[" + tok + "]")
+			i, _ := strconv.Atoi(tok)
+			if i >= 0 && i < len(c) {
+				v = c[i]
 			}
-			w.ws()
-			if w.peek() == ',' {
-				w.i++
-				continue
+		case map[string]any:
+			if b.Len() > 0 {
+				b.WriteByte('.')
 			}
-			w.expect('}')
-			break
+			b.WriteString(tok)
+			v = c[tok]
 		}
 	}
-	w.leave()
-	for n, f := range fs {
-		if f.required && seen&(1<<n) == 0 {
-			mark := w.push(f.name)
-			w.p.addf("%s is missing", string(w.path))
-			w.path = w.path[:mark]
-		}
-	}
+	return b.String(), v
 }
 
-// push appends a field name to the path and returns the length to cut it back to.
-func (w *walker) push(name string) int {
-	mark := len(w.path)
-	if mark > 0 {
-		w.path = append(w.path, '.')
+// join returns the path of a field of the object at path.
+func join(path, name string) string {
+	if path == "" {
+		return name
 	}
-	w.path = append(w.path, name...)
-	return mark
+	return path + "." + name
 }
 
-// value checks the value at w.i against f; null is a problem only when required.
-func (w *walker) value(f field, required bool) {
-	c := w.peek()
-	if c == 'n' {
-		w.literal("null")
-		if required {
-			w.p.addf("%s must be %s, not null", string(w.path), kindNames[f.kind])
-		}
-		return
-	}
-	ok := false
-	switch f.kind {
-	case kString, kDateTime:
-		ok = c == '"'
-	case kNumber, kInt32:
-		ok = c == '-' || '0' <= c && c <= '9'
-	case kObject:
-		ok = c == '{'
-	case kArray:
-		ok = c == '['
-	}
-	if !ok {
-		w.skip()
-		w.p.addf("%s must be %s, not %s", string(w.path), kindNames[f.kind], typeOf(c))
-		return
-	}
-	switch f.kind {
-	case kString:
-		w.str()
-	case kNumber:
-		w.number()
-	case kDateTime:
-		if s := text(w.str()); !rfc3339.Valid(s) {
-			w.p.addf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", string(w.path), quote(s))
-		}
-	case kInt32:
-		w.int32(w.number())
-	case kObject:
-		w.object(f.fields)
-	case kArray:
-		w.array(f)
-	}
-}
-
-// int32 checks that a JSON number is an integer in the int32 range. 1e3 and 12.0 are integers too.
-func (w *walker) int32(num []byte) {
-	s := string(num)
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if i < math.MinInt32 || i > math.MaxInt32 {
-			w.p.addf("%s is out of the int32 range: %s", string(w.path), quote(s))
-		}
-		return
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange) || f != math.Trunc(f):
-		w.p.addf("%s must be an integer, not %s", string(w.path), quote(s))
-	case err != nil || f < math.MinInt32 || f > math.MaxInt32:
-		w.p.addf("%s is out of the int32 range: %s", string(w.path), quote(s))
-	}
-}
-
-// array checks the array at w.i: its items against f.elem, and its length.
-func (w *walker) array(f field) {
-	w.enter()
-	mark := len(w.path)
-	n := 0
-	w.i++
-	w.ws()
-	if w.peek() == ']' {
-		w.i++
-	} else {
-		for {
-			w.ws()
-			w.path = append(strconv.AppendInt(append(w.path, '['), int64(n), 10), ']')
-			w.value(*f.elem, true)
-			w.path = w.path[:mark]
-			n++
-			w.ws()
-			if w.peek() == ',' {
-				w.i++
-				continue
-			}
-			w.expect(']')
-			break
-		}
-	}
-	w.leave()
-	if f.maxItems > 0 && n > f.maxItems {
-		w.p.addf("%s has %d items; at most %d are allowed", string(w.path), n, f.maxItems)
-	}
-}
-
-// typeOf names the JSON type of the value starting with c.
-func typeOf(c byte) string {
-	switch c {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
+// article names a JSON Schema type as the problems do.
+func article(t string) string {
+	switch t {
+	case "object", "array", "integer":
+		return "an " + t
 	default:
-		return "a number"
+		return "a " + t
 	}
+}
+
+// describe names the JSON type of a decoded value.
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+func numberText(v any) string {
+	if n, ok := v.(json.Number); ok {
+		return string(n)
+	}
+	return fmt.Sprint(v)
 }
 
 // quote quotes an input value for a problem: cut to 40 characters, escaped.
@@ -425,4 +167,93 @@ func quote(s string) string {
 		return fmt.Sprintf("%q…", string(r[:maxRunes]))
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// spans maps an instance location to the byte offsets where its value starts and ends in the body.
+type spans map[string][2]int
+
+func (s spans) of(p problem) int {
+	if p.end {
+		return s[p.at][1]
+	}
+	return s[p.at][0]
+}
+
+// positions reads body (valid JSON) once more with a token decoder and records where the values of the
+// problems' locations start and end, so that problems can be listed in the order of the body. It follows
+// only the paths that lead to a problem and skips other values without tracking them, so that a deep
+// unknown field costs linear time. Of a key given twice, the last value's place counts, as its value is
+// the one validated.
+func positions(body []byte, ps []problem) spans {
+	need := map[string]bool{"": true} // the problems' locations and every prefix of them
+	for _, p := range ps {
+		for at := p.at; ; {
+			need[at] = true
+			i := strings.LastIndexByte(at, 0)
+			if i < 0 {
+				break
+			}
+			at = at[:i]
+		}
+	}
+	pw := posWalker{dec: json.NewDecoder(bytes.NewReader(body)), need: need, out: spans{}}
+	pw.dec.UseNumber()
+	pw.value("", true)
+	return pw.out
+}
+
+type posWalker struct {
+	dec  *json.Decoder
+	need map[string]bool
+	out  spans
+	err  error
+}
+
+// token returns the next token; after an error (not expected: the body was decoded before) it returns
+// nil, which ends every loop.
+func (pw *posWalker) token() json.Token {
+	if pw.err != nil {
+		return nil
+	}
+	tok, err := pw.dec.Token()
+	if err != nil {
+		pw.err = err
+		return nil
+	}
+	return tok
+}
+
+// value reads the value at path; with track it records where it is and follows its members that lead
+// to a problem.
+func (pw *posWalker) value(path string, track bool) {
+	start := int(pw.dec.InputOffset())
+	tok := pw.token()
+	d, isDelim := tok.(json.Delim)
+	if isDelim && (d == '{' || d == '[') {
+		for n := 0; pw.err == nil && pw.dec.More(); n++ {
+			var key string
+			if d == '{' {
+				key, _ = pw.token().(string)
+			} else if track {
+				key = strconv.Itoa(n)
+			}
+			if !track {
+				pw.value("", false)
+				continue
+			}
+			child := joinAt(path, key)
+			pw.value(child, pw.need[child])
+		}
+		pw.token() // the closing delimiter
+	}
+	if track {
+		pw.out[path] = [2]int{start, int(pw.dec.InputOffset())}
+	}
+}
+
+func joinAt(path, tok string) string {
+	if path == "" {
+		return tok
+	}
+	return path + "\x00" + tok
 }

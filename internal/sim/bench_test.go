@@ -3,6 +3,7 @@ package sim
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,5 +55,28 @@ func BenchmarkRenderGenerated(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		buf = g.appendMessage(buf[:0], int64(i+1), int64(i), ts)
+	}
+}
+
+// BenchmarkDocumentCheck measures the simulator's check of one report request against the OpenAPI
+// document (openapi3filter.ValidateRequest, the body read and restored), the cost every API request pays.
+func BenchmarkDocumentCheck(b *testing.B) {
+	d, err := newDocument()
+	if err != nil {
+		b.Fatal(err)
+	}
+	route := d.route("POST", "/tracking/events")
+	body := `{"order":{"orderId":"TO1","positionId":"10"},"transport":{"identifier":"truck-7"},` +
+		`"event":{"timestamp":"2024-05-01T12:00:07Z","type":"GATE_IN","observation":{"observedMeansOfTransport":` +
+		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-TB 7"}},"observedLoadingUnit":` +
+		`{"loadingUnit":{"containerClass":"CONTAINER","number":"MSCU1234565"},"loadingState":"FULL",` +
+		`"seals":[{"type":"CUSTOMS","number":"S-7"}]}}},"reporter":{"id":"op-1","name":"Test Operator"}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _ := http.NewRequest(http.MethodPost, "/v1.0/tracking/events", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if p := d.check(r, route); p != nil {
+			b.Fatal(p)
+		}
 	}
 }

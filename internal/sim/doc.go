@@ -15,12 +15,15 @@
 //	GET    /tracking/events/stream    4.9 Server-Sent Events stream of the caller's tracking events
 //
 // and, outside the base path, the Keycloak-like token endpoint TokenPath ("/auth/token": password and
-// refresh_token grants, spec 5.1 and 5.2). Every API operation requires "Authorization: Bearer <access
+// refresh_token grants, spec 5.1 and 5.2) and the OpenAPI document of the API at OpenAPIPath
+// ("/openapi.yaml", package api, no authentication). Every API operation requires "Authorization: Bearer <access
 // token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4 (error_description
 // "Jwt expired at <UTC instant>"), an unknown one likewise with error_description "The access token is
 // invalid", a missing one with a bare "Bearer" challenge (RFC 6750 §3). Failures carry an
 // ApiResponseMessage {"messages":[...]}; a validation failure lists every problem, naming the property
-// path ("unit.loadingState is missing"). Property names are matched exactly; unknown JSON fields, case
+// path ("unit.loadingState is missing"). Every request is also checked against the OpenAPI document
+// (openapi3filter); its problems are answered 400 once the operation's own checks, which come first and
+// keep their words, have passed. Property names are matched exactly; unknown JSON fields, case
 // variants of a property's name included, are ignored.
 //
 // An order stays open (spec 3: listed, updatable, deletable) until a slot request is booked from it:

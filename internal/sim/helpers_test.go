@@ -19,23 +19,26 @@ import (
 
 // env is a simulator served over loopback for one test.
 type env struct {
-	t   testing.TB
-	sim *Server
-	ts  *httptest.Server
-	api string // base URL of the API operations
+	t    testing.TB
+	sim  *Server
+	ts   *httptest.Server
+	api  string       // base URL of the API operations
+	conf *conformance // checks every answer against the OpenAPI document
 }
 
-// newEnv starts a simulator with o (users demo:demo and other:other unless set).
+// newEnv starts a simulator with o (users demo:demo and other:other unless set); every answer of an API
+// operation is checked against the OpenAPI document (conformance).
 func newEnv(t testing.TB, o Options) *env {
 	t.Helper()
 	if o.Users == nil {
 		o.Users = map[string]string{"demo": "demo", "other": "other"}
 	}
 	s := New(o)
-	ts := httptest.NewServer(s.Handler())
+	conf := newConformance(t, s)
+	ts := httptest.NewServer(conf)
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close) // runs first: ends streams so that ts.Close does not wait for them
-	return &env{t: t, sim: s, ts: ts, api: ts.URL + s.base}
+	return &env{t: t, sim: s, ts: ts, api: ts.URL + s.base, conf: conf}
 }
 
 // tokenResult is a decoded token endpoint answer.

@@ -40,6 +40,9 @@ func (s *Server) handleLocations(w http.ResponseWriter, r *http.Request, _ *user
 		writeMessages(w, http.StatusBadRequest, c.msgs...)
 		return
 	}
+	if rejectByDocument(w, r) {
+		return
+	}
 	size = min(size, maxPageItems)
 	name := strings.ToLower(q.Get("name"))
 	var match []Location

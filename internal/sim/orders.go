@@ -145,6 +145,9 @@ func (s *Server) readOrder(w http.ResponseWriter, r *http.Request) (bookingOrder
 		writeMessages(w, http.StatusBadRequest, msgs...)
 		return bo, false
 	}
+	if rejectByDocument(w, r) {
+		return bo, false
+	}
 	return orderFromMap(m), true
 }
 

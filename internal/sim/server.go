@@ -101,6 +101,7 @@ type Server struct {
 	log    *slog.Logger
 	faults atomic.Pointer[Faults]
 	mux    *http.ServeMux
+	doc    *document
 
 	tokens tokenStore
 	orders orderStore
@@ -143,6 +144,11 @@ func New(o Options) *Server {
 		s.byID[s.seed[i].ID] = &s.seed[i]
 	}
 	s.stats.tokenRequests = make(map[string]int)
+	doc, err := newDocument()
+	if err != nil {
+		panic(err) // the document is embedded and tested: a bug, not a run-time condition
+	}
+	s.doc = doc
 	s.routes()
 	return s
 }
@@ -152,15 +158,24 @@ func (s *Server) routes() {
 	b := s.base
 	m.HandleFunc("POST "+TokenPath, s.handleToken)
 	m.HandleFunc(TokenPath, s.handleTokenMethod)
-	m.HandleFunc("GET "+b+"/locations", s.api(s.handleLocations))
-	m.HandleFunc("GET "+b+"/orders", s.api(s.handleListOrders))
-	m.HandleFunc("POST "+b+"/orders", s.api(s.handleCreateOrder))
-	m.HandleFunc("GET "+b+"/orders/{id}", s.api(s.handleReadOrder))
-	m.HandleFunc("PUT "+b+"/orders/{id}", s.api(s.handleUpdateOrder))
-	m.HandleFunc("DELETE "+b+"/orders/{id}", s.api(s.handleDeleteOrder))
-	m.HandleFunc("GET "+b+"/tracking", s.api(s.handleTracking))
-	m.HandleFunc("POST "+b+"/tracking/events", s.countReportCall(s.api(s.handleReport)))
-	m.HandleFunc("GET "+b+"/tracking/events/stream", s.api(s.handleStream))
+	m.HandleFunc("GET "+OpenAPIPath, s.handleOpenAPI)
+	// Operations whose handlers answer the document's problems themselves, after their own checks
+	// (rejectByDocument), and operations without request data of their own beyond the path.
+	own := func(path string, h func(http.ResponseWriter, *http.Request, *userState)) http.HandlerFunc {
+		return s.api(path, true, h)
+	}
+	plain := func(path string, h func(http.ResponseWriter, *http.Request, *userState)) http.HandlerFunc {
+		return s.api(path, false, h)
+	}
+	m.HandleFunc("GET "+b+"/locations", own("/locations", s.handleLocations))
+	m.HandleFunc("GET "+b+"/orders", plain("/orders", s.handleListOrders))
+	m.HandleFunc("POST "+b+"/orders", own("/orders", s.handleCreateOrder))
+	m.HandleFunc("GET "+b+"/orders/{id}", plain("/orders/{id}", s.handleReadOrder))
+	m.HandleFunc("PUT "+b+"/orders/{id}", own("/orders/{id}", s.handleUpdateOrder))
+	m.HandleFunc("DELETE "+b+"/orders/{id}", plain("/orders/{id}", s.handleDeleteOrder))
+	m.HandleFunc("GET "+b+"/tracking", own("/tracking", s.handleTracking))
+	m.HandleFunc("POST "+b+"/tracking/events", s.countReportCall(own("/tracking/events", s.handleReport)))
+	m.HandleFunc("GET "+b+"/tracking/events/stream", plain("/tracking/events/stream", s.handleStream))
 	s.mux = m
 }
 
@@ -248,9 +263,11 @@ func (s *Server) generator(u *userState) *generator {
 	return u.gen
 }
 
-// api wraps an operation with the checks every API request passes: the added latency, injected 503s
-// and the bearer token.
-func (s *Server) api(h func(http.ResponseWriter, *http.Request, *userState)) http.HandlerFunc {
+// api wraps an operation with the checks every API request passes: the added latency, injected 503s,
+// the bearer token, and the OpenAPI document's description of the operation at path. With own, the
+// handler answers the document's problems after its own checks (rejectByDocument); otherwise they are
+// answered 400 here.
+func (s *Server) api(path string, own bool, h func(http.ResponseWriter, *http.Request, *userState)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f := s.Faults()
 		if !s.delay(w, r, f.Latency) {
@@ -264,6 +281,10 @@ func (s *Server) api(h func(http.ResponseWriter, *http.Request, *userState)) htt
 		}
 		name, ok := s.authenticate(w, r)
 		if !ok {
+			return
+		}
+		r = s.withDocumentCheck(r, r.Method, path)
+		if !own && rejectByDocument(w, r) {
 			return
 		}
 		h(w, r, s.user(name))

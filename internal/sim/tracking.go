@@ -50,6 +50,9 @@ func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userS
 		writeMessages(w, http.StatusBadRequest, c.msgs...)
 		return
 	}
+	if rejectByDocument(w, r) {
+		return
+	}
 	match := func(o *TrackingOrder) bool {
 		return (oid == "" || o.OrderID == oid && o.PositionID == pid) &&
 			(cor == "" || o.ClientOrderReference == cor && o.ClientPositionReference == cpr)
@@ -170,6 +173,9 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 	ev, typ, ts, order, msgs := parseReport(body)
 	if len(msgs) > 0 {
 		writeMessages(w, http.StatusBadRequest, msgs...)
+		return
+	}
+	if rejectByDocument(w, r) {
 		return
 	}
 	// The unit is the one orderId and positionId name (spec 2.10), so 4.7 finds the event by either of

@@ -93,9 +93,15 @@ func TestReportValidation(t *testing.T) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 0, "excessLengthBack": json.Number("12.0"),
 				"excessWidthRight": math.MaxInt32, "excessWidthLeft": math.MinInt32, "excessHeight": json.Number("3e1")}
 		}), wantCode: 202},
-		{name: "null enumerations", body: obs(func(mot, lu, unit, _ map[string]any) {
-			mot["modeOfTransport"], unit["identification"], lu["loadingState"], lu["condition"] = nil, nil, nil, nil
-		}), wantCode: 202},
+		// Only fields marked nullable may be null (spec 2): identification is ("string or null enum", 2.12),
+		// modeOfTransport, loadingState and condition are not (2.15, 2.16); the OpenAPI document says so.
+		{name: "null nullable enumeration", body: obs(func(_, _, unit, _ map[string]any) { unit["identification"] = nil }), wantCode: 202},
+		{name: "null enumerations not nullable", body: obs(func(mot, lu, _, _ map[string]any) {
+			mot["modeOfTransport"], lu["loadingState"], lu["condition"] = nil, nil, nil
+		}), wantCode: 400, wantMsgs: []string{
+			olu + "condition must not be null",
+			olu + "loadingState must not be null",
+			"event.observation.observedMeansOfTransport.modeOfTransport must not be null"}},
 		{name: "values outside the enumerations", body: obs(func(mot, lu, unit, loc map[string]any) {
 			mot["modeOfTransport"], unit["containerClass"], unit["identification"] = "PLANE", "BOX", "bic"
 			lu["loadingState"], lu["condition"], loc["type"] = "HALF", "BROKEN", "AIRPORT"
