@@ -28,6 +28,6 @@
 // durable consumer's set-up), pull.go (the pull loop, probes, fetch errors), circuit.go (holding fetches
 // while the upstream fails), settle.go (one report's attempt, acknowledgement and delayed redelivery),
 // deadletter.go (a report's dead letter), headers.go (reports whose header block the client could not
-// decode), status.go (Ready, Pending, Stats), and validate.go, schema.go
-// and walk.go (Validate).
+// decode), status.go (Ready, Pending, Stats), and validate.go, schema.go, walk.go, fastpath.go and
+// fasttable.go (Validate: the JSON Schema validator, and the walker that accepts valid reports fast).
 package consume
