@@ -3,13 +3,10 @@ package daemon
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
@@ -64,19 +61,7 @@ func TestAPIServiceWired(t *testing.T) {
 // TestAPIServiceLeastPrivilege: with exactly the permissions of config/nats-server.conf's example, the
 // bridge answers API and discovery requests without a permission violation.
 func TestAPIServiceLeastPrivilege(t *testing.T) {
-	t.Setenv("NATS_BRIDGE_PASSWORD", secNATSPassword)
-	t.Setenv("NATS_PRODUCER_PASSWORD", "producer-"+secNATSPassword)
-	conf := filepath.Join(t.TempDir(), "nats-server.conf")
-	if err := os.WriteFile(conf, []byte(secPermissionsBlock(t)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := testutil.StartNATS(t, func(o *server.Options) {
-		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
-	})
+	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
 		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,

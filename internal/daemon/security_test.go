@@ -455,12 +455,11 @@ func secPermissionsBlock(t *testing.T) string {
 	return strings.Join(out, "\n") + "\n"
 }
 
-// TestLeastPrivilegePermissions runs the bridge as the user of the example authorization block of
-// config/nats-server.conf, with exactly those permissions: it creates the streams, publishes events and
-// dead letters, consumes reports from its durable (acknowledging and dead-lettering them), resumes after
-// a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
-// report). The example's producer user publishes the reports.
-func TestLeastPrivilegePermissions(t *testing.T) {
+// secPermissionedNATS starts a server with the users of config/nats-server.conf's example authorization
+// block (the bridge's "tracking-bridge" with password secNATSPassword, and "report-producer"), plus an
+// unrestricted "admin" for the test's own checks.
+func secPermissionedNATS(t *testing.T) *testutil.NATS {
+	t.Helper()
 	t.Setenv("NATS_BRIDGE_PASSWORD", secNATSPassword)
 	t.Setenv("NATS_PRODUCER_PASSWORD", "producer-"+secNATSPassword)
 	conf := filepath.Join(t.TempDir(), "nats-server.conf")
@@ -474,9 +473,18 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	if len(parsed.Users) != 2 {
 		t.Fatalf("the example configuration has %d users, want 2", len(parsed.Users))
 	}
-	ns := testutil.StartNATS(t, func(o *server.Options) {
+	return testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
 	})
+}
+
+// TestLeastPrivilegePermissions runs the bridge as the user of the example authorization block of
+// config/nats-server.conf, with exactly those permissions: it creates the streams, publishes events and
+// dead letters, consumes reports from its durable (acknowledging and dead-lettering them), resumes after
+// a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
+// report). The example's producer user publishes the reports.
+func TestLeastPrivilegePermissions(t *testing.T) {
+	ns := secPermissionedNATS(t)
 	admin := nats.UserInfo("admin", "admin")
 
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
