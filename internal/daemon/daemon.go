@@ -228,7 +228,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	dctx, stopShutdownClock := d.shutdownClock(rctx)
 	defer stopShutdownClock()
 
-	var streamErr, reportsErr, natsErr error
+	var streamErr, reportsErr, apiErr, natsErr error
 	var g run.Group
 	// The event stream into JetStream.
 	g.Add(func() error {
@@ -246,7 +246,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The API service: it stops taking requests with the ingress, and answers those in flight until
 	// the shutdown clock runs out.
 	if d.api != nil {
-		g.Add(func() error { return d.api.Run(rctx, dctx) }, func(error) { stopAll() })
+		g.Add(func() error {
+			apiErr = d.api.Run(rctx, dctx)
+			return apiErr
+		}, func(error) { stopAll() })
 	}
 	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
 	// back: stop, so that the process exits with the reason and its supervisor restarts it.
@@ -276,6 +279,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	err = streamErr
 	if reportsErr != nil && err == nil {
 		err = fmt.Errorf("report consumer: %w", reportsErr)
+	}
+	if apiErr != nil && err == nil {
+		err = apiErr // it names the service
 	}
 
 	// Ingress has stopped: finish what is in flight, then drain, within the shutdown timeout.
