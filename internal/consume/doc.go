@@ -30,4 +30,6 @@
 // deadletter.go (a report's dead letter), headers.go (reports whose header block the client could not
 // decode), status.go (Ready, Pending, Stats), and validate.go, schema.go, walk.go, fastpath.go and
 // fasttable.go (Validate: the JSON Schema validator, and the walker that accepts valid reports fast).
+// schema.go also exports CompileSchema, the same conversion with the document's own strictness, with which
+// the NATS service checks booking orders before calling the upstream.
 package consume

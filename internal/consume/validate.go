@@ -61,14 +61,14 @@ func (rs *compiledReport) validate(body []byte) []string {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return []string{"the report is not valid JSON: " + syntaxError(body)}
+		return []string{rs.noun + " is not valid JSON: " + syntaxError(body)}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return []string{"the report is not valid JSON: " + syntaxError(body)}
+		return []string{rs.noun + " is not valid JSON: " + syntaxError(body)}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return []string{"the report must be a JSON object (TrackingEventReport), not " + describe(v)}
+		return []string{rs.noun + " must be a JSON object (" + rs.name + "), not " + describe(v)}
 	}
 	err := rs.schema.Validate(m)
 	if err == nil {
@@ -76,7 +76,7 @@ func (rs *compiledReport) validate(body []byte) []string {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []string{"the report could not be validated: " + err.Error()}
+		return []string{rs.noun + " could not be validated: " + err.Error()}
 	}
 	return rs.problems(ve, m, body)
 }

@@ -339,3 +339,10 @@ func FuzzFastPath(f *testing.F) {
 		}
 	})
 }
+
+// TestCompileSchemaUnknown: a name the document does not have is an error, not an empty schema.
+func TestCompileSchemaUnknown(t *testing.T) {
+	if _, err := CompileSchema("NoSuchSchema", "the body"); err == nil {
+		t.Fatal("CompileSchema of an unknown name succeeded")
+	}
+}

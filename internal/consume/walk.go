@@ -75,6 +75,9 @@ func (rs *compiledReport) describe(e *jsonschema.ValidationError, doc map[string
 		return []problem{{at: at, text: fmt.Sprintf("%s must be %s, not %s", path, want, describe(v))}}
 	case *kind.Format:
 		switch {
+		case k.Want == "date":
+			s, _ := v.(string)
+			return []problem{{at: at, text: fmt.Sprintf("%s is not a date (like 2024-05-01): %s", path, quote(s))}}
 		case k.Want == "date-time":
 			s, _ := v.(string)
 			return []problem{{at: at, text: fmt.Sprintf("%s is not an RFC 3339 date-time (like 2024-05-01T12:30:00Z): %s", path, quote(s))}}
@@ -85,10 +88,37 @@ func (rs *compiledReport) describe(e *jsonschema.ValidationError, doc map[string
 		}
 	case *kind.MaxItems:
 		return []problem{{at: at, end: true, text: fmt.Sprintf("%s has %d items; at most %d are allowed", path, k.Got, k.Want)}}
+	// The value keywords of CompileSchema's strict policy.
+	case *kind.Enum:
+		var want []string
+		for _, w := range k.Want {
+			if w != nil {
+				want = append(want, fmt.Sprint(w))
+			}
+		}
+		return []problem{{at: at, text: fmt.Sprintf("%s must be one of %s, not %s", path, strings.Join(want, ", "), quoteValue(v))}}
+	case *kind.MinLength:
+		return []problem{{at: at, text: fmt.Sprintf("%s has %d characters; at least %d are required", path, k.Got, k.Want)}}
+	case *kind.MaxLength:
+		return []problem{{at: at, text: fmt.Sprintf("%s has %d characters; at most %d are allowed", path, k.Got, k.Want)}}
+	case *kind.Pattern:
+		return []problem{{at: at, text: fmt.Sprintf("%s does not match the pattern %s: %s", path, k.Want, quote(k.Got))}}
+	case *kind.Minimum:
+		return []problem{{at: at, text: fmt.Sprintf("%s must be at least %s, not %s", path, k.Want.RatString(), quote(numberText(v)))}}
+	case *kind.Maximum:
+		return []problem{{at: at, text: fmt.Sprintf("%s must be at most %s, not %s", path, k.Want.RatString(), quote(numberText(v)))}}
 	}
 	// A keyword the document does not use in a report today: the validator's own words, on one line.
 	msg := strings.Join(strings.Fields(e.Error()), " ")
 	return []problem{{at: at, text: path + ": " + msg}}
+}
+
+// quoteValue shows a value a problem names: a string quoted and cut, anything else as its JSON type.
+func quoteValue(v any) string {
+	if s, ok := v.(string); ok {
+		return quote(s)
+	}
+	return describe(v)
 }
 
 // instance returns the display path of a location ("event.observation.seals[3]") and the value there.

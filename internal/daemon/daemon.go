@@ -175,12 +175,16 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 	d.ops.instrument(client)
 	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.tokens,
 		Client: client, Logger: log.With("component", "api")})
+	validator, err := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)
+	if err != nil {
+		return err
+	}
 	d.api = service.New(d.nc, caller, service.Config{
 		Prefix:      d.cfg.SubjectPrefix,
 		Concurrency: d.cfg.APIConcurrency,
 		Timeout:     d.cfg.APITimeout,
 		ReportPath:  d.cfg.ReportPath,
-		Validator:   service.StructuralValidator{ReportMaxBytes: d.cfg.ReportMaxBytes},
+		Validator:   validator,
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics,

@@ -100,10 +100,14 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	h.calls = &countingCaller{next: upstream.NewAPIClient(upstream.APIConfig{BaseURL: base, Tokens: h.tokens, Client: client})}
+	validator, err := service.NewOpenAPIValidator(256 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
 	bridgeNC := h.ns.Connect()
 	h.svc = service.New(bridgeNC, h.calls, service.Config{
 		Prefix: "tracking", Concurrency: o.concurrency, Timeout: o.timeout, Version: "dev",
-		Validator: service.StructuralValidator{ReportMaxBytes: 256 << 10}, Observer: h.obs,
+		Validator: validator, Observer: h.obs,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -18,15 +18,16 @@ const (
 // 400 with them and does not call the upstream. Implementations must be safe for concurrent use.
 //
 // The envelope of each request (the JSON object, its id, order and query members) is checked by the
-// service itself; a validator sees only the body that goes upstream verbatim. This is where the check
-// against the OpenAPI document plugs in.
+// service itself; a validator sees only the body that goes upstream verbatim. The daemon uses
+// OpenAPIValidator, the check against the OpenAPI document.
 type RequestValidator interface {
 	Validate(schema string, body []byte) []string
 }
 
-// StructuralValidator is the RequestValidator used until the OpenAPI-based one exists: a report gets the
-// report consumer's check (consume.Validate), a booking order a check of its required members and their
-// JSON types. Everything else is left to the upstream, which answers 400 with its own messages.
+// StructuralValidator is the RequestValidator of a Config without one, needing no compiled schema: a
+// report gets the report consumer's check (consume.Validate), a booking order a check of its required
+// members and their JSON types. Everything else is left to the upstream, which answers 400 with its own
+// messages.
 type StructuralValidator struct {
 	// ReportMaxBytes bounds a report's size as BRIDGE_REPORT_MAX_BYTES does; 0 means no bound.
 	ReportMaxBytes int
