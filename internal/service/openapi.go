@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 )
@@ -35,3 +36,13 @@ func (v *OpenAPIValidator) Validate(schema string, body []byte) []string {
 	}
 	return nil
 }
+
+// defaultValidator is the OpenAPIValidator of a Config without a validator, compiled once. The document
+// is embedded and its compilation is tested, so a failure here is a broken build.
+var defaultValidator = sync.OnceValue(func() *OpenAPIValidator {
+	v, err := NewOpenAPIValidator(0)
+	if err != nil {
+		panic(err)
+	}
+	return v
+})

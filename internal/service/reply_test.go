@@ -103,7 +103,7 @@ func FuzzBuild(f *testing.F) {
 		`{"orderId":"o","positionId":"p"}`, `[]`, `{"id":"\u0000"}`, `{"event":{"timestamp":"2024-01-01T00:00:00Z","type":"X"}}`} {
 		f.Add(s)
 	}
-	b := builder{reportPath: "/tracking/events", validator: StructuralValidator{}}
+	b := builder{reportPath: "/tracking/events", validator: defaultValidator()}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, op := range Operations {
 			req, problems := op.build(b, []byte(body))

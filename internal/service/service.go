@@ -61,7 +61,7 @@ type Config struct {
 	Timeout time.Duration
 	// ReportPath is the path of op 4.8 (BRIDGE_REPORT_PATH); default /tracking/events.
 	ReportPath string
-	// Validator checks request bodies; nil means StructuralValidator without a size bound.
+	// Validator checks request bodies; nil means the OpenAPIValidator without a bound on a report's size.
 	Validator RequestValidator
 	// Version is the bridge's version, shown by nats micro info; one that is not SemVer is shown as
 	// 0.0.0-<version>.
@@ -105,7 +105,7 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 		cfg.ReportPath = "/tracking/events"
 	}
 	if cfg.Validator == nil {
-		cfg.Validator = StructuralValidator{}
+		cfg.Validator = defaultValidator()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

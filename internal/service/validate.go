@@ -1,11 +1,5 @@
 package service
 
-import (
-	"encoding/json"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-)
-
 // Names of the request bodies a RequestValidator checks: the schemas of the provider's spec (2.4 and
 // 2.17), as the OpenAPI document of the repository names its components.
 const (
@@ -22,50 +16,4 @@ const (
 // OpenAPIValidator, the check against the OpenAPI document.
 type RequestValidator interface {
 	Validate(schema string, body []byte) []string
-}
-
-// StructuralValidator is the RequestValidator of a Config without one, needing no compiled schema: a
-// report gets the report consumer's check (consume.Validate), a booking order a check of its required
-// members and their JSON types. Everything else is left to the upstream, which answers 400 with its own
-// messages.
-type StructuralValidator struct {
-	// ReportMaxBytes bounds a report's size as BRIDGE_REPORT_MAX_BYTES does; 0 means no bound.
-	ReportMaxBytes int
-}
-
-// Validate implements RequestValidator. An unknown schema name passes.
-func (v StructuralValidator) Validate(schema string, body []byte) []string {
-	switch schema {
-	case SchemaTrackingEventReport:
-		return consume.Validate(body, v.ReportMaxBytes)
-	case SchemaBookingOrder:
-		return checkBookingOrder(body)
-	}
-	return nil
-}
-
-// checkBookingOrder checks the required members of a BookingOrder (spec 2.4) and their JSON types.
-func checkBookingOrder(body []byte) []string {
-	env, problems := parseEnvelope(body, false)
-	if problems != nil {
-		return problems
-	}
-	var c checker
-	c.str(env, "terminalId", true)
-	c.str(env, "action", true)
-	c.str(env, "reference", true)
-	if unit, ok := c.object(env, "unit", true); ok {
-		var u envelope
-		if json.Unmarshal(unit, &u) == nil {
-			var uc checker
-			uc.str(u, "loadingState", true)
-			for _, p := range uc.problems {
-				c.addf("unit.%s", p)
-			}
-		}
-	}
-	if _, present := env["clientContext"]; present {
-		c.object(env, "clientContext", false)
-	}
-	return c.problems
 }
