@@ -55,8 +55,11 @@ func deployCheckReplicaVars(t *testing.T, where string, env map[string]string, n
 	if r, err := strconv.Atoi(env["BRIDGE_STREAM_REPLICAS"]); err != nil || r != nodes {
 		t.Errorf("%s: BRIDGE_STREAM_REPLICAS=%q, want %d (one replica per NATS server)", where, env["BRIDGE_STREAM_REPLICAS"], nodes)
 	}
-	ttl, err := time.ParseDuration(env["BRIDGE_LEASE_TTL"])
+	raw, set := env["BRIDGE_LEASE_TTL"]
+	ttl, err := time.ParseDuration(raw)
 	switch {
+	case !set:
+		t.Errorf("%s: BRIDGE_LEASE_TTL is not set; on a NATS cluster it should be at least %v (docs/replicas.md)", where, deployClusterLeaseTTL)
 	case err != nil:
 		t.Errorf("%s: BRIDGE_LEASE_TTL=%q is not a duration", where, env["BRIDGE_LEASE_TTL"])
 	case ttl%time.Second != 0:
