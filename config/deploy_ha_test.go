@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,25 +49,52 @@ func deployKnownHA(t *testing.T) map[string]bool {
 // 5.5-8 s only (docs/replicas.md).
 const deployClusterLeaseTTL = 15 * time.Second
 
-// deployCheckReplicaVars checks the replicas' variables in env (as the bridge would see them) against a
-// NATS cluster of nodes servers: streams and lease bucket with one replica per server, and a whole-second
-// lease TTL long enough for a raft election. where names the file in messages.
+// deployMaxReplicas is the most replicas JetStream gives a stream.
+const deployMaxReplicas = 5
+
+// deployCheckReplicaVars checks the replicas' variables in env (as the bridge would see them). On a NATS
+// cluster of nodes servers (0: not known here) streams and the lease bucket get one replica per server;
+// with more than one replica the NATS side is a cluster, and the lease TTL must be long enough for a
+// raft election. A TTL is whole seconds. where names the file in messages.
 func deployCheckReplicaVars(t *testing.T, where string, env map[string]string, nodes int) {
 	t.Helper()
-	if r, err := strconv.Atoi(env["BRIDGE_STREAM_REPLICAS"]); err != nil || r != nodes {
-		t.Errorf("%s: BRIDGE_STREAM_REPLICAS=%q, want %d (one replica per NATS server)", where, env["BRIDGE_STREAM_REPLICAS"], nodes)
+	replicas, err := strconv.Atoi(env["BRIDGE_STREAM_REPLICAS"])
+	switch {
+	case err != nil:
+		t.Errorf("%s: BRIDGE_STREAM_REPLICAS=%q is not a number", where, env["BRIDGE_STREAM_REPLICAS"])
+	case nodes > 0 && replicas != nodes:
+		t.Errorf("%s: BRIDGE_STREAM_REPLICAS=%d, want %d (one replica per NATS server)", where, replicas, nodes)
+	case replicas < 1 || replicas > deployMaxReplicas:
+		t.Errorf("%s: BRIDGE_STREAM_REPLICAS=%d, want 1 to %d", where, replicas, deployMaxReplicas)
 	}
 	raw, set := env["BRIDGE_LEASE_TTL"]
 	ttl, err := time.ParseDuration(raw)
 	switch {
-	case !set:
+	case !set && replicas > 1:
 		t.Errorf("%s: BRIDGE_LEASE_TTL is not set; on a NATS cluster it should be at least %v (docs/replicas.md)", where, deployClusterLeaseTTL)
+	case !set:
 	case err != nil:
-		t.Errorf("%s: BRIDGE_LEASE_TTL=%q is not a duration", where, env["BRIDGE_LEASE_TTL"])
+		t.Errorf("%s: BRIDGE_LEASE_TTL=%q is not a duration", where, raw)
 	case ttl%time.Second != 0:
 		t.Errorf("%s: BRIDGE_LEASE_TTL=%v is not whole seconds", where, ttl)
-	case ttl < deployClusterLeaseTTL:
+	case replicas > 1 && ttl < deployClusterLeaseTTL:
 		t.Errorf("%s: BRIDGE_LEASE_TTL=%v on a NATS cluster; want at least %v (docs/replicas.md)", where, ttl, deployClusterLeaseTTL)
+	}
+}
+
+// deployNameRef finds the BRIDGE_* names a file mentions (BRIDGE_*_FILE, a pattern, is none).
+var deployNameRef = regexp.MustCompile(`\bBRIDGE_[A-Z0-9_]*[A-Z0-9]\b`)
+
+// deployCheckNames reports every BRIDGE_* name that file (relative to the repository) mentions, in
+// settings or comments, that the bridge does not read: a misspelt name is silently ignored.
+func deployCheckNames(t *testing.T, file string, known map[string]bool) {
+	t.Helper()
+	for i, line := range strings.Split(deployRead(t, file), "\n") {
+		for _, name := range deployNameRef.FindAllString(line, -1) {
+			if !known[name] {
+				t.Errorf("%s:%d: %s is not a variable of the bridge", file, i+1, name)
+			}
+		}
 	}
 }
 
@@ -73,18 +102,12 @@ func deployCheckReplicaVars(t *testing.T, where string, env map[string]string, n
 // (its shutdownGrace), read from its source so that a change there is seen here.
 func deployShutdownGrace(t *testing.T) time.Duration {
 	t.Helper()
-	for line := range strings.Lines(deployRead(t, "cmd/bridge/main.go")) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "const shutdownGrace = "); ok {
-			n, unit, _ := strings.Cut(rest, " * time.")
-			v, err := strconv.Atoi(n)
-			if d, uerr := time.ParseDuration("1" + map[string]string{"Second": "s", "Millisecond": "ms"}[unit]); err == nil && uerr == nil {
-				return time.Duration(v) * d
-			}
-			t.Fatalf("cmd/bridge/main.go: cannot read %q", line)
-		}
+	m := regexp.MustCompile(`(?m)^const shutdownGrace = (\d+) \* time\.Second$`).FindStringSubmatch(deployRead(t, "cmd/bridge/main.go"))
+	if m == nil {
+		t.Fatal("cmd/bridge/main.go: no 'const shutdownGrace = <n> * time.Second'; update deployShutdownGrace")
 	}
-	t.Fatal("cmd/bridge/main.go declares no shutdownGrace")
-	return 0
+	n, _ := strconv.Atoi(m[1])
+	return time.Duration(n) * time.Second
 }
 
 // deployHostPort returns the host side (address and port) of a compose port mapping "ip:host:container".
@@ -229,7 +252,7 @@ func TestComposeHA(t *testing.T) {
 		if p := deployStrings(t, svc["profiles"], "services."+name+".profiles"); !slices.Equal(p, []string{"ha"}) {
 			t.Errorf("%s: profiles %q, want [ha]", name, p)
 		}
-		if !reflectEqual(svc["build"], single["build"]) {
+		if !reflect.DeepEqual(svc["build"], single["build"]) {
 			t.Errorf("%s: build %v, want the bridge service's %v", name, svc["build"], single["build"])
 		}
 		if _, ok := svc["entrypoint"]; ok {
@@ -296,7 +319,7 @@ func TestComposeHA(t *testing.T) {
 			t.Errorf("%s: stop_grace_period %v; want more than BRIDGE_SHUTDOWN_TIMEOUT (%v) plus %v", name, svc["stop_grace_period"], cfg.ShutdownTimeout, grace)
 		}
 		for k, want := range map[string]any{"read_only": "true", "cap_drop": []any{"ALL"}, "security_opt": []any{"no-new-privileges:true"}} {
-			if !reflectEqual(svc[k], want) {
+			if !reflect.DeepEqual(svc[k], want) {
 				t.Errorf("%s: %s is %v, want %v (as the bridge service)", name, k, svc[k], want)
 			}
 		}
@@ -322,6 +345,8 @@ func TestComposeHA(t *testing.T) {
 		}
 	}
 
+	deployCheckNames(t, "docker-compose.yml", known)
+
 	// The header says how to run it.
 	header := deployRead(t, "docker-compose.yml")
 	for _, want := range []string{"--profile ha --profile demo up sim " + strings.Join(ha.bridges, " "), "--profile ha up -d " + strings.Join(ha.bridges, " ")} {
@@ -330,9 +355,6 @@ func TestComposeHA(t *testing.T) {
 		}
 	}
 }
-
-// reflectEqual compares two parsed YAML values.
-func reflectEqual(a, b any) bool { return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b) }
 
 // deployClusterOpts reads config/nats-cluster.conf as node serverName reads it, and checks what every
 // node must have: JetStream with sync_interval always, the cluster's name, its name from the
@@ -486,6 +508,18 @@ func TestNATSClusterConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The lease bucket as the bridges create it: the same replicas, per-message TTLs.
+	ttl := deployClusterLeaseTTL
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: prefix + "_LEASES", History: 1, Replicas: replicas, LimitMarkerTTL: ttl,
+	})
+	if err != nil {
+		t.Fatalf("creating an R%d key-value bucket with TTL markers: %v", replicas, err)
+	}
+	if _, err := kv.Create(ctx, "events", []byte(`{}`), jetstream.KeyTTL(ttl)); err != nil {
+		t.Fatalf("creating a key with a TTL in the R%d bucket: %v", replicas, err)
+	}
+
 	placed := []string{info.Cluster.Leader}
 	for _, r := range info.Cluster.Replicas {
 		placed = append(placed, r.Name)

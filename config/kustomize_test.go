@@ -287,7 +287,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp) {
 			t.Errorf("%s: %s is set as a value; set %s_FILE to a mounted Secret's file", where, name, name)
 		}
 	}
-	deployCheckReplicaVars(t, where, env, 3)
+	deployCheckReplicaVars(t, where, env, 0)
 
 	// Every file the variables name is in a read-only mount: a Secret's for secrets.
 	volumes := map[string]map[string]any{}
@@ -435,9 +435,7 @@ func k8sLoad(t *testing.T, dir string) (*k8sApp, k8sKustomization) {
 	var k k8sKustomization
 	raw := deployRead(t, dir+"/kustomization.yaml")
 	k8sDocs(t, dir+"/kustomization.yaml", []byte(raw)) // one document, no tabs
-	dec := yaml.NewDecoder(strings.NewReader(raw))
-	dec.KnownFields(false)
-	if err := dec.Decode(&k); err != nil {
+	if err := yaml.Unmarshal([]byte(raw), &k); err != nil {
 		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
 	}
 	app := &k8sApp{configMaps: map[string]map[string]string{}}
@@ -517,6 +515,7 @@ func k8sLoad(t *testing.T, dir string) (*k8sApp, k8sKustomization) {
 func k8sKustomizations(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
+	known := deployKnownHA(t)
 	root := filepath.Join("..", k8sRoot)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -529,6 +528,9 @@ func k8sKustomizations(t *testing.T) []string {
 			dirs = append(dirs, path.Dir(rel))
 		case strings.HasSuffix(p, ".yaml"), strings.HasSuffix(p, ".yml"):
 			k8sDocs(t, rel, []byte(deployRead(t, rel)))
+		}
+		if !d.IsDir() {
+			deployCheckNames(t, rel, known)
 		}
 		return nil
 	})
