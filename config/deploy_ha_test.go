@@ -26,24 +26,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// deployPendingVars are the replicas' variables (contract §6, issue 13) that the deployment files set
-// while Config is being given them. deployKnownHA accepts them by name until Config has them; from then
-// on Config's own list (and config.Load's validation) covers them, and this list can go.
-var deployPendingVars = []string{"BRIDGE_LEASE_TTL", "BRIDGE_STREAM_REPLICAS"}
-
-// deployKnownHA is deployKnown plus deployPendingVars.
-func deployKnownHA(t *testing.T) map[string]bool {
-	t.Helper()
-	known := deployKnown(t)
-	for _, name := range deployPendingVars {
-		if !known[name] {
-			t.Logf("%s is not (yet) a variable of config.Config; accepted by name", name)
-			known[name] = true
-		}
-	}
-	return known
-}
-
 // deployClusterLeaseTTL is the least BRIDGE_LEASE_TTL a deployment on a NATS cluster should use: an
 // election of the lease bucket's raft group can take seconds, and a default lease tolerates a pause of
 // 5.5-8 s only (docs/replicas.md).
@@ -242,7 +224,7 @@ func TestComposeHA(t *testing.T) {
 	}
 
 	// The bridges.
-	known := deployKnownHA(t)
+	known := deployKnown(t)
 	grace := deployShutdownGrace(t)
 	single := deployMap(t, ha.services["bridge"], "services.bridge")
 	singleEnv := deployMap(t, single["environment"], "services.bridge.environment")

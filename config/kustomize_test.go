@@ -238,7 +238,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp) {
 	}
 
 	// The environment: the ConfigMap's variables and the container's own, all of them the bridge's.
-	known := deployKnownHA(t)
+	known := deployKnown(t)
 	secretVars := k8sSecretVars(t)
 	env := map[string]string{}
 	for _, from := range k8sList(t, c, "envFrom") {
@@ -515,7 +515,7 @@ func k8sLoad(t *testing.T, dir string) (*k8sApp, k8sKustomization) {
 func k8sKustomizations(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
-	known := deployKnownHA(t)
+	known := deployKnown(t)
 	root := filepath.Join("..", k8sRoot)
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
