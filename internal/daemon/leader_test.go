@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +88,59 @@ func TestTwoBridgesOneLeader(t *testing.T) {
 	}
 	if len(msgs) != n {
 		t.Errorf("events stream holds %d events, want %d", len(msgs), n)
+	}
+}
+
+// TestCursorShowAndRestart: `bridge cursor show` reads the resume point and the holder while a bridge
+// runs, and `bridge cursor restart -after ID` makes the running leader step down and the next leader (here
+// the same bridge) resume after ID: the upstream's replay is stored again, past the duplicate window.
+func TestCursorShowAndRestart(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	const n = 200
+	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
+	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
+	b := opsStartBridge(t, env)
+	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	last, _ := up.Sim().GeneratedEvent("demo", n)
+	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
+		return b.status(t).Stream.ResumeAfter == last, b.status(t).Stream.ResumeAfter
+	})
+	cfg := b.b.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ShowCursor(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := b.status(t).Lease.Self
+	if c.LastEvent != last || c.ResumeAfter == "" || c.ResumeAfter > last || c.Holder == nil ||
+		c.Holder.Instance != self.Instance || c.Stream != "TRACKING_EVENTS" {
+		t.Fatalf("cursor show = %+v (holder %+v), want the last event %s held by %+v", c, c.Holder, last, self)
+	}
+
+	const from = 150
+	after, _ := up.Sim().GeneratedEvent("demo", from)
+	epoch := c.Holder.Epoch
+	msg, err := RequestRestart(ctx, cfg, after, false)
+	if err != nil {
+		t.Fatalf("cursor restart: %v (%s)", err, msg)
+	}
+	t.Log(msg)
+	testutil.EventuallyState(t, 30*time.Second, "the replay after "+after+" stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return got == n+n-from, fmt.Sprint(got)
+	})
+	st := b.status(t)
+	if st.Role != "leader" || st.Lease.Holder == nil || st.Lease.Holder.Epoch <= epoch {
+		t.Errorf("after the restart: role %s, holder %+v; want a new epoch after %d", st.Role, st.Lease.Holder, epoch)
+	}
+	if !strings.Contains(b.logs.String(), "restarting the upstream stream after the requested id") {
+		t.Error("no log line says the stream restarts after the requested id")
+	}
+	if c, err = ShowCursor(ctx, cfg); err != nil || c.LastEvent != last || c.ResumeAfter <= after {
+		t.Errorf("cursor show after the replay = %+v, %v; want the last event %s and a resume point past %s", c, err, last, after)
+	}
+	if _, err := RequestRestart(ctx, cfg, "", false); err == nil {
+		t.Error("a restart with neither an id nor the beginning was accepted")
 	}
 }
