@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,13 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 	layout := streams.Layout{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	r := benchTPResult{pipeline: "bridge"}
+	if e.o.cluster {
+		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.
+		layout.Replicas, layout.DuplicateWindow = benchReplicas, 2*time.Minute
+		if err := streams.Ensure(ctx, e.js, layout, true, slog.New(slog.DiscardHandler)); err != nil {
+			return r, err
+		}
+	}
 	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-bridge", run), -1, e.o.n)
 	if err != nil {
 		return r, err
@@ -140,6 +148,9 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 	r.fill(st, startCPU, u, seen.Sub(c.Started))
 	return r, nil
 }
+
+// benchReplicas is the replicas of the bridge's streams with -cluster.
+const benchReplicas = 3
 
 // fenceMarkers waits for the bridge's first message in the events stream and returns how many fence
 // markers a leader stores before its events (contract §6): publish.FenceWidth when that first message is
