@@ -97,8 +97,12 @@ func (c *Client) QueryTracking(ctx context.Context, p QueryTrackingParams) (*Tra
 // idempotencyKey, when not empty, goes upstream as Idempotency-Key: a repeat with the same key is
 // accepted without adding the event again, so a report that failed with a Temporary error can be sent
 // again safely. Reporter.Report is the other way: through JetStream, retried by the bridge until the
-// upstream takes it.
+// upstream takes it. A report with a zero Timestamp or an empty Type gives an *InvalidReportError without
+// a request.
 func (c *Client) ReportEvent(ctx context.Context, report TrackingEventReport, idempotencyKey string) error {
+	if problems := zeroRequired(report); len(problems) > 0 {
+		return &InvalidReportError{Problems: problems}
+	}
 	var hdr nats.Header
 	if idempotencyKey != "" {
 		hdr = nats.Header{HeaderIdempotencyKey: []string{idempotencyKey}}

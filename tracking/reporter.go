@@ -47,9 +47,13 @@ type Receipt struct {
 // drops a repeat within its duplicate window and the bridge sends it upstream as Idempotency-Key, so
 // after an error (a timeout, say) the same report with the same key may be published again safely.
 //
-// The report is checked first as the bridge will check it (the OpenAPI document's TrackingEventReport);
-// one that would fail gives an *InvalidReportError and is not published.
+// The report is checked first as the bridge will check it (the OpenAPI document's TrackingEventReport),
+// and for the zero values a Go struct would send for its required members (a zero Timestamp, an empty
+// Type); one that fails gives an *InvalidReportError and is not published.
 func (r *Reporter) Report(ctx context.Context, report TrackingEventReport, key string) (Receipt, error) {
+	if problems := zeroRequired(report); len(problems) > 0 {
+		return Receipt{}, &InvalidReportError{Problems: problems}
+	}
 	body, err := json.Marshal(report)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("tracking: report: %w", err)
@@ -75,4 +79,20 @@ func (r *Reporter) ReportJSON(ctx context.Context, body []byte, key string) (Rec
 		return Receipt{MsgID: key}, fmt.Errorf("tracking: report %q on %s: %w", key, msg.Subject, err)
 	}
 	return Receipt{MsgID: key, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// zeroRequired lists the required members of a report left at their zero value, which encoding/json
+// would send as "0001-01-01T00:00:00Z" and "": valid JSON of the right types, but never meant.
+func zeroRequired(report TrackingEventReport) []string {
+	var problems []string
+	if report.Event.Timestamp.IsZero() {
+		problems = append(problems, "event.timestamp is missing (the zero time)")
+	}
+	if report.Event.Type == "" {
+		problems = append(problems, "event.type is missing (empty)")
+	}
+	if o := report.Order; o != nil && (o.OrderId == "" || o.PositionId == "") {
+		problems = append(problems, "order.orderId and order.positionId must both be given")
+	}
+	return problems
 }
