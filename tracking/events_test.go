@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,7 +136,7 @@ func TestEventConsumerConsume(t *testing.T) {
 	_, js := connect(t, b)
 	inject(b, "ev-1", "GATE_IN", "")
 	inject(b, "ev-bad", "GATE_OUT", `{"id":"ev-bad","type":"GATE_OUT"}`) // no timestamp
-	inject(b, "ev-2", "LOADED_ON_BARGE", "")                                 // a type the document does not list
+	inject(b, "ev-2", "LOADED_ON_BARGE", "")                             // a type the document does not list
 	inject(b, "ev-3", "GATE_OUT", "")
 	ctx := ctxFor(t, 30*time.Second)
 

@@ -27,7 +27,9 @@ func TestGateEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"-server", b.NATSURL, "-from-start", "-durable", "gates"}, &stdout, &stderr) }()
+	go func() {
+		done <- run(ctx, []string{"-server", b.NATSURL, "-from-start", "-durable", "gates"}, &stdout, &stderr)
+	}()
 	inject("ev-3", "GATE_OUT")
 	testutil.EventuallyState(t, 10*time.Second, "both gate events printed", func() (bool, string) {
 		return strings.Contains(stdout.String(), "ev-3"), stdout.String()
