@@ -37,7 +37,7 @@ func (s Subjects) DLQEvents() string  { return s.prefix() + ".dlq.events" }
 func (s Subjects) DLQReports() string { return s.prefix() + ".dlq.reports" }
 
 // API is P.api.<op>, the subject of one operation of the request-reply API: op is one of the Op*
-// constants. API("*") and API(">") are subjects that match them all.
+// constants. API(">") matches them all.
 func (s Subjects) API(op string) string { return s.prefix() + ".api." + op }
 
 // EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams: PFX_EVENTS,
