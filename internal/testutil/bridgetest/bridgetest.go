@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"testing"
@@ -18,12 +17,15 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // User and Password are the simulator's account the bridge logs in with.
@@ -75,8 +77,8 @@ func Start(tb testing.TB, o Options) *Bridge {
 	return b
 }
 
-// Launch runs a bridge and returns once it is ready (its /readyz answers 200: NATS, streams, token,
-// event stream and report consumer up), or fails within 20 seconds. Stop ends it.
+// Launch runs a bridge and returns once it is ready (see waitReady), or fails within 20 seconds. Stop
+// ends it.
 func Launch(o Options) (b *Bridge, err error) {
 	b = &Bridge{done: make(chan error, 1)}
 	defer func() {
@@ -140,11 +142,39 @@ func Launch(o Options) (b *Bridge, err error) {
 	var ctx context.Context
 	ctx, b.cancel = context.WithCancel(context.Background())
 	go func() { b.done <- d.Run(ctx) }()
-	return b, b.waitReady(d, 20*time.Second)
+	return b, b.waitReady(cfg, 20*time.Second)
 }
 
-// waitReady polls the bridge's /readyz until it answers 200.
-func (b *Bridge) waitReady(d *daemon.Daemon, within time.Duration) error {
+// waitReady waits until the bridge's parts are up: the API service answers a ping, the three streams
+// and the report consumer exist, and the upstream's event stream is connected. It checks them itself
+// rather than polling /readyz, whose stream check caches a failure for 2 s: a poll made in the first
+// milliseconds would hold every test 2 s.
+func (b *Bridge) waitReady(cfg *config.Config, within time.Duration) error {
+	nc, err := nats.Connect(b.NATSURL, nats.Name("bridgetest readiness"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ping := "$SRV.PING." + service.Name
+	s := streams.Layout{Prefix: cfg.SubjectPrefix}
+	ready := func(ctx context.Context) bool {
+		if _, err := nc.RequestWithContext(ctx, ping, nil); err != nil {
+			return false
+		}
+		for _, name := range []string{s.Events(), s.Reports(), s.DLQ()} {
+			if _, err := js.Stream(ctx, name); err != nil {
+				return false
+			}
+		}
+		if _, err := js.Consumer(ctx, s.Reports(), cfg.ReportDurable); err != nil {
+			return false
+		}
+		return b.sim.Stats().StreamConnects > 0
+	}
 	deadline := time.Now().Add(within)
 	for ; time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		select {
@@ -153,16 +183,10 @@ func (b *Bridge) waitReady(d *daemon.Daemon, within time.Duration) error {
 			return fmt.Errorf("bridge stopped before it was ready: %v", err)
 		default:
 		}
-		addr := d.HTTPAddr()
-		if addr == "" {
-			continue
-		}
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok := ready(ctx)
+		cancel()
+		if ok {
 			return nil
 		}
 	}
