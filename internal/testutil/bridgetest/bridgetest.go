@@ -26,6 +26,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // User and Password are the simulator's account the bridge logs in with.
@@ -62,16 +63,28 @@ type Bridge struct {
 // Sim returns the simulator the bridge calls.
 func (b *Bridge) Sim() *sim.Server { return b.sim }
 
-// Start runs a bridge until the test ends, and fails the test when it cannot.
+// Start runs a bridge until the test ends, and fails the test when it cannot. Without Options.Log, the
+// bridge's logs are shown when the test fails.
 func Start(tb testing.TB, o Options) *Bridge {
 	tb.Helper()
+	var logs *testutil.Buffer
+	if o.Log == nil {
+		logs = &testutil.Buffer{}
+		o.Log = logs
+	}
 	b, err := Launch(o)
 	if err != nil {
+		if logs != nil {
+			tb.Logf("bridge logs:\n%s", logs.String())
+		}
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
 		if err := b.Stop(); err != nil {
 			tb.Errorf("bridge: %v", err)
+		}
+		if logs != nil && tb.Failed() {
+			tb.Logf("bridge logs:\n%s", logs.String())
 		}
 	})
 	return b
