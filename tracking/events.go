@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
 // Headers of the events on P.events.* (contract §3).
@@ -71,18 +73,37 @@ func DecodeEvent(subject string, h nats.Header, data []byte) (*Event, error) {
 }
 
 // decodeTrackingEvent decodes data into ev, and refuses an event without the members the document
-// requires.
+// requires. The timestamp is read as the bridge reads it (internal/rfc3339): RFC 3339 with "T" and "Z" in
+// either case, which time.Time's own decoding refuses in lower case.
 func decodeTrackingEvent(data []byte, ev *TrackingEvent) error {
-	if err := json.Unmarshal(data, ev); err != nil {
+	var in struct {
+		TrackingEvent
+		Timestamp *string `json:"timestamp"` // the shallower field: the embedded one stays unset
+	}
+	if err := json.Unmarshal(data, &in); err != nil {
 		return err
 	}
+	*ev = in.TrackingEvent
 	switch {
-	case ev.Timestamp.IsZero():
+	case in.Timestamp == nil:
 		return errors.New("timestamp is missing")
 	case ev.Type == "":
 		return errors.New("type is missing or empty")
 	}
+	t, _, _, ok := rfc3339.Parse(*in.Timestamp)
+	if !ok {
+		return fmt.Errorf("timestamp %q is not an RFC 3339 date-time", cut(*in.Timestamp, 40))
+	}
+	ev.Timestamp = t
 	return nil
+}
+
+// cut shortens s to at most n bytes, for an error message.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // ceHeader returns a ce-* header percent-decoded; a value that does not decode is returned as it is.
