@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -163,7 +164,9 @@ func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventCons
 			return nil, errors.New("tracking: event consumer: give Types or a filter subject, not both")
 		}
 		for _, t := range cfg.Types {
-			cc.FilterSubjects = append(cc.FilterSubjects, s.Event(t))
+			if subj := s.Event(t); !slices.Contains(cc.FilterSubjects, subj) { // "GATE IN" and "GATE_IN" share one
+				cc.FilterSubjects = append(cc.FilterSubjects, subj)
+			}
 		}
 	}
 	cc.AckPolicy = jetstream.AckExplicitPolicy

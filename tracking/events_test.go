@@ -69,7 +69,7 @@ func TestEventConsumerNext(t *testing.T) {
 		t.Error("Types and a filter subject: no error")
 	}
 	c, err := tracking.NewEventConsumer(ctx, js, tracking.EventConsumerConfig{
-		Types: []string{"GATE_IN", "GATE_OUT"}, Consumer: jetstream.ConsumerConfig{Durable: "gates"}})
+		Types: []string{"GATE_IN", "GATE_OUT", "GATE OUT"}, Consumer: jetstream.ConsumerConfig{Durable: "gates"}})
 	if err != nil {
 		t.Fatal(err)
 	}
