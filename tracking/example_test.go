@@ -115,6 +115,43 @@ func ExampleEventConsumer() {
 	// tracking.events.GATE_OUT ev-3 GATE_OUT 2026-11-25T08:32:00Z tracking.events.GATE_OUT
 }
 
+// Handle each event with Consume, which acknowledges an event once the handler returns nil, and skips
+// (and terminates) one whose data is not a TrackingEvent after telling Malformed.
+func ExampleEventConsumer_Consume() {
+	b, nc := launch()
+	defer b.Stop()
+	defer nc.Close()
+	b.Sim().Inject(bridgetest.User, "ev-1", "GATE_IN", []byte(`{"timestamp":"2026-11-25T08:30:00Z","type":"GATE_IN"}`))
+	b.Sim().Inject(bridgetest.User, "ev-2", "GATE_IN", []byte(`{"timestamp":"yesterday","type":"GATE_IN"}`))
+	b.Sim().Inject(bridgetest.User, "ev-3", "HANDLING_STARTED", []byte(`{"timestamp":"2026-11-25T08:40:00Z","type":"HANDLING_STARTED"}`))
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := tracking.NewEventConsumer(ctx, js, tracking.EventConsumerConfig{
+		Malformed: func(err *tracking.MalformedEventError) { fmt.Println("skipped:", err) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	err = events.Consume(ctx, func(ctx context.Context, ev *tracking.Event) error {
+		fmt.Println(ev.ID, ev.Type, ev.Data.Timestamp.Format(time.Kitchen))
+		if ev.ID == "ev-3" {
+			cancel() // Consume returns nil once ctx is done
+		}
+		return nil
+	})
+	fmt.Println("Consume:", err)
+	// Output:
+	// ev-1 GATE_IN 8:30AM
+	// skipped: tracking: malformed event "ev-2" on tracking.events.GATE_IN: timestamp "yesterday" is not an RFC 3339 date-time
+	// ev-3 HANDLING_STARTED 8:40AM
+	// Consume: <nil>
+}
+
 // Report an event for the bridge to send upstream: through JetStream, with an idempotency key, so that
 // publishing it again after a failure cannot report it twice.
 func ExampleReporter() {
