@@ -91,6 +91,10 @@ type Config struct {
 	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"JetStream duplicate window of the events and dead-letter streams, when the bridge creates them"`
 	CreateStreams   bool          `envconfig:"CREATE_STREAMS" default:"true" desc:"create the JetStream streams at start-up when they are missing"`
 	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`
+	StreamReplicas  int           `envconfig:"STREAM_REPLICAS" default:"1" desc:"replicas of the streams and of the lease bucket PFX_LEASES when the bridge creates them (1 to 5; 3 on a 3-node cluster)"`
+
+	// Replicas: one bridge at a time, the holder of the lease, reads the upstream stream (contract §6).
+	LeaseTTL time.Duration `envconfig:"LEASE_TTL" default:"10s" desc:"a leader that could not renew its lease stops reading and publishing before this has passed; a standby takes over after it (whole seconds; 15s or more on a NATS cluster)"`
 
 	// Consuming reports from JetStream.
 	ReportConcurrency int           `envconfig:"REPORT_CONCURRENCY" default:"16" desc:"most reports sent upstream at the same time (at most 4096)"`

@@ -133,6 +133,13 @@ func (c *Config) check() []error {
 	atMost(&ck, "BRIDGE_PUBLISH_WINDOW", c.PublishWindow, MaxPublishWindow)
 	positive(&ck, "BRIDGE_PUBLISH_TIMEOUT", c.PublishTimeout)
 	positive(&ck, "BRIDGE_DUPLICATE_WINDOW", c.DuplicateWindow)
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		ck.add("BRIDGE_STREAM_REPLICAS", "must be between 1 and 5 (got %d)", c.StreamReplicas)
+	}
+	if c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0 {
+		// The server counts per-key TTLs in whole seconds, at least one: 1.5s would expire after 1s.
+		ck.add("BRIDGE_LEASE_TTL", "must be a whole number of seconds, at least 1s (got %v)", c.LeaseTTL)
+	}
 	positive(&ck, "BRIDGE_REPORT_CONCURRENCY", c.ReportConcurrency)
 	atMost(&ck, "BRIDGE_REPORT_CONCURRENCY", c.ReportConcurrency, MaxReportConcurrency)
 	positive(&ck, "BRIDGE_REPORT_MAX_BYTES", c.ReportMaxBytes)

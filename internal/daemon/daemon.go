@@ -42,7 +42,10 @@ type Daemon struct {
 	layout streams.Layout
 	tokens *upstream.TokenSource
 	stream *upstream.Stream
-	pub    *publish.Publisher
+	// events runs the stream into JetStream while this bridge holds the lease (leader.go).
+	events *events
+	source string       // the CloudEvents source of published events
+	pubLog *slog.Logger // the publishers' (component "publish")
 	// reports is the report consumer (tracking.reports → op 4.8).
 	reports *consume.Consumer
 	// api is the request-reply service of contract §7 (P.api.* → ops 4.1–4.8); nil when disabled.
@@ -63,7 +66,8 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		info.Commit = "unknown"
 	}
 	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
-		layout:     streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow},
+		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
+			Replicas: cfg.StreamReplicas},
 		streamsLog: log.With("component", "streams")}
 	d.ops = newOps(d, log.With("component", "http"))
 
@@ -105,25 +109,17 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	if err != nil {
 		return nil, err
 	}
-	source := cfg.CESource
-	if source == "" {
-		source = ceSource(cfg.StreamURL())
-	}
-	d.pub, err = publish.New(d.nc, publish.Config{
-		Prefix:       cfg.SubjectPrefix,
-		EventsStream: d.layout.Events(),
-		DLQStream:    d.layout.DLQ(),
-		Window:       cfg.PublishWindow,
-		Timeout:      cfg.PublishTimeout,
-		Source:       source,
-		Logger:       log.With("component", "publish"),
-		Observer:     d.ops.metrics,
-	})
+	js, err := jetstream.New(d.nc)
 	if err != nil {
 		d.nc.Close()
 		return nil, err
 	}
-	js, err := jetstream.New(d.nc)
+	d.source = cfg.CESource
+	if d.source == "" {
+		d.source = ceSource(cfg.StreamURL())
+	}
+	d.pubLog = log.With("component", "publish")
+	d.events, err = newEvents(d, js, log)
 	if err != nil {
 		d.nc.Close()
 		return nil, err
@@ -151,6 +147,26 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		return nil, err
 	}
 	return d, nil
+}
+
+// newPublisher returns a publisher of events, fenced on P.leader; each term of leadership gets its own.
+func (d *Daemon) newPublisher() (*publish.Publisher, error) {
+	cfg := d.cfg
+	p, err := publish.New(d.nc, publish.Config{
+		Prefix:       cfg.SubjectPrefix,
+		EventsStream: d.layout.Events(),
+		DLQStream:    d.layout.DLQ(),
+		FenceSubject: d.layout.FenceSubject(),
+		Window:       cfg.PublishWindow,
+		Timeout:      cfg.PublishTimeout,
+		Source:       d.source,
+		Logger:       d.pubLog,
+		Observer:     d.ops.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // tokenObserved is the token source's Observe hook: the health checks and metrics, and a new token ends
@@ -234,13 +250,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var streamErr, reportsErr, apiErr, natsErr error
 	var g run.Group
-	// The event stream into JetStream.
+	// The event stream into JetStream, while this bridge holds the lease. On the way out the lease's
+	// holder stops reading, settles its publishes in flight within the shutdown clock, then releases the
+	// lease, so that a standby resumes after them at once.
+	g.Add(func() error { return d.events.run(rctx, dctx) }, func(error) { stopAll() })
 	g.Add(func() error {
-		streamErr = d.stream.Run(rctx, d.pub)
-		return streamErr
+		select {
+		case streamErr = <-d.events.fatal:
+			return streamErr
+		case <-rctx.Done():
+			return nil
+		}
 	}, func(error) { stopAll() })
-	// The publisher's upkeep: resends what went unanswered on a quiet stream. Returns when rctx is done.
-	g.Add(func() error { return d.pub.Run(rctx) }, func(error) { stopAll() })
+	// A standby gets a token once, for its readiness; it never reads the stream.
+	g.Add(func() error { d.events.warmToken(rctx); <-rctx.Done(); return nil }, func(error) { stopAll() })
 	// The report consumer. It finishes the reports in flight and hands back those fetched ahead; at the
 	// shutdown timeout it hands back those still in flight too, and the stop is an error.
 	g.Add(func() error {
@@ -277,7 +300,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		natsErr = natsClosedError(d.cfg, d.nc)
 	}
 	if natsErr != nil {
-		d.pub.Close()
 		return natsErr // nothing in flight can be settled; the restart resumes from the stream
 	}
 	err = streamErr
@@ -288,13 +310,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = apiErr // it names the service
 	}
 
-	// Ingress has stopped: finish what is in flight, then drain, within the shutdown timeout.
-	if _, ferr := d.pub.Resume(dctx); ferr != nil {
-		d.log.Warn("stopped with publishes unacknowledged; they are resent after restart", "err", ferr)
-	} else {
-		d.log.Info("in-flight publishes completed", "resume_after", d.pub.LastResumeID())
-	}
-	d.pub.Close()
+	// Ingress has stopped and the publishes in flight are settled (the lease's stop): drain, within the
+	// shutdown timeout.
 	if derr := drain(dctx, d.nc); derr != nil {
 		d.log.Warn("NATS drain incomplete", "err", derr)
 	}

@@ -102,6 +102,8 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 		// Short, so that JetStream's deduplication cannot hide a second publish of an event from the
 		// exactly-once checks: the bridge's own cursor and skip lists must keep the stream exact.
 		"BRIDGE_DUPLICATE_WINDOW": "100ms",
+		// A bridge stopped without releasing the lease (a crash) is replaced after this.
+		"BRIDGE_LEASE_TTL": "2s",
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -161,7 +163,7 @@ func (h *harness) js() jetstream.JetStream {
 	return js
 }
 
-// storedCount returns the number of messages in a stream (0 while it does not exist).
+// storedCount returns the number of messages in a stream but fence markers (0 while it does not exist).
 func (h *harness) storedCount(stream string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -175,10 +177,20 @@ func (h *harness) storedCount(stream string) int {
 	if err != nil {
 		return 0
 	}
-	return int(s.CachedInfo().State.Msgs)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return 0
+	}
+	n := int(info.State.Msgs)
+	for subject, count := range info.State.Subjects {
+		if strings.HasSuffix(subject, ".leader") {
+			n -= int(count)
+		}
+	}
+	return n
 }
 
-// stored returns every message of a stream, in order.
+// stored returns every message of a stream but fence markers, in order.
 func (h *harness) stored(stream string) []jetstream.Msg {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -206,7 +218,7 @@ func (h *harness) stored(stream string) []jetstream.Msg {
 			h.t.Fatal(err)
 		}
 	}
-	return out
+	return slices.DeleteFunc(out, func(m jetstream.Msg) bool { return strings.HasSuffix(m.Subject(), ".leader") })
 }
 
 // waitStored waits until a stream holds n messages.
@@ -222,7 +234,8 @@ func (h *harness) waitStored(stream string, n int, within time.Duration) {
 func (h *harness) waitResumeAfter(id string) {
 	h.t.Helper()
 	testutil.Eventually(h.t, 20*time.Second, "resume point "+id, func() bool {
-		return h.bridge.pub.LastResumeID() == id
+		p := h.bridge.events.publisher()
+		return p != nil && p.LastResumeID() == id
 	})
 }
 

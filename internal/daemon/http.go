@@ -129,6 +129,7 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 		NATSConnected:  d.natsSt.Connected,
 		NATSReconnects: d.natsSt.Reconnects,
 		Readiness:      o.readiness,
+		Leader:         d.events.leading,
 	}
 	if c := o.reports.Load(); c != nil {
 		src.ReportsPending = c.Pending

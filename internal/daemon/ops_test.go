@@ -57,6 +57,9 @@ func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridg
 		t.Fatalf("configuration: %v", err)
 	}
 	cfg.LoginRetry = time.Second // below config.MinLoginRetry, which guards users: tests wait seconds
+	if _, ok := env["BRIDGE_LEASE_TTL"]; !ok {
+		cfg.LeaseTTL = 2 * time.Second // a bridge stopped without releasing the lease is replaced after this
+	}
 	logs := &testutil.Buffer{}
 	log := logging.New(logs, cfg.LogFormat, cfg.SlogLevel())
 	b, err := New(cfg, log, BuildInfo{})
@@ -65,7 +68,12 @@ func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridg
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ob := &opsBridge{b: b, logs: logs, cancel: cancel, done: make(chan error, 1)}
-	t.Cleanup(func() { ob.stop(t) })
+	t.Cleanup(func() {
+		ob.stop(t)
+		if t.Failed() {
+			t.Logf("bridge logs:\n%s", logs)
+		}
+	})
 	if hook != nil {
 		hook(ob)
 	}

@@ -117,12 +117,20 @@ func (o *ops) checkToken(context.Context) error {
 	return errors.New("no valid access token yet")
 }
 
-// checkStream: the event stream is connected, or reconnecting for less than the grace period after an
+// checkStream: on the leader, the event stream is connected, or reconnecting for less than the grace period after an
 // established connection ended.
 func (o *ops) checkStream(context.Context) error {
 	s := o.d.stream
 	if s == nil {
 		return errors.New("not started")
+	}
+	if e := o.d.events; e != nil && !e.leading() {
+		// A standby reads no stream (contract §6); it is ready once it knows it stands by, so that a
+		// bridge starting alone is not ready before it leads and its stream is connected.
+		if _, ok := e.lease.Holder(); !ok {
+			return errors.New("standing by: no leader known yet")
+		}
+		return nil
 	}
 	st := s.State()
 	switch st {

@@ -13,13 +13,33 @@ import (
 // bridge ready, and if not why; where the event stream stands; from which event it would resume. Event ids
 // are here rather than in metric labels, where every new id would start a new time series.
 type statusDoc struct {
-	Version string         `json:"version"`
-	Commit  string         `json:"commit"`
-	Ready   bool           `json:"ready"`
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Ready   bool   `json:"ready"`
+	// Role is "leader" while this bridge holds the lease and reads the upstream stream, else "standby".
+	Role    string         `json:"role"`
+	Lease   statusLease    `json:"lease"`
 	Checks  []statusCheck  `json:"checks"` // the /readyz checks, in its order
 	Stream  statusStream   `json:"stream"`
 	NATS    statusNATS     `json:"nats"`
 	Reports *statusReports `json:"reports,omitempty"` // once the report consumer is set up
+}
+
+// statusLease names the lease's holder, this bridge or another (contract §6).
+type statusLease struct {
+	Bucket string `json:"bucket"`
+	TTL    string `json:"ttl"`
+	// Self is this process as it would write itself into the lease.
+	Self statusHolder `json:"self"`
+	// Holder is the latest known holder; null while the lease is free or not known yet.
+	Holder *statusHolder `json:"holder"`
+}
+
+type statusHolder struct {
+	Name     string `json:"name"`
+	PID      int    `json:"pid"`
+	Instance string `json:"instance"`
+	Epoch    uint64 `json:"epoch,omitempty"`
 }
 
 type statusCheck struct {
@@ -73,8 +93,20 @@ func (o *ops) status(ctx context.Context) statusDoc {
 			doc.Stream.LastError = err.Error()
 		}
 	}
-	if d.pub != nil {
-		doc.Stream.ResumeAfter = d.pub.LastResumeID()
+	doc.Role = "standby"
+	if e := d.events; e != nil {
+		if e.leading() {
+			doc.Role = "leader"
+		}
+		self := e.lease.Self()
+		doc.Lease = statusLease{Bucket: d.layout.Leases(), TTL: d.cfg.LeaseTTL.String(),
+			Self: statusHolder{Name: self.Name, PID: self.PID, Instance: self.Instance}}
+		if h, ok := e.lease.Holder(); ok {
+			doc.Lease.Holder = &statusHolder{Name: h.Name, PID: h.PID, Instance: h.Instance, Epoch: h.Epoch}
+		}
+		if p := e.publisher(); p != nil {
+			doc.Stream.ResumeAfter = p.LastResumeID()
+		}
 	}
 	a := o.metrics.StreamActivity()
 	doc.Stream.LastReceivedID = a.LastID

@@ -76,11 +76,12 @@ type Holder struct {
 // Lease competes for the key, holds it while it can and reports leadership; see the package comment.
 // Its methods are safe for concurrent use; Run runs at most once.
 type Lease struct {
-	js    jetstream.JetStream
-	cfg   Config
-	log   *slog.Logger
-	self  Holder
-	value []byte // the key's value while this Lease leads (self, with the epoch once known)
+	js     jetstream.JetStream
+	cfg    Config
+	log    *slog.Logger
+	self   Holder
+	value  []byte // the key's value while this Lease leads (self, with the epoch once known)
+	resign chan string
 
 	mu         sync.Mutex
 	leading    bool
@@ -138,10 +139,11 @@ func New(js jetstream.JetStream, cfg Config) (*Lease, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	l := &Lease{
-		js:   js,
-		cfg:  cfg,
-		log:  cfg.Logger.With("component", "lease", "bucket", cfg.Bucket, "key", cfg.Key),
-		self: Holder{Name: cfg.Name, PID: os.Getpid(), Instance: hex.EncodeToString(b[:])},
+		js:     js,
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "lease", "bucket", cfg.Bucket, "key", cfg.Key),
+		self:   Holder{Name: cfg.Name, PID: os.Getpid(), Instance: hex.EncodeToString(b[:])},
+		resign: make(chan string, 1),
 	}
 	return l, nil
 }
@@ -153,6 +155,16 @@ func (l *Lease) Leading() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.leading && time.Now().Before(l.validUntil)
+}
+
+// Resign asks Run to stop leading and release the key, for a leader that learnt it must not lead (its
+// writes were fenced out: another process took over behind its back). It returns at once; it does nothing
+// when this process does not lead by then. The lease may be acquired again afterwards, by any process.
+func (l *Lease) Resign(reason string) {
+	select {
+	case l.resign <- reason:
+	default: // one is pending already
+	}
 }
 
 // Holder returns the latest known holder of the lease, this process or another, for /status; ok is false
@@ -226,6 +238,44 @@ func (l *Lease) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
 		return nil, fmt.Errorf("%w: bucket %s", ErrNoKeyTTL, l.cfg.Bucket)
 	}
 	return kv, nil
+}
+
+// Read returns the holder of the lease key in bucket as stored, for an operator's look; ok is false when
+// the key is free (absent, deleted or expired).
+func Read(ctx context.Context, js jetstream.JetStream, bucket, key string) (h Holder, ok bool, err error) {
+	if key == "" {
+		key = DefaultKey
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return Holder{}, false, fmt.Errorf("lease bucket %s: %w", bucket, err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Holder{}, false, nil
+	}
+	if err != nil {
+		return Holder{}, false, fmt.Errorf("lease bucket %s: %w", bucket, err)
+	}
+	h, ok = holderOf(e)
+	return h, ok, nil
+}
+
+// Handover deletes the lease key on condition that it is still held by the holder Read returned (its
+// revision), so that the leader stops leading at once and every bridge competes again. It is how an
+// operator's command asks a leader to step down without waiting for its TTL.
+func Handover(ctx context.Context, js jetstream.JetStream, bucket, key string, h Holder) error {
+	if key == "" {
+		key = DefaultKey
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("lease bucket %s: %w", bucket, err)
+	}
+	if err := kv.Delete(ctx, key, jetstream.LastRevision(h.Revision)); err != nil {
+		return fmt.Errorf("lease bucket %s: %w", bucket, err)
+	}
+	return nil
 }
 
 // valueFor encodes h as the key's value.

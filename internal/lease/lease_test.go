@@ -406,3 +406,31 @@ func TestLeaderSurvivesLossOfBucketLeader(t *testing.T) {
 		t.Errorf("%d competitors led at once", n)
 	}
 }
+
+// TestResignHandsOver: a leader that resigns stops leading at once and releases the key, so that a
+// standby (or itself) takes over without waiting for the TTL.
+func TestResignHandsOver(t *testing.T) {
+	connect := testutil.StartNATS(t, nil).Connect
+	cfg := Config{TTL: 10 * time.Second}
+	o := &overlap{}
+	a, b := start(t, connect(), "a", cfg, o), start(t, connect(), "b", cfg, o)
+	leader := waitLeader(t, 10*time.Second, a, b)
+	first, _ := leader.Holder()
+	resigned := time.Now()
+	leader.Resign("test")
+	testutil.Eventually(t, 3*time.Second, "a new epoch leads", func() bool {
+		for _, c := range []*competitor{a, b} {
+			if h, ok := c.Holder(); ok && c.Leading() && h.Epoch > first.Epoch {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("a new leader %v after resigning", time.Since(resigned))
+	if h := leader.history(); len(h) < 2 || !h[0].leading || h[1].leading {
+		t.Errorf("resigned leader's changes = %v, want [true false ...]", h)
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+}

@@ -55,6 +55,11 @@ func (r *runner) run(ctx context.Context) error {
 			r.renewal(ctx)
 		case <-r.expire.C:
 			r.demote("could not renew in time")
+		case why := <-r.resign:
+			if r.isLeading() {
+				r.demote("resigned: " + why)
+				r.release(ctx)
+			}
 		}
 	}
 }
@@ -190,6 +195,7 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 				r.demote("lease taken by " + h.Name)
 			} else {
 				r.demote("lease deleted or expired")
+				r.acquire(ctx) // compete at once, as the standbys do
 			}
 		}
 		return

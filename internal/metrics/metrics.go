@@ -75,6 +75,8 @@ type Sources struct {
 	NATSReconnects func() uint64
 	// Readiness returns each readiness check's name and whether it passes.
 	Readiness func() map[string]bool
+	// Leader reports whether this bridge holds the lease and reads the upstream stream (contract §6).
+	Leader func() bool
 }
 
 // Metrics is the bridge's set of metrics. Its methods are safe for concurrent use.
@@ -439,11 +441,13 @@ var (
 		"NATS reconnections since start-up.", nil, nil)
 	descReady = prometheus.NewDesc(Namespace+"_ready",
 		"1 when the readiness check passes (the same checks as /readyz).", []string{"check"}, nil)
+	descLeader = prometheus.NewDesc(Namespace+"_leader",
+		"1 while this bridge holds the lease and reads the upstream stream, 0 on a standby.", nil, nil)
 )
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descEventAge, descBytesAge, descState, descPending,
-		descNATSUp, descNATSReconnects, descReady} {
+		descNATSUp, descNATSReconnects, descReady, descLeader} {
 		ch <- d
 	}
 }
@@ -478,6 +482,13 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.NATSReconnects != nil {
 		ch <- prometheus.MustNewConstMetric(descNATSReconnects, prometheus.CounterValue, float64(src.NATSReconnects()))
+	}
+	if src.Leader != nil {
+		v := 0.0
+		if src.Leader() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, v)
 	}
 	if src.Readiness != nil {
 		for name, ok := range src.Readiness() {

@@ -92,6 +92,13 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
 		}
+		if !newest && p.cfg.FenceSubject != "" && m.Subject == p.cfg.FenceSubject {
+			// A fence marker newer than every event: an operator's restart directive applies.
+			if a, ok := restartDirective(m.Header); ok {
+				return p.restartAt(a)
+			}
+			continue
+		}
 		if !newest {
 			if foreign(m.Header) {
 				continue
@@ -139,6 +146,26 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	}
 	p.tail = p.tail[:0]
 	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
+	return nil
+}
+
+// restartAt sets the cursor to a restart directive's resume point (header form, "" for the beginning),
+// with nothing to skip: the upstream's replay is stored again, beyond the duplicate window.
+func (p *Publisher) restartAt(after string) error {
+	resume, ok := ParseHeaderID(after)
+	if after != "" && (!ok || !event.Resumable(resume)) {
+		return fmt.Errorf("restart directive on %s names an unusable id %q", p.cfg.FenceSubject, after)
+	}
+	p.resume, p.resumeHdr = resume, after
+	p.posID, p.posN = resume, 0
+	p.setLastResume(resume)
+	p.skip, p.tail = nil, p.tail[:0]
+	if after == "" {
+		p.log.Warn("restarting the upstream stream from its beginning, as requested", "stream", p.cfg.EventsStream)
+	} else {
+		p.log.Warn("restarting the upstream stream after the requested id", "resume_after", after,
+			"stream", p.cfg.EventsStream)
+	}
 	return nil
 }
 

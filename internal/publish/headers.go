@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Message headers set on every event (contract §3), plus the bridge's own resume header.
@@ -45,6 +47,8 @@ const (
 	hTime
 	hResumeAfter
 	hStreamID
+	hFenceSeq
+	hFenceSubject
 	numHeaders
 )
 
@@ -53,17 +57,23 @@ var headerNames = [numHeaders]string{
 	hContentType: "Content-Type", hSpecVersion: "ce-specversion", hDataContentType: "ce-datacontenttype",
 	hCEID: "ce-id", hSource: "ce-source",
 	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
+	hFenceSeq: jetstream.ExpectedLastSubjSeqHeader, hFenceSubject: jetstream.ExpectedLastSubjSeqSubjHeader,
 }
 
 // newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
 // follow the binary content mode of the NATS protocol binding: ce-datacontenttype as well as
-// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue).
-func newHeaderSet(source string) *headerSet {
+// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue). A claimed
+// fence adds the check that makes JetStream refuse the event once another leader moved the fence.
+func newHeaderSet(source string, f fence) *headerSet {
 	s := &headerSet{h: make(nats.Header, numHeaders)}
 	s.set(hContentType, "application/json", true)
 	s.set(hSpecVersion, "1.0", true)
 	s.set(hDataContentType, "application/json", true)
 	s.set(hSource, ceValue(source), true)
+	if f.seq > 0 {
+		s.set(hFenceSeq, strconv.FormatUint(f.seq, 10), true)
+		s.set(hFenceSubject, f.subject, true)
+	}
 	return s
 }
 

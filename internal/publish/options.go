@@ -47,6 +47,9 @@ type Config struct {
 	Window int
 	// Timeout bounds the wait for one acknowledgement; a publish that times out is sent again.
 	Timeout time.Duration
+	// FenceSubject is the events stream's fence subject (P.leader), which Claim stores this leader's marker
+	// on; "" for a publisher that is not fenced (a single bridge, tests).
+	FenceSubject string
 	// Source is the CloudEvents source attribute.
 	Source   string
 	Logger   *slog.Logger

@@ -58,6 +58,12 @@ type Publisher struct {
 	// JetStream refuses a message as too large.
 	eventsMax, dlqMax int64
 
+	// fence is the check every event carries once Claim stored this leader's marker; serial is set when
+	// the events stream is replicated, where JetStream refuses a second check on the fence subject while
+	// one is being applied (10164): then one event is in flight at a time.
+	fence  fence
+	serial bool
+
 	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
 	lastResume string
 }
@@ -110,7 +116,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		next:  1,
 		head:  1 % cfg.Window,
 		timer: timer,
-		hdr:   newHeaderSet(cfg.Source),
+		hdr:   newHeaderSet(cfg.Source, fence{}),
 	}, nil
 }
 
@@ -160,7 +166,7 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.n == len(p.ring) {
+	for p.n == len(p.ring) || p.serial && p.n > 0 {
 		if err := p.settleFront(ctx); err != nil {
 			return err
 		}

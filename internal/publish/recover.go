@@ -32,6 +32,9 @@ func (p *Publisher) recover(ctx context.Context) error {
 				e.err = nil
 				break
 			}
+			if p.fencedOut(e) {
+				return p.errFenced(e)
+			}
 			if !p.failing {
 				p.failing = true
 				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,

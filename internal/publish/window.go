@@ -119,6 +119,9 @@ func (p *Publisher) settleFront(ctx context.Context) error {
 		return err
 	}
 	if e.err != nil {
+		if p.fencedOut(e) {
+			return p.errFenced(e)
+		}
 		return p.recover(ctx)
 	}
 	p.pop()

@@ -1,6 +1,7 @@
-// Package streams owns the layout of the bridge's three JetStream streams (contract §4): their names,
-// subjects and configuration, creating them at start-up, and reading a stream's message size bound. The
-// daemon, the event publisher (internal/publish) and the report consumer (internal/consume) all use it.
+// Package streams owns the layout of the bridge's three JetStream streams (contract §4) and the name of
+// the lease bucket (contract §6): their names, subjects and configuration, creating them at start-up, and
+// reading a stream's message size bound. The daemon, the event publisher (internal/publish) and the report
+// consumer (internal/consume) all use it.
 package streams
 
 import (
@@ -15,11 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Layout names the bridge's three JetStream streams and their subjects (contract §4).
+// Layout names the bridge's three JetStream streams and their subjects (contract §4), and the lease
+// bucket (contract §6).
 type Layout struct {
 	Prefix string // P, e.g. "tracking"
 	// DuplicateWindow of the events and dead-letter streams.
 	DuplicateWindow time.Duration
+	// Replicas of the streams when they are created; 1 when zero.
+	Replicas int
 }
 
 // StreamName returns PFX_<KIND>: the prefix upper-cased, characters other than [A-Z0-9] as "_".
@@ -41,6 +45,15 @@ func (l Layout) Events() string  { return l.StreamName("EVENTS") }
 func (l Layout) Reports() string { return l.StreamName("REPORTS") }
 func (l Layout) DLQ() string     { return l.StreamName("DLQ") }
 
+// Leases is the key-value bucket of the leader lease, PFX_LEASES.
+func (l Layout) Leases() string { return l.StreamName("LEASES") }
+
+// FenceSubject is P.leader, the events stream's fence: every new leader stores a marker there, and every
+// event it publishes is stored only while that marker is still the subject's last message, so a former
+// leader that was paused or cut off cannot add an event after another took over. It lies outside
+// P.events.>, so event consumers filtering on that never see it.
+func (l Layout) FenceSubject() string { return l.Prefix + ".leader" }
+
 // ReportsSubject is P.reports, where producers publish reports.
 func (l Layout) ReportsSubject() string { return l.Prefix + ".reports" }
 
@@ -53,15 +66,16 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 	if dup <= 0 {
 		dup = 2 * time.Minute
 	}
+	replicas := max(l.Replicas, 1)
 	return []jetstream.StreamConfig{
-		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>"}, Retention: jetstream.LimitsPolicy,
-			Storage: jetstream.FileStorage, Duplicates: dup,
-			Description: "tracking events from the upstream stream, one subject per event type"},
+		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>", l.FenceSubject()},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
+			Description: "tracking events from the upstream stream, one subject per event type; the leaders' fence markers"},
 		{Name: l.Reports(), Subjects: []string{l.ReportsSubject()}, Retention: jetstream.WorkQueuePolicy,
-			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, Replicas: replicas,
 			Description: "tracking event reports waiting to be sent upstream"},
 		{Name: l.DLQ(), Subjects: []string{l.Prefix + ".dlq.>"}, Retention: jetstream.LimitsPolicy,
-			Storage: jetstream.FileStorage, Duplicates: dup,
+			Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			Description: "events and reports the bridge could not deliver, with Bridge-Error"},
 	}
 }
@@ -74,6 +88,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 	for _, want := range l.Configs() {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
+		case err == nil && want.Name == l.Events() && !slices.Contains(s.CachedInfo().Config.Subjects, l.FenceSubject()):
+			// A stream made before fencing: it needs the fence subject, or no leader can publish.
+			if err := addFence(ctx, js, s.CachedInfo().Config, l, create, log); err != nil {
+				errs = append(errs, err)
+			}
 		case err == nil:
 			if diff := streamDiff(want, s.CachedInfo().Config); diff != "" {
 				log.Warn("stream exists with another configuration; using it as it is",
@@ -94,6 +113,23 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 	return errors.Join(errs...)
 }
 
+// addFence adds the fence subject to an existing events stream, when the bridge manages the streams.
+func addFence(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, l Layout, create bool, log *slog.Logger) error {
+	if !create {
+		return fmt.Errorf("%w: stream %s lacks the subject %s that fences a former leader out (contract §6); "+
+			"add it to the stream's subjects, or set BRIDGE_CREATE_STREAMS=true", ErrNoFence, have.Name, l.FenceSubject())
+	}
+	have.Subjects = append(slices.Clone(have.Subjects), l.FenceSubject())
+	if _, err := js.UpdateStream(ctx, have); err != nil {
+		return fmt.Errorf("adding the fence subject %s to stream %s: %w", l.FenceSubject(), have.Name, err)
+	}
+	log.Info("fence subject added to the events stream", "stream", have.Name, "subject", l.FenceSubject())
+	return nil
+}
+
+// ErrNoFence is Ensure's error when the events stream lacks the fence subject and may not be changed.
+var ErrNoFence = errors.New("events stream without fence subject")
+
 // streamDiff describes how have differs from want in the settings the bridge relies on.
 func streamDiff(want, have jetstream.StreamConfig) string {
 	var d []string
@@ -105,6 +141,9 @@ func streamDiff(want, have jetstream.StreamConfig) string {
 	}
 	if want.Storage != have.Storage {
 		d = append(d, fmt.Sprintf("storage %v (want %v)", have.Storage, want.Storage))
+	}
+	if want.Replicas != have.Replicas {
+		d = append(d, fmt.Sprintf("replicas %d (want %d)", have.Replicas, want.Replicas))
 	}
 	if want.Duplicates != have.Duplicates {
 		d = append(d, fmt.Sprintf("duplicate window %v (want %v)", have.Duplicates, want.Duplicates))

@@ -3,14 +3,15 @@ package testutil
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// StreamMsgs returns how many messages a JetStream stream holds, 0 when the stream does not exist; any
-// other failure fails the test.
+// StreamMsgs returns how many messages a JetStream stream holds, fence markers left out, 0 when the
+// stream does not exist; any other failure fails the test.
 func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -22,15 +23,25 @@ func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 	if err != nil {
 		tb.Fatalf("stream %s: %v", stream, err)
 	}
-	info, err := s.Info(ctx)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
 		tb.Fatalf("stream %s: %v", stream, err)
 	}
-	return info.State.Msgs
+	n := info.State.Msgs
+	for subject, count := range info.State.Subjects {
+		if fence(subject) {
+			n -= count
+		}
+	}
+	return n
 }
 
-// StreamContents returns every message a JetStream stream holds, in sequence order, read one by one
-// without a consumer. Messages deleted between the first and the last are skipped.
+// fence reports whether subject is an events stream's fence subject (P.leader, contract §6), whose
+// markers StreamMsgs and StreamContents leave out: tests count events.
+func fence(subject string) bool { return strings.HasSuffix(subject, ".leader") }
+
+// StreamContents returns every message a JetStream stream holds but fence markers, in sequence order,
+// read one by one without a consumer. Messages deleted between the first and the last are skipped.
 func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -52,7 +63,9 @@ func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jet
 		if err != nil {
 			tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
 		}
-		out = append(out, m)
+		if !fence(m.Subject) {
+			out = append(out, m)
+		}
 	}
 	return out
 }

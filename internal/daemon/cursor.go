@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+)
+
+// Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
+// resumes the upstream stream after, and the lease's holder.
+type Cursor struct {
+	Stream string `json:"stream"`
+	// ResumeAfter is the id the next connection sends as Last-Event-ID; "" means the upstream's beginning.
+	// A pending restart directive (`bridge cursor restart`) is taken into account.
+	ResumeAfter string `json:"resume_after"`
+	// Holder is the lease's holder; nil while nobody leads.
+	Holder *lease.Holder `json:"holder"`
+}
+
+// ShowCursor reads the resume cursor from the events stream's tail, as a new leader would, and the lease's
+// holder. It changes nothing.
+func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
+	nc, js, layout, err := operatorConn(ctx, cfg)
+	if err != nil {
+		return Cursor{}, err
+	}
+	defer nc.Close()
+	c := Cursor{Stream: layout.Events()}
+	p, err := publish.New(nc, publish.Config{Prefix: cfg.SubjectPrefix, EventsStream: layout.Events(),
+		DLQStream: layout.DLQ(), FenceSubject: layout.FenceSubject(), Window: cfg.PublishWindow,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return c, err
+	}
+	defer p.Close()
+	if c.ResumeAfter, err = p.Resume(ctx); err != nil {
+		return c, err
+	}
+	h, ok, err := lease.Read(ctx, js, layout.Leases(), "")
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		c.Holder = &h
+	}
+	return c, nil
+}
+
+// RequestRestart makes the next leader resume the upstream stream after the event id after, or from the
+// beginning: it stores a marker with that directive on the fence subject (which fences the leader in
+// office out of the events stream at its next event), then asks that leader to hand over the lease
+// (conditionally: only the holder it read). Whichever bridge leads next reads the directive as its
+// cursor. It never writes behind a leader's back: a leader that has not stopped yet can store nothing more.
+func RequestRestart(ctx context.Context, cfg *config.Config, after string, beginning bool) (string, error) {
+	nc, js, layout, err := operatorConn(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	seq, err := publish.RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(), after, beginning)
+	if err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("restart marker stored on %s at sequence %d", layout.FenceSubject(), seq)
+	h, ok, err := lease.Read(ctx, js, layout.Leases(), "")
+	switch {
+	case err != nil:
+		return msg, fmt.Errorf("%s, but the lease could not be read (the leader stops at its next event): %w", msg, err)
+	case !ok:
+		return msg + "; no bridge leads now: the next one to lead resumes there", nil
+	}
+	if err := lease.Handover(ctx, js, layout.Leases(), "", h); err != nil {
+		return msg, fmt.Errorf("%s, but the leader %s (pid %d) was not asked to hand over (it stops at its next event): %w",
+			msg, h.Name, h.PID, err)
+	}
+	return fmt.Sprintf("%s; the leader %s (pid %d, epoch %d) was asked to hand over", msg, h.Name, h.PID, h.Epoch), nil
+}
+
+// operatorConn connects to NATS for an operator's command, failing rather than waiting for a server.
+func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, streams.Layout, error) {
+	layout := streams.Layout{Prefix: cfg.SubjectPrefix}
+	nc, _, err := connectNATS(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, layout, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			nc.Close()
+			return nil, nil, layout, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, layout, err
+	}
+	return nc, js, layout, nil
+}

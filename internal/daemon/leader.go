@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+)
+
+// events is the event path under the lease (contract §6). The lease decides whether this bridge leads;
+// each time it starts leading, a term begins: a publisher of its own claims the fence (a marker on P.leader
+// that fences out every former leader's writes), reads the resume cursor from the stream, and the upstream
+// stream runs into it. When the lease says stop, the term's reading stops and its publishes in flight are
+// settled before the lease is released.
+type events struct {
+	d     *Daemon
+	lease *lease.Lease
+	log   *slog.Logger
+
+	// Set by run before the lease starts: the ingress context and the shutdown clock.
+	rctx, dctx context.Context
+	// fatal carries a term's failure other than fencing (the stream or the publisher failed): the daemon
+	// stops on it, as a single bridge always did.
+	fatal chan error
+
+	mu   sync.Mutex
+	term *term
+	pub  *publish.Publisher // the current or the last term's, for /status
+}
+
+// term is one period of leadership.
+type term struct {
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the stream stopped reading into pub
+	pub     *publish.Publisher
+	claimed bool // the fence was claimed; written before done is closed
+}
+
+func newEvents(d *Daemon, js jetstream.JetStream, log *slog.Logger) (*events, error) {
+	e := &events{d: d, log: log.With("component", "leader"), fatal: make(chan error, 1)}
+	l, err := lease.New(js, lease.Config{
+		Bucket:   d.layout.Leases(),
+		TTL:      d.cfg.LeaseTTL,
+		Replicas: max(d.cfg.StreamReplicas, 1),
+		OnChange: e.onChange,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.lease = l
+	return e, nil
+}
+
+// run competes for the lease until rctx ends; dctx bounds the settling of the last term's publishes.
+func (e *events) run(rctx, dctx context.Context) error {
+	e.rctx, e.dctx = rctx, dctx
+	return e.lease.Run(rctx)
+}
+
+// leading reports whether this bridge holds the lease now (by its own clock).
+func (e *events) leading() bool { return e.lease.Leading() }
+
+// publisher returns the current or last term's publisher; nil before the first term.
+func (e *events) publisher() *publish.Publisher {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pub
+}
+
+// onChange is the lease's OnChange: it starts a term, or ends the current one.
+func (e *events) onChange(leading bool) {
+	if leading {
+		e.begin()
+	} else {
+		e.end()
+	}
+}
+
+func (e *events) begin() {
+	pub, err := e.d.newPublisher()
+	if err != nil {
+		e.fail(err)
+		e.lease.Resign("cannot publish: " + err.Error())
+		return
+	}
+	ctx, cancel := context.WithCancel(e.rctx)
+	t := &term{cancel: cancel, done: make(chan struct{}), pub: pub}
+	e.mu.Lock()
+	e.term, e.pub = t, pub
+	e.mu.Unlock()
+	go e.runTerm(ctx, t)
+}
+
+// runTerm claims the fence, then runs the upstream stream into the term's publisher until ctx ends or
+// the stream stops on an error.
+func (e *events) runTerm(ctx context.Context, t *term) {
+	defer close(t.done)
+	h, _ := e.lease.Holder()
+	marker, _ := json.Marshal(h)
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, e.d.cfg.PublishTimeout)
+		err := t.pub.Claim(cctx, h.Name, marker)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if attempt == 0 {
+			e.log.Warn("cannot claim the fence; retrying", "err", err)
+		}
+		if !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 2*time.Second, attempt)) {
+			return
+		}
+	}
+	t.claimed = true
+	upkeep := make(chan struct{})
+	uctx, stopUpkeep := context.WithCancel(ctx)
+	go func() {
+		defer close(upkeep)
+		_ = t.pub.Run(uctx) // returns nil when uctx ends
+	}()
+	err := e.d.stream.Run(ctx, t.pub)
+	stopUpkeep()
+	<-upkeep
+	switch {
+	case errors.Is(err, publish.ErrFenced):
+		e.lease.Resign("fenced out")
+	case err != nil && ctx.Err() == nil:
+		e.fail(err)
+	}
+}
+
+// end stops the current term: the stream stops reading, then the publishes in flight are settled (within
+// the publish timeout, or the shutdown clock when stopping), so that the next leader resumes after them.
+func (e *events) end() {
+	e.mu.Lock()
+	t := e.term
+	e.term = nil
+	e.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.cancel()
+	<-t.done
+	defer t.pub.Close()
+	if !t.claimed {
+		return
+	}
+	sctx, cancel := context.WithTimeout(e.dctx, e.d.cfg.PublishTimeout)
+	defer cancel()
+	if _, err := t.pub.Resume(sctx); err != nil {
+		e.log.Warn("stopped leading with publishes unsettled; the next leader resumes from what the stream holds",
+			"err", err)
+		return
+	}
+	e.log.Info("in-flight publishes completed", "resume_after", t.pub.LastResumeID())
+}
+
+// fail hands a term's failure to the daemon (the first one; later ones are dropped).
+func (e *events) fail(err error) {
+	select {
+	case e.fatal <- err:
+	default:
+	}
+}
+
+// warmToken gets a token once, so that a standby's readiness reflects its credentials (contract §6: a
+// standby is ready when its own parts are); a leader's stream gets one anyway. It retries until one
+// request succeeds or ctx ends; the token source paces logins after a rejection.
+func (e *events) warmToken(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		if _, err := e.d.tokens.Token(ctx); err == nil || ctx.Err() != nil {
+			return
+		}
+		if !retry.Sleep(ctx, retry.Backoff(time.Second, time.Minute, attempt)) {
+			return
+		}
+	}
+}
