@@ -124,6 +124,7 @@ type EventConsumerConfig struct {
 	Stream string
 	// Types, when not empty, limits the consumer to events of these types (their subjects, by
 	// TypeToken). It sets Consumer.FilterSubjects, and must be empty when the caller sets a filter.
+	// Without either, the filter is P.events.>: the stream also holds the bridge's own markers.
 	Types []string
 	// Consumer is the JetStream consumer's configuration. With Durable set the consumer keeps its
 	// position while nobody reads and is shared by every instance that uses the name (each event goes to
@@ -159,15 +160,19 @@ func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventCons
 		cfg.Stream = s.EventsStream()
 	}
 	cc := cfg.Consumer
-	if len(cfg.Types) > 0 {
-		if cc.FilterSubject != "" || len(cc.FilterSubjects) > 0 {
-			return nil, errors.New("tracking: event consumer: give Types or a filter subject, not both")
-		}
+	callerFilter := cc.FilterSubject != "" || len(cc.FilterSubjects) > 0
+	switch {
+	case len(cfg.Types) > 0 && callerFilter:
+		return nil, errors.New("tracking: event consumer: give Types or a filter subject, not both")
+	case len(cfg.Types) > 0:
 		for _, t := range cfg.Types {
 			if subj := s.Event(t); !slices.Contains(cc.FilterSubjects, subj) { // "GATE IN" and "GATE_IN" share one
 				cc.FilterSubjects = append(cc.FilterSubjects, subj)
 			}
 		}
+	case !callerFilter:
+		// The stream also holds the leaders' fence markers on P.leader (contract §6), which are not events.
+		cc.FilterSubject = s.Events()
 	}
 	cc.AckPolicy = jetstream.AckExplicitPolicy
 	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
