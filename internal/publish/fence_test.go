@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window int) *Publisher {
 	t.Helper()
 	p, err := New(nc, Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
-		FenceSubject: layout.FenceSubject(), Window: window, Timeout: 5 * time.Second, Logger: discard()})
+		FenceSubject: layout.FenceSubject(), Window: window, Timeout: 5 * time.Second, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +55,6 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 			if err := first.Claim(ctx, "first", []byte(`{"name":"first"}`)); err != nil {
 				t.Fatal(err)
 			}
-			if first.serial != (layout.Replicas > 1) {
-				t.Errorf("serial = %v on %d replicas", first.serial, layout.Replicas)
-			}
 			if _, err := first.Resume(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -75,9 +73,16 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			after, err := second.Resume(ctx)
-			var from int
-			if _, serr := fmt.Sscanf(after, "e-%03d", &from); err != nil || serr != nil || from > 49 {
-				t.Fatalf("second leader resumes after %q (%v), want an id up to e-049", after, err)
+			// The cursor may lag the last stored event by the window (the rest is on the skip list): the
+			// upstream replays from it, and the replay of what is stored is not sent again.
+			from := -1
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != "" {
+				if _, serr := fmt.Sscanf(after, "e-%03d", &from); serr != nil || from > 49 {
+					t.Fatalf("second leader resumes after %q, want an id up to e-049", after)
+				}
 			}
 			time.Sleep(200 * time.Millisecond) // past the duplicate window: only the fence can refuse now
 			var fenced error
@@ -114,7 +119,8 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 }
 
 // checkFenceOrder reads the events stream with its markers and checks that every event was stored under
-// the marker before it: its fence check names that marker's sequence.
+// a marker of the last leader before it: its fence check names the latest marker on its fence subject,
+// and that marker belongs to the newest set of markers (no event of a former leader after a new set).
 func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -124,26 +130,31 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 		t.Fatal(err)
 	}
 	st := s.CachedInfo().State
-	var marker uint64
+	latest := map[string]uint64{} // fence subject → its latest marker's sequence
+	var setStart uint64           // the sequence of the newest set's first marker
 	markers := 0
 	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Subject == layout.FenceSubject() {
-			marker = seq
+		if isFence(layout.FenceSubject(), m.Subject) {
+			if m.Subject == fenceSubject(layout.FenceSubject(), 0) {
+				setStart = seq
+			}
+			latest[m.Subject] = seq
 			markers++
 			continue
 		}
+		subject := m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
 		got, _ := strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
-		if got != marker || m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader) != layout.FenceSubject() {
-			t.Errorf("event at %d checks fence %d on %q; the last marker before it is %d", seq, got,
-				m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader), marker)
+		if got == 0 || got != latest[subject] || got < setStart {
+			t.Errorf("event at %d checks marker %d on %q; the latest there is %d, the newest set starts at %d",
+				seq, got, subject, latest[subject], setStart)
 		}
 	}
-	if markers != 2 {
-		t.Errorf("%d markers, want 2", markers)
+	if markers != 2*FenceWidth {
+		t.Errorf("%d markers, want %d", markers, 2*FenceWidth)
 	}
 }
 
@@ -208,4 +219,12 @@ func TestRestartDirective(t *testing.T) {
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
 		t.Error("a restart without an id nor the beginning was accepted")
 	}
+}
+
+// testLogger logs to the test's output with -v, else nowhere.
+func testLogger(t *testing.T) *slog.Logger {
+	if !testing.Verbose() {
+		return discard()
+	}
+	return slog.Default().With("test", t.Name())
 }
