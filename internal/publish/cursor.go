@@ -86,7 +86,16 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		switch {
 		case err == nil && d.Sequence > last:
 			if a, ok := restartDirective(d.Header); ok {
-				return p.restartAt(a)
+				// Taken once: a replay the duplicate window absorbs entirely stores no event after the
+				// directive, which would otherwise stay newer than every event for the next leader too.
+				if err := p.takeDirective(ctx); err != nil {
+					return err
+				}
+				if resume, ok := ParseHeaderID(a); a == "" || ok && event.Resumable(resume) {
+					return p.restartAt(a)
+				}
+				p.log.Error("restart directive names an id the stream cannot resume after; ignored",
+					"resume_after", a, "stream", p.cfg.EventsStream)
 			}
 		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
@@ -179,10 +188,7 @@ func lastSeqOf(ctx context.Context, s jetstream.Stream, subject string) (uint64,
 // restartAt sets the cursor to a restart directive's resume point (header form, "" for the beginning),
 // with nothing to skip: the upstream's replay is stored again, beyond the duplicate window.
 func (p *Publisher) restartAt(after string) error {
-	resume, ok := ParseHeaderID(after)
-	if after != "" && (!ok || !event.Resumable(resume)) {
-		return fmt.Errorf("restart directive on %s names an unusable id %q", p.cfg.FenceSubject, after)
-	}
+	resume, _ := ParseHeaderID(after)
 	p.resume, p.resumeHdr = resume, after
 	p.posID, p.posN = resume, 0
 	p.setLastResume(resume)
@@ -192,6 +198,17 @@ func (p *Publisher) restartAt(after string) error {
 	} else {
 		p.log.Warn("restarting the upstream stream after the requested id", "resume_after", after,
 			"stream", p.cfg.EventsStream)
+	}
+	return nil
+}
+
+// takeDirective records on P.leader.restart that the restart directive there was taken, so that no later
+// leader takes it again. A leader that dies before storing an event of the replay loses the replay: the
+// operator runs the command again.
+func (p *Publisher) takeDirective(ctx context.Context) error {
+	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: nats.Header{HeaderRestart: {restartTaken}}}
+	if _, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream)); err != nil {
+		return fmt.Errorf("recording the restart directive as taken: %w", err)
 	}
 	return nil
 }

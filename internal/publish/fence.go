@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
@@ -36,6 +38,7 @@ const (
 const (
 	RestartAfter     = "after"
 	RestartBeginning = "beginning"
+	restartTaken     = "taken" // a leader took the directive before it (see Publisher.takeDirective)
 )
 
 // fence is the check every event of a leader carries: the last message on the fence subject of its
@@ -129,6 +132,8 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 		h.Set(HeaderRestart, RestartBeginning)
 	case after == "":
 		return 0, errors.New("an event id to restart after is required")
+	case !event.Resumable(after):
+		return 0, fmt.Errorf("the id %q cannot be sent back as Last-Event-ID (control characters or edge white space)", after)
 	default:
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))

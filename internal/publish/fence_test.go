@@ -216,8 +216,15 @@ func TestRestartDirective(t *testing.T) {
 	if d, after := lead("d"); after != "" || len(d.skip) > 0 {
 		t.Errorf("after a restart from the beginning the leader resumes after %q, want \"\"", after)
 	}
+	// A directive whose replay stores nothing (all within the duplicate window here: none) is taken once.
+	if e, after := lead("e"); after == "" || len(e.skip) == 0 {
+		t.Errorf("the next leader resumes after %q skipping %d: the directive from the beginning was taken twice", after, len(e.skip))
+	}
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
 		t.Error("a restart without an id nor the beginning was accepted")
+	}
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), " x", false); err == nil {
+		t.Error("a restart after an id HTTP cannot send back was accepted")
 	}
 }
 
