@@ -1,6 +1,10 @@
 package tracking
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+)
 
 // DefaultPrefix is the bridge's default subject prefix P (BRIDGE_SUBJECT_PREFIX).
 const DefaultPrefix = "tracking"
@@ -71,32 +75,11 @@ const (
 	OpReportEvent     = "tracking.report"  // spec 4.8
 )
 
-// maxTypeToken is the longest subject token an event type maps to.
-const maxTypeToken = 64
-
 // TypeToken returns the subject token of an event type, as the bridge forms it (contract §3): every
 // character outside [A-Za-z0-9_-] becomes "_" (one "_" per character, also for a character of several
 // bytes), the result is cut at 64 characters, and an empty type gives "UNKNOWN" (so does an event whose
 // type is missing or not a string). The token never holds a dot, a wildcard or white space. Types the
 // provider adds pass through as their own token.
 func TypeToken(eventType string) string {
-	if eventType == "" {
-		return "UNKNOWN"
-	}
-	var b strings.Builder
-	for _, r := range eventType {
-		if b.Len() == maxTypeToken {
-			break
-		}
-		if r < 0x80 && tokenByte(byte(r)) {
-			b.WriteByte(byte(r))
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
-
-func tokenByte(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	return publish.TypeToken(eventType, publish.KindString) // the bridge's own mapping, not a copy
 }
