@@ -124,6 +124,13 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 		}
 	}
 	t.claimed = true
+	if !e.lease.Leading() {
+		// Paused or cut off while storing the markers, past the lease: some may have been stored after a
+		// new leader's, which would let this process's events through on those subjects. It must not
+		// publish; the new leader's events checking those subjects are refused until it writes new markers.
+		e.log.Warn("the lease lapsed while the fence was being claimed; not reading the stream")
+		return
+	}
 	upkeep := make(chan struct{})
 	uctx, stopUpkeep := context.WithCancel(ctx)
 	go func() {
