@@ -166,7 +166,7 @@ func (e *events) end() {
 	}
 	sctx, cancel := context.WithTimeout(e.dctx, e.d.cfg.PublishTimeout)
 	defer cancel()
-	if _, err := t.pub.Resume(sctx); err != nil {
+	if err := t.pub.Settle(sctx); err != nil {
 		e.log.Warn("stopped leading with publishes unsettled; the next leader resumes from what the stream holds",
 			"err", err)
 		return

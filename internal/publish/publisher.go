@@ -160,6 +160,19 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 	return p.resume, nil
 }
 
+// Settle waits until every event handed to Handle is stored, as Resume does, but reads no cursor: a
+// publisher that never read it has handed nothing over. For the end of a term or a stop.
+func (p *Publisher) Settle(ctx context.Context) error {
+	p.mu.Lock()
+	loaded := p.loaded
+	p.mu.Unlock()
+	if !loaded {
+		return nil
+	}
+	_, err := p.Resume(ctx)
+	return err
+}
+
 // Handle implements upstream.Sink: it publishes one event, or dead-letters it when it cannot go to
 // P.events.* (not a JSON object, or too large).
 func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
