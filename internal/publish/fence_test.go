@@ -235,3 +235,23 @@ func testLogger(t *testing.T) *slog.Logger {
 	}
 	return slog.Default().With("test", t.Name())
 }
+
+// TestSettleReadsNoCursor: a publisher stopped before its first Resume settles at once, without reading
+// the events stream (here missing, where Resume fails), so that a stopping leader releases the lease
+// without delay.
+func TestSettleReadsNoCursor(t *testing.T) {
+	nc := testutil.StartNATS(t, nil).Connect()
+	p, err := New(nc, Config{Prefix: "tracking", EventsStream: "MISSING", DLQStream: "MISSING_DLQ", Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Settle(ctx); err != nil {
+		t.Errorf("Settle before any Resume: %v", err)
+	}
+	if _, err := p.Resume(ctx); err == nil {
+		t.Error("Resume without the events stream succeeded; the test proves nothing")
+	}
+}
