@@ -1,0 +1,189 @@
+package failover
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+// The timing of every test: BRIDGE_LEASE_TTL and BRIDGE_DUPLICATE_WINDOW as newRig sets them.
+const (
+	leaseTTL  = 2 * time.Second
+	dupWindow = time.Second
+	// failoverBound is the generous bound on a failover after SIGKILL: the lease's TTL and 5 s for a
+	// shared, noisy machine.
+	failoverBound = leaseTTL + 5*time.Second
+)
+
+// TestFailoverOnCluster is the long run of issue 13 on a 3-node cluster: three bridges with R3 streams and
+// lease bucket, each connected to a node of its own through a proxy of its own, the simulator streaming
+// 150 events a second and a producer publishing 20 reports a second. In turn the leader is killed with
+// SIGKILL, stopped with SIGTERM, paused with SIGSTOP past the lease's TTL and the duplicate window, and cut
+// off from NATS (its proxy frozen) as long; then the node leading the events stream's raft group is
+// stopped and started again. At the end every event the simulator emitted is in the events stream
+// exactly once, every event was stored under the fence marker of the leader in office, and every report
+// was accepted upstream once.
+func TestFailoverOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the long failover run on a 3-node cluster")
+	}
+	c := testutil.StartCluster(t)
+	r := newRig(t, sim.Options{EventRate: 150}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
+	for i, name := range []string{"a", "b", "c"} {
+		r.addBridge(name, c.NodeURL(i), true)
+	}
+	start := time.Now()
+	leader := r.waitLeader(60*time.Second, nil)
+	r.measure("first leader after start-up", time.Since(start))
+	r.waitEvents(300, 60*time.Second)
+	rp := r.startReporter(50 * time.Millisecond)
+
+	// SIGKILL. No report may be in flight in the killed bridge: it would come back only after the report
+	// consumer's ack wait (2 minutes at least), which no test waits for.
+	rp.pause(30 * time.Second)
+	from := time.Now()
+	leader.kill()
+	next := r.takeover("SIGKILL", leader, from, 30*time.Second)
+	if d := time.Since(from); d > failoverBound+5*time.Second {
+		t.Errorf("SIGKILL: events flowed again %v after the kill, want within about %v", d, failoverBound)
+	}
+	rp.resume()
+	leader.start()
+	leader.waitStandby(30 * time.Second)
+	r.waitMoreEvents(200, 30*time.Second)
+	leader = next
+
+	// SIGTERM: a clean stop hands the lease over at once.
+	from = time.Now()
+	leader.signal(syscall.SIGTERM)
+	next = r.takeover("SIGTERM", leader, from, 30*time.Second)
+	leader.waitExit()
+	leader.start()
+	leader.waitStandby(30 * time.Second)
+	r.waitMoreEvents(200, 30*time.Second)
+	leader = next
+
+	// SIGSTOP for longer than the lease's TTL and the duplicate window: whatever it had on its way to
+	// NATS must be refused once it runs again.
+	from = time.Now()
+	leader.signal(syscall.SIGSTOP)
+	next = r.takeover("SIGSTOP", leader, from, 30*time.Second)
+	pastWindow(t, r, from)
+	cont := time.Now()
+	leader.signal(syscall.SIGCONT)
+	leader.waitStandby(30 * time.Second)
+	r.measure("SIGSTOP: the paused leader a standby again after SIGCONT", time.Since(cont))
+	r.waitMoreEvents(200, 30*time.Second)
+	if !next.leads() {
+		t.Errorf("bridge %s no longer leads after the paused bridge came back", next.name)
+	}
+	leader = next
+
+	// Cut off from NATS: the proxy stops forwarding, in both directions, without closing anything.
+	from = time.Now()
+	leader.px.Freeze()
+	next = r.takeover("NATS cut off (proxy frozen)", leader, from, 30*time.Second)
+	pastWindow(t, r, from)
+	thaw := time.Now()
+	leader.px.Thaw()
+	leader.waitStandby(30 * time.Second)
+	r.measure("NATS cut off: the old leader a standby again after the thaw", time.Since(thaw))
+	r.waitMoreEvents(200, 30*time.Second)
+	leader = next
+
+	// The node that leads the events stream's raft group stops, and comes back.
+	rp.pause(30 * time.Second)
+	node := streamLeaderNode(t, r, c)
+	t.Logf("stopping node %s, the events stream's leader; bridge %s leads", c.Name(node), leader.name)
+	from = time.Now()
+	c.StopNode(node)
+	r.waitMoreEvents(1, 60*time.Second)
+	r.measure("stream leader's node stopped: first event stored after", time.Since(from))
+	rp.resume()
+	r.waitMoreEvents(200, 60*time.Second)
+	c.StartNode(node)
+	c.WaitReady()
+	r.waitMoreEvents(200, 60*time.Second)
+	r.waitLeader(30*time.Second, nil)
+
+	rp.finish(r, 60*time.Second)
+	r.verify(90 * time.Second)
+	r.summary()
+}
+
+// pastWindow waits until the lease's TTL and the duplicate window have passed since from, with a second
+// to spare, while the next leader stores events: whatever the old leader sent before from is then beyond
+// JetStream's deduplication.
+func pastWindow(t *testing.T, r *rig, from time.Time) {
+	t.Helper()
+	n, _ := r.events()
+	testutil.Eventually(t, 30*time.Second, "the TTL and the duplicate window passed, events stored meanwhile", func() bool {
+		c, err := r.events()
+		return err == nil && c > n && time.Since(from) > leaseTTL+dupWindow+time.Second
+	})
+}
+
+// streamLeaderNode returns the index of the node that leads the events stream, from the stream's
+// cluster information.
+func streamLeaderNode(t *testing.T, r *rig, c *testutil.Cluster) int {
+	t.Helper()
+	node := -1
+	testutil.EventuallyState(t, 30*time.Second, "the events stream has a leader", func() (bool, string) {
+		ctx, cancel := opCtx()
+		defer cancel()
+		s, err := r.js.Stream(ctx, eventsStream)
+		if err != nil {
+			return false, err.Error()
+		}
+		info := s.CachedInfo()
+		if info.Cluster == nil {
+			return false, "no cluster information"
+		}
+		for i := range c.Size() {
+			if c.Name(i) == info.Cluster.Leader {
+				node = i
+			}
+		}
+		return node >= 0, fmt.Sprintf("leader %q", info.Cluster.Leader)
+	})
+	return node
+}
+
+// TestRollingUpdate: a new replica starts and becomes ready as a standby, then the old one gets SIGTERM,
+// as a Kubernetes rolling update does it; three times over, on one server, while events stream at 200 a
+// second and reports are published. Nothing is lost, nothing doubled; the handover times are logged.
+func TestRollingUpdate(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	r := newRig(t, sim.Options{EventRate: 200}, ns.Connect(), nil)
+	old := r.addBridge("v1", ns.URL(), false)
+	if l := r.waitLeader(30*time.Second, nil); l != old {
+		t.Fatalf("bridge %s leads, want %s", l.name, old.name)
+	}
+	r.waitEvents(200, 30*time.Second)
+	rp := r.startReporter(20 * time.Millisecond)
+	rounds := 3
+	if testing.Short() {
+		rounds = 1
+	}
+	for i := range rounds {
+		nw := r.addBridge(fmt.Sprintf("v%d", i+2), ns.URL(), false)
+		nw.waitReady(30 * time.Second)
+		nw.waitStandby(30 * time.Second)
+		from := time.Now()
+		old.signal(syscall.SIGTERM)
+		if next := r.takeover(fmt.Sprintf("rolling update %d (SIGTERM to the old replica)", i+1), old, from,
+			30*time.Second); next != nw {
+			t.Fatalf("bridge %s leads, want %s", next.name, nw.name)
+		}
+		old.waitExit()
+		r.waitMoreEvents(200, 30*time.Second)
+		old = nw
+	}
+	rp.finish(r, 30*time.Second)
+	r.verify(60 * time.Second)
+	r.summary()
+}
