@@ -42,6 +42,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitEvents(300, 60*time.Second)
 	rp := r.startReporter(50 * time.Millisecond)
 
+	r.phase("SIGKILL to %s", leader.name)
 	// SIGKILL. No report may be in flight in the killed bridge: it would come back only after the report
 	// consumer's ack wait (2 minutes at least), which no test waits for.
 	rp.pause(30 * time.Second)
@@ -57,6 +58,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitMoreEvents(200, 30*time.Second)
 	leader = next
 
+	r.phase("SIGTERM to %s", leader.name)
 	// SIGTERM: a clean stop hands the lease over at once.
 	from = time.Now()
 	leader.signal(syscall.SIGTERM)
@@ -67,6 +69,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitMoreEvents(200, 30*time.Second)
 	leader = next
 
+	r.phase("SIGSTOP to %s", leader.name)
 	// SIGSTOP for longer than the lease's TTL and the duplicate window: whatever it had on its way to
 	// NATS must be refused once it runs again.
 	from = time.Now()
@@ -83,6 +86,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	}
 	leader = next
 
+	r.phase("%s cut off from NATS", leader.name)
 	// Cut off from NATS: the proxy stops forwarding, in both directions, without closing anything.
 	from = time.Now()
 	leader.px.Freeze()
@@ -95,6 +99,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitMoreEvents(200, 30*time.Second)
 	leader = next
 
+	r.phase("stopping the events stream's leader node")
 	// The node that leads the events stream's raft group stops, and comes back.
 	rp.pause(30 * time.Second)
 	node := streamLeaderNode(t, r, c)
@@ -110,7 +115,9 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitMoreEvents(200, 60*time.Second)
 	r.waitLeader(30*time.Second, nil)
 
+	r.phase("finishing the reports")
 	rp.finish(r, 60*time.Second)
+	r.phase("verifying")
 	r.verify(90 * time.Second)
 	r.summary()
 }
@@ -173,6 +180,7 @@ func TestRollingUpdate(t *testing.T) {
 		nw := r.addBridge(fmt.Sprintf("v%d", i+2), ns.URL(), false)
 		nw.waitReady(30 * time.Second)
 		nw.waitStandby(30 * time.Second)
+		r.phase("SIGTERM to %s", old.name)
 		from := time.Now()
 		old.signal(syscall.SIGTERM)
 		if next := r.takeover(fmt.Sprintf("rolling update %d (SIGTERM to the old replica)", i+1), old, from,
@@ -183,7 +191,9 @@ func TestRollingUpdate(t *testing.T) {
 		r.waitMoreEvents(200, 30*time.Second)
 		old = nw
 	}
+	r.phase("finishing the reports")
 	rp.finish(r, 30*time.Second)
+	r.phase("verifying")
 	r.verify(60 * time.Second)
 	r.summary()
 }

@@ -46,6 +46,7 @@ type rig struct {
 	env     map[string]string
 	bridges []*bridge
 
+	start    time.Time // when the rig was set up, for phase
 	mu       sync.Mutex
 	measured []string // the failover times, logged again at the end
 }
@@ -69,7 +70,7 @@ type bridge struct {
 // test's own connection to NATS (a cluster connection or a single server's).
 func newRig(t *testing.T, o sim.Options, nc *nats.Conn, extra map[string]string) *rig {
 	t.Helper()
-	r := &rig{t: t, bin: bridgeBinary(t), nc: nc}
+	r := &rig{t: t, bin: bridgeBinary(t), nc: nc, start: time.Now()}
 	r.up = simtest.Start(t, false, o)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -185,8 +186,9 @@ type status struct {
 		Holder *holder `json:"holder"`
 	} `json:"lease"`
 	Stream struct {
-		State       string `json:"state"`
-		ResumeAfter string `json:"resume_after"`
+		State          string `json:"state"`
+		LastReceivedID string `json:"last_received_id"`
+		ResumeAfter    string `json:"resume_after"`
 		Duplicates  uint64 `json:"duplicates"`
 	} `json:"stream"`
 	NATS struct {
@@ -285,6 +287,12 @@ func (r *rig) measure(what string, d time.Duration) {
 	r.mu.Lock()
 	r.measured = append(r.measured, line)
 	r.mu.Unlock()
+}
+
+// phase logs the start of a phase of the test, with the time since the rig was set up.
+func (r *rig) phase(format string, args ...any) {
+	r.t.Helper()
+	r.t.Logf("[%6.2fs] %s", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // summary logs every measured time again, together.
@@ -445,7 +453,12 @@ func (r *rig) readStream() []stored {
 	}
 	var out []stored
 	for len(out) == 0 || out[len(out)-1].seq < last {
-		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		// No more than remain, so that the fetch returns as soon as they arrived.
+		remain := last
+		if len(out) > 0 {
+			remain -= out[len(out)-1].seq
+		}
+		batch, err := c.Fetch(int(min(1000, remain)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -813,6 +826,7 @@ func (r *rig) verify(within time.Duration) []stored {
 		}
 		return len(missing) == 0, fmt.Sprintf("%d missing, first %v", len(missing), missing[:min(10, len(missing))])
 	})
+	r.phase("every emitted event stored; stopping the bridges")
 	for _, b := range r.bridges {
 		if b.pause {
 			b.signal(syscall.SIGCONT)
@@ -821,6 +835,7 @@ func (r *rig) verify(within time.Duration) []stored {
 			b.stop()
 		}
 	}
+	r.phase("checking the stream")
 	msgs := r.readStream()
 	terms := checkFencing(r.t, msgs)
 	n := checkExactlyOnce(r.t, msgs, ids, data)
