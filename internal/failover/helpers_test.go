@@ -189,7 +189,7 @@ type status struct {
 		State          string `json:"state"`
 		LastReceivedID string `json:"last_received_id"`
 		ResumeAfter    string `json:"resume_after"`
-		Duplicates  uint64 `json:"duplicates"`
+		Duplicates     uint64 `json:"duplicates"`
 	} `json:"stream"`
 	NATS struct {
 		Connected bool `json:"connected"`
