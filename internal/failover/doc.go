@@ -11,5 +11,6 @@
 //	go test -race -count=1 ./internal/failover/
 //
 // (-short skips the slowest parts). FAILOVER_LOG_DIR, when set, names a directory that receives every
-// bridge's full log of every run.
+// bridge's full log of every run. The bridge binary is built with -race when the tests run with it;
+// FAILOVER_BRIDGE_RACE=0 or 1 overrides that.
 package failover

@@ -21,7 +21,7 @@ const (
 
 // TestFailoverOnCluster is the long run of issue 13 on a 3-node cluster: three bridges with R3 streams and
 // lease bucket, each connected to a node of its own through a proxy of its own, the simulator streaming
-// 150 events a second and a producer publishing 20 reports a second. In turn the leader is killed with
+// 100 events a second and a producer publishing 20 reports a second. In turn the leader is killed with
 // SIGKILL, stopped with SIGTERM, paused with SIGSTOP past the lease's TTL and the duplicate window, and cut
 // off from NATS (its proxy frozen) as long; then the node leading the events stream's raft group is
 // stopped and started again. At the end every event the simulator emitted is in the events stream
@@ -32,7 +32,7 @@ func TestFailoverOnCluster(t *testing.T) {
 		t.Skip("the long failover run on a 3-node cluster")
 	}
 	c := testutil.StartCluster(t)
-	r := newRig(t, sim.Options{EventRate: 150}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
+	r := newRig(t, sim.Options{EventRate: 100}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
 	for i, name := range []string{"a", "b", "c"} {
 		r.addBridge(name, c.NodeURL(i), true)
 	}
@@ -55,7 +55,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	rp.resume()
 	leader.start()
 	leader.waitStandby(30 * time.Second)
-	r.waitMoreEvents(200, 30*time.Second)
+	r.waitMoreEvents(100, 30*time.Second)
 	leader = next
 
 	r.phase("SIGTERM to %s", leader.name)
@@ -66,7 +66,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	leader.waitExit()
 	leader.start()
 	leader.waitStandby(30 * time.Second)
-	r.waitMoreEvents(200, 30*time.Second)
+	r.waitMoreEvents(100, 30*time.Second)
 	leader = next
 
 	r.phase("SIGSTOP to %s", leader.name)
@@ -80,7 +80,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	leader.signal(syscall.SIGCONT)
 	leader.waitStandby(30 * time.Second)
 	r.measure("SIGSTOP: the paused leader a standby again after SIGCONT", time.Since(cont))
-	r.waitMoreEvents(200, 30*time.Second)
+	r.waitMoreEvents(100, 30*time.Second)
 	if !next.leads() {
 		t.Errorf("bridge %s no longer leads after the paused bridge came back", next.name)
 	}
@@ -96,7 +96,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	leader.px.Thaw()
 	leader.waitStandby(30 * time.Second)
 	r.measure("NATS cut off: the old leader a standby again after the thaw", time.Since(thaw))
-	r.waitMoreEvents(200, 30*time.Second)
+	r.waitMoreEvents(100, 30*time.Second)
 	leader = next
 
 	r.phase("stopping the events stream's leader node")
@@ -109,10 +109,10 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.waitMoreEvents(1, 60*time.Second)
 	r.measure("stream leader's node stopped: first event stored after", time.Since(from))
 	rp.resume()
-	r.waitMoreEvents(200, 60*time.Second)
+	r.waitMoreEvents(100, 60*time.Second)
 	c.StartNode(node)
 	c.WaitReady()
-	r.waitMoreEvents(200, 60*time.Second)
+	r.waitMoreEvents(100, 60*time.Second)
 	r.waitLeader(30*time.Second, nil)
 
 	r.phase("finishing the reports")
@@ -188,7 +188,7 @@ func TestRollingUpdate(t *testing.T) {
 			t.Fatalf("bridge %s leads, want %s", next.name, nw.name)
 		}
 		old.waitExit()
-		r.waitMoreEvents(200, 30*time.Second)
+		r.waitMoreEvents(100, 30*time.Second)
 		old = nw
 	}
 	r.phase("finishing the reports")

@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 }
 
 // bridgeBinary builds cmd/bridge once and returns its path. It is built with -race when this test
-// binary is (raceEnabled), so that the children report data races too.
+// binary is (raceEnabled), so that the children report data races too; FAILOVER_BRIDGE_RACE=0 or 1
+// overrides that (the failover times of a bridge without the race detector are several times shorter).
 func bridgeBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -38,7 +39,11 @@ func bridgeBinary(t *testing.T) string {
 		binDir = dir
 		binPath = filepath.Join(dir, "bridge")
 		args := []string{"build", "-o", binPath}
-		if raceEnabled {
+		race := raceEnabled
+		if v := os.Getenv("FAILOVER_BRIDGE_RACE"); v != "" {
+			race = v == "1"
+		}
+		if race {
 			args = append(args, "-race")
 		}
 		args = append(args, "github.com/tracking-bridge/tracking-bridge/cmd/bridge")
