@@ -14,8 +14,8 @@ import (
 const (
 	leaseTTL  = 2 * time.Second
 	dupWindow = time.Second
-	// failoverBound is the generous bound on a failover after SIGKILL: the lease's TTL and 5 s for a
-	// shared, noisy machine.
+	// failoverBound is the generous bound on a failover after SIGKILL, SIGSTOP or a cut: the lease's TTL
+	// and 5 s for a shared, noisy machine. (A clean stop is bounded by 5 s.)
 	failoverBound = leaseTTL + 5*time.Second
 )
 
@@ -39,6 +39,11 @@ func TestFailoverOnCluster(t *testing.T) {
 	start := time.Now()
 	leader := r.waitLeader(60*time.Second, nil)
 	r.measure("first leader after start-up", time.Since(start))
+	for _, b := range r.bridges {
+		if b != leader {
+			b.waitStandby(60 * time.Second)
+		}
+	}
 	r.waitEvents(300, 60*time.Second)
 	rp := r.startReporter(50 * time.Millisecond)
 
@@ -48,10 +53,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	rp.pause(30 * time.Second)
 	from := time.Now()
 	leader.kill()
-	next := r.takeover("SIGKILL", leader, from, 30*time.Second)
-	if d := time.Since(from); d > failoverBound+5*time.Second {
-		t.Errorf("SIGKILL: events flowed again %v after the kill, want within about %v", d, failoverBound)
-	}
+	next := r.takeover("SIGKILL", leader, from, failoverBound)
 	rp.resume()
 	leader.start()
 	leader.waitStandby(30 * time.Second)
@@ -62,7 +64,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	// SIGTERM: a clean stop hands the lease over at once.
 	from = time.Now()
 	leader.signal(syscall.SIGTERM)
-	next = r.takeover("SIGTERM", leader, from, 30*time.Second)
+	next = r.takeover("SIGTERM", leader, from, 5*time.Second)
 	leader.waitExit()
 	leader.start()
 	leader.waitStandby(30 * time.Second)
@@ -74,7 +76,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	// NATS must be refused once it runs again.
 	from = time.Now()
 	leader.signal(syscall.SIGSTOP)
-	next = r.takeover("SIGSTOP", leader, from, 30*time.Second)
+	next = r.takeover("SIGSTOP", leader, from, failoverBound)
 	pastWindow(t, r, from)
 	cont := time.Now()
 	leader.signal(syscall.SIGCONT)
@@ -90,7 +92,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	// Cut off from NATS: the proxy stops forwarding, in both directions, without closing anything.
 	from = time.Now()
 	leader.px.Freeze()
-	next = r.takeover("NATS cut off (proxy frozen)", leader, from, 30*time.Second)
+	next = r.takeover("NATS cut off (proxy frozen)", leader, from, failoverBound)
 	pastWindow(t, r, from)
 	thaw := time.Now()
 	leader.px.Thaw()
@@ -184,7 +186,7 @@ func TestRollingUpdate(t *testing.T) {
 		from := time.Now()
 		old.signal(syscall.SIGTERM)
 		if next := r.takeover(fmt.Sprintf("rolling update %d (SIGTERM to the old replica)", i+1), old, from,
-			30*time.Second); next != nw {
+			5*time.Second); next != nw {
 			t.Fatalf("bridge %s leads, want %s", next.name, nw.name)
 		}
 		old.waitExit()

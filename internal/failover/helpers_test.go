@@ -257,12 +257,14 @@ func (r *rig) waitLeader(within time.Duration, except *bridge) *bridge {
 	return leader
 }
 
-// waitStandby waits until the bridge runs as a standby, connected to NATS.
+// waitStandby waits until the bridge runs as a ready standby that knows the lease's holder (another
+// bridge): it competes for the lease then, and takes over when the holder goes.
 func (b *bridge) waitStandby(within time.Duration) {
 	b.r.t.Helper()
 	testutil.EventuallyState(b.r.t, within, b.name+" is a standby", func() (bool, string) {
 		st, err := b.status()
-		return err == nil && st.Role == "standby" && st.NATS.Connected, fmt.Sprintf("%+v %v", st, err)
+		return err == nil && st.Role == "standby" && st.Ready && st.NATS.Connected && st.Lease.Holder != nil &&
+			st.Lease.Holder.PID != b.proc.PID(), fmt.Sprintf("%+v %v", st, err)
 	})
 }
 
@@ -400,12 +402,17 @@ func (r *rig) lastMarker() (uint64, error) {
 }
 
 // takeover waits for the next leader after the leader old stopped leading at from, and returns it. It
-// measures the time from `from` to the first /status that names the new leader, and to the first event
-// stored under the new leader's marker; what names the failover in the log.
-func (r *rig) takeover(what string, old *bridge, from time.Time, within time.Duration) *bridge {
+// measures the time from `from` to the first /status that names the new leader, which must come within
+// bound, and to the first event stored under the new leader's marker; what names the failover in the log.
+func (r *rig) takeover(what string, old *bridge, from time.Time, bound time.Duration) *bridge {
 	r.t.Helper()
+	const within = 30 * time.Second
 	next := r.waitLeader(within, old)
-	r.measure(what+": next leader's /status says leader", time.Since(from))
+	d := time.Since(from)
+	r.measure(what+": next leader's /status says leader", d)
+	if d > bound {
+		r.t.Errorf("%s: the next leader took over after %v, want within %v", what, d, bound)
+	}
 	var marker uint64
 	testutil.Eventually(r.t, within, "the new leader's fence marker", func() bool {
 		m, err := r.lastMarker()
