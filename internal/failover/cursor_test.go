@@ -52,6 +52,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 		{"past the duplicate window", "1s", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ns := testutil.StartNATS(t, nil)
 			r := newRig(t, sim.Options{EventRate: -1, EventLimit: n}, ns.Connect(),
 				map[string]string{"BRIDGE_DUPLICATE_WINDOW": tc.window})
@@ -240,6 +241,7 @@ func (r *rig) tailResumeAfter() string {
 // a new one starts: it must resume after what the stream holds, not carry out the restart a second time,
 // which would store the replayed events again.
 func TestCursorRestartAppliesOnce(t *testing.T) {
+	t.Parallel()
 	const n, after = 400, 300
 	ns := testutil.StartNATS(t, nil)
 	r := newRig(t, sim.Options{EventRate: -1, EventLimit: n}, ns.Connect(),

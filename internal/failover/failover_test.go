@@ -21,7 +21,7 @@ const (
 
 // TestFailoverOnCluster is the long run of issue 13 on a 3-node cluster: three bridges with R3 streams and
 // lease bucket, each connected to a node of its own through a proxy of its own, the simulator streaming
-// 100 events a second and a producer publishing 20 reports a second. In turn the leader is killed with
+// 50 events a second and a producer publishing 10 reports a second. In turn the leader is killed with
 // SIGKILL, stopped with SIGTERM, paused with SIGSTOP past the lease's TTL and the duplicate window, and cut
 // off from NATS (its proxy frozen) as long; then the node leading the events stream's raft group is
 // stopped and started again. At the end every event the simulator emitted is in the events stream
@@ -32,7 +32,7 @@ func TestFailoverOnCluster(t *testing.T) {
 		t.Skip("the long failover run on a 3-node cluster")
 	}
 	c := testutil.StartCluster(t)
-	r := newRig(t, sim.Options{EventRate: 100}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
+	r := newRig(t, sim.Options{EventRate: 50}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
 	for i, name := range []string{"a", "b", "c"} {
 		r.addBridge(name, c.NodeURL(i), true)
 	}
@@ -45,7 +45,7 @@ func TestFailoverOnCluster(t *testing.T) {
 		}
 	}
 	r.waitEvents(300, 60*time.Second)
-	rp := r.startReporter(50 * time.Millisecond)
+	rp := r.startReporter(100 * time.Millisecond)
 
 	r.phase("SIGKILL to %s", leader.name)
 	// SIGKILL. No report may be in flight in the killed bridge: it would come back only after the report
