@@ -25,8 +25,8 @@ const (
 // SIGKILL, stopped with SIGTERM, paused with SIGSTOP past the lease's TTL and the duplicate window, and cut
 // off from NATS (its proxy frozen) as long; then the node leading the events stream's raft group is
 // stopped and started again. At the end every event the simulator emitted is in the events stream
-// exactly once, every event was stored under the fence marker of the leader in office, and every report
-// was accepted upstream once.
+// exactly once, every event was stored under the fence marker of the leader in office, every report
+// was accepted upstream once, and an event carrying a former leader's fence is refused.
 func TestFailoverOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the long failover run on a 3-node cluster")
@@ -120,7 +120,10 @@ func TestFailoverOnCluster(t *testing.T) {
 	r.phase("finishing the reports")
 	rp.finish(r, 60*time.Second)
 	r.phase("verifying")
-	r.verify(90 * time.Second)
+	terms := r.verify(90 * time.Second)
+	// A write that carries a former leader's fence, as a stale leader's would, is refused, and stores
+	// nothing.
+	r.checkStaleWriteRefused(terms)
 	r.summary()
 }
 

@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,13 +26,16 @@ type stored struct {
 	data    []byte
 }
 
-// readStream returns every message of the events stream, fence markers included, in sequence order.
+// readStream returns every message of the events stream, fence markers included, in sequence order. It
+// reads again while the stream does not answer (a cluster electing a leader, a client reconnecting).
 func (r *rig) readStream() []stored {
 	r.t.Helper()
-	msgs, err := r.tryReadStream()
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	var msgs []stored
+	testutil.EventuallyState(r.t, 60*time.Second, "the events stream read", func() (bool, string) {
+		m, err := r.tryReadStream()
+		msgs = m
+		return err == nil, fmt.Sprint(err)
+	})
 	return msgs
 }
 
@@ -222,8 +226,8 @@ func checkExactlyOnce(t *testing.T, msgs []stored, ids []string, data map[string
 
 // verify waits until the events stream holds every event the simulator's log holds now, then stops
 // every bridge with SIGTERM (each must exit 0) and checks the stream: every event exactly once, every
-// event under the fence of its leader. It returns the stream's messages.
-func (r *rig) verify(within time.Duration) []stored {
+// event under the fence of its leader. It returns the terms the stream records.
+func (r *rig) verify(within time.Duration) []term {
 	r.t.Helper()
 	ids, data := emitted(r.up.Sim())
 	r.t.Logf("the simulator's log holds %d events", len(ids))
@@ -261,5 +265,51 @@ func (r *rig) verify(within time.Duration) []stored {
 	n := checkExactlyOnce(r.t, msgs, ids, data)
 	logTerms(r.t, terms)
 	r.t.Logf("events stream: %d events, %d fence markers; %d emitted events checked", n, len(terms), len(ids))
-	return msgs
+	return terms
+}
+
+// checkStaleWriteRefused publishes an event with a former leader's fence (the second newest leader's
+// marker), as that leader would after the takeover, and checks that JetStream refuses it for the fence
+// (10071) and that the stream does not change.
+func (r *rig) checkStaleWriteRefused(terms []term) {
+	t := r.t
+	t.Helper()
+	var leaders []term
+	for _, tm := range terms {
+		if tm.leader != "operator" {
+			leaders = append(leaders, tm)
+		}
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("%d leaders' terms: no former leader", len(leaders))
+	}
+	stale := leaders[len(leaders)-2]
+	var before uint64
+	testutil.Eventually(t, 30*time.Second, "the events stream answers", func() bool {
+		last, err := r.lastSeq()
+		before = last
+		return err == nil
+	})
+	msg := &nats.Msg{Subject: "tracking.events.GATE_IN", Data: []byte(`{"id":"stale-write","type":"GATE_IN"}`),
+		Header: nats.Header{
+			"Nats-Msg-Id":                           {"stale-write"},
+			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(stale.seq, 10)},
+			jetstream.ExpectedLastSubjSeqSubjHeader: {fenceSubject},
+		}}
+	// Sent again while JetStream gives no answer at all (no responders, a timeout), as a producer would.
+	var err error
+	var api *jetstream.APIError
+	testutil.Eventually(t, 30*time.Second, "JetStream answers the stale write", func() bool {
+		ctx, cancel := opCtx()
+		defer cancel()
+		_, err = r.js.PublishMsg(ctx, msg)
+		return err == nil || errors.As(err, &api)
+	})
+	if api == nil || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		t.Errorf("an event with the fence of the term at marker %d: %v, want refused with error code %d", stale.seq,
+			err, jetstream.JSErrCodeStreamWrongLastSequence)
+	}
+	if after, err := r.lastSeq(); err != nil || after != before {
+		t.Errorf("events stream's last sequence %d after the stale write (%v), %d before", after, err, before)
+	}
 }
