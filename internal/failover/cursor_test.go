@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 			out := leader.command("cursor", "show")
 			for _, want := range []string{
 				"stream:       TRACKING_EVENTS\n",
-				"resume after: " + point + "\n",
+				"resume after: " + shownPoint(point) + "\n",
 				fmt.Sprintf("leader:       %s (pid %d, instance %s, epoch %d)\n", st.Lease.Self.Name, leader.proc.PID(),
 					st.Lease.Self.Instance, st.Lease.Holder.Epoch),
 			} {
@@ -155,7 +156,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 			if tc.stored {
 				point = r.tailResumeAfter()
 				out = next.command("cursor", "show")
-				if !strings.Contains(out, "resume after: "+point+"\n") || !strings.Contains(out, fmt.Sprintf("(pid %d,", next.proc.PID())) {
+				if !strings.Contains(out, "resume after: "+shownPoint(point)+"\n") || !strings.Contains(out, fmt.Sprintf("(pid %d,", next.proc.PID())) {
 					t.Errorf("cursor show after the restart printed\n%s\nwant resume after %s, leader pid %d", out, point, next.proc.PID())
 				}
 			}
@@ -220,6 +221,14 @@ func (r *rig) lastStored() time.Time {
 		return time.Time{}
 	}
 	return m.Time
+}
+
+// shownPoint is a resume point as `bridge cursor show` prints it.
+func shownPoint(after string) string {
+	if after == "" {
+		return "(the upstream's beginning)"
+	}
+	return after
 }
 
 // tailResumeAfter returns the Bridge-Resume-After of the newest event in the events stream (fence
@@ -298,15 +307,19 @@ func TestCursorRestartAppliesOnce(t *testing.T) {
 	})
 	r.phase("stopping the bridges")
 	for _, b := range r.bridges {
-		b.stop()
+		b.signal(syscall.SIGTERM) // both at once: neither takes over from the other
+	}
+	for _, b := range r.bridges {
+		b.waitExit()
 	}
 	c := r.addBridge("c", ns.URL(), false)
 	r.waitLeader(30*time.Second, nil)
-	testutil.EventuallyState(t, 30*time.Second, "the new bridge read the upstream up to the last event", func() (bool, string) {
+	// Every event up to the last one settled (stored, or known stored): as far as the log goes.
+	testutil.EventuallyState(t, 30*time.Second, "the new bridge settled the upstream's events up to the last", func() (bool, string) {
 		s, err := c.status()
-		return err == nil && s.Stream.LastReceivedID == sim.EventID(n), fmt.Sprintf("%+v %v", s, err)
+		return err == nil && s.Stream.ResumeAfter == sim.EventID(n), fmt.Sprintf("%+v %v", s, err)
 	})
-	c.stop() // its publishes in flight settle before it exits
+	c.stop()
 	ids := r.up.Sim().Stats().LastEventIDs
 	t.Logf("the new bridge asked the upstream to resume after %q", ids[len(ids)-1])
 

@@ -109,24 +109,41 @@ func (r *rig) addBridge(name, natsURL string, proxied bool) *bridge {
 	return b
 }
 
-// start starts a new run of the bridge; the previous one must have exited.
+// start starts a new run of the bridge, the previous one having exited, and waits until its /status
+// answers for its own pid. The HTTP port was free when it was picked, but another process may take it
+// before the bridge binds it; the bridge then exits, and starts again on another port.
 func (b *bridge) start() {
 	t := b.r.t
 	t.Helper()
 	if b.proc != nil && !b.proc.Exited() {
 		t.Fatalf("bridge %s: started while its pid %d runs", b.name, b.proc.PID())
 	}
-	env := make(map[string]string, len(b.r.env)+2)
-	for k, v := range b.r.env {
-		env[k] = v
+	for attempt := 0; ; attempt++ {
+		env := make(map[string]string, len(b.r.env)+2)
+		for k, v := range b.r.env {
+			env[k] = v
+		}
+		env["BRIDGE_NATS_URL"] = b.nats
+		env["BRIDGE_HTTP_ADDR"] = b.addr
+		b.env = env
+		b.runs++
+		fmt.Fprintf(b.out, "=== %s run %d\n", b.name, b.runs)
+		b.proc = testutil.StartProcess(t, b.out, b.r.bin, []string{"run"}, env)
+		b.pause = false
+		var up bool
+		testutil.Eventually(t, 30*time.Second, b.name+" answers /status", func() bool {
+			st, err := b.status()
+			up = err == nil && st.Lease.Self.PID == b.proc.PID()
+			return up || b.proc.Exited()
+		})
+		if up {
+			return
+		}
+		if attempt == 3 || !strings.Contains(b.out.String(), "address already in use") {
+			t.Fatalf("bridge %s exited at start-up:\n%s", b.name, tail(b.out.String(), 20))
+		}
+		b.addr = testutil.FreeAddr(t)
 	}
-	env["BRIDGE_NATS_URL"] = b.nats
-	env["BRIDGE_HTTP_ADDR"] = b.addr
-	b.env = env
-	b.runs++
-	fmt.Fprintf(b.out, "=== %s run %d\n", b.name, b.runs)
-	b.proc = testutil.StartProcess(t, b.out, b.r.bin, []string{"run"}, env)
-	b.pause = false
 }
 
 // running reports whether the bridge's process runs and answers (not stopped with SIGSTOP).
@@ -318,6 +335,20 @@ func (r *rig) dumpLogs() {
 	}
 }
 
+// grepLines returns the last n lines of s that contain any of parts.
+func grepLines(s string, n int, parts ...string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		for _, p := range parts {
+			if strings.Contains(line, p) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
 // tail returns the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -410,6 +441,11 @@ func (r *rig) takeover(what string, old *bridge, from time.Time, bound time.Dura
 	r.measure(what+": next leader's /status says leader", d)
 	if d > bound {
 		r.t.Errorf("%s: the next leader took over after %v, want within %v", what, d, bound)
+	}
+	if old.proc.Exited() && d > time.Second {
+		// A clean stop releases the lease at once: show why this one did not.
+		r.t.Logf("%s: slow handover; the old leader's last lines of the lease and the event path:\n%s", what,
+			grepLines(old.out.String(), 8, `"component":"lease"`, `"component":"leader"`, `"component":"publish"`))
 	}
 	var marker uint64
 	testutil.Eventually(r.t, within, "the new leader's fence marker", func() bool {
