@@ -15,8 +15,10 @@ const (
 	leaseTTL  = 2 * time.Second
 	dupWindow = time.Second
 	// failoverBound is the generous bound on a failover after SIGKILL, SIGSTOP or a cut: the lease's TTL
-	// and 5 s for a shared, noisy machine. (A clean stop is bounded by 5 s.)
+	// and 5 s for a shared, noisy machine.
 	failoverBound = leaseTTL + 5*time.Second
+	// cleanStopBound bounds a handover after SIGTERM: the old leader releases the lease as it stops.
+	cleanStopBound = 5 * time.Second
 )
 
 // TestFailoverOnCluster is the long run of issue 13 on a 3-node cluster: three bridges with R3 streams and
@@ -64,7 +66,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	// SIGTERM: a clean stop hands the lease over at once.
 	from = time.Now()
 	leader.signal(syscall.SIGTERM)
-	next = r.takeover("SIGTERM", leader, from, 5*time.Second)
+	next = r.takeover("SIGTERM", leader, from, cleanStopBound)
 	leader.waitExit()
 	leader.start()
 	leader.waitStandby(30 * time.Second)
@@ -189,7 +191,7 @@ func TestRollingUpdate(t *testing.T) {
 		from := time.Now()
 		old.signal(syscall.SIGTERM)
 		if next := r.takeover(fmt.Sprintf("rolling update %d (SIGTERM to the old replica)", i+1), old, from,
-			5*time.Second); next != nw {
+			cleanStopBound); next != nw {
 			t.Fatalf("bridge %s leads, want %s", next.name, nw.name)
 		}
 		old.waitExit()
