@@ -43,6 +43,7 @@ func (b *bridge) command(args ...string) string {
 // duplicates); past it the replay is stored again, each of the 100 events once more, after the restart
 // marker.
 func TestCursorShowAndRestart(t *testing.T) {
+	t.Parallel()
 	const n, after = 400, 300
 	for _, tc := range []struct {
 		name   string

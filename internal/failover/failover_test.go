@@ -227,7 +227,7 @@ func TestFencingOnOneServer(t *testing.T) {
 			b.waitStandby(30 * time.Second)
 		}
 	}
-	r.waitEvents(1000, 30*time.Second)
+	r.waitEvents(600, 30*time.Second)
 
 	r.phase("%s cut off from NATS", leader.name)
 	from := time.Now()
@@ -236,7 +236,7 @@ func TestFencingOnOneServer(t *testing.T) {
 	pastWindow(t, r, from)
 	leader.px.Thaw()
 	leader.waitStandby(30 * time.Second)
-	r.waitMoreEvents(500, 30*time.Second)
+	r.waitMoreEvents(300, 30*time.Second)
 	leader = next
 
 	r.phase("SIGSTOP to %s", leader.name)
@@ -246,7 +246,7 @@ func TestFencingOnOneServer(t *testing.T) {
 	pastWindow(t, r, from)
 	leader.signal(syscall.SIGCONT)
 	leader.waitStandby(30 * time.Second)
-	r.waitMoreEvents(500, 30*time.Second)
+	r.waitMoreEvents(300, 30*time.Second)
 
 	r.phase("verifying")
 	r.verify(60 * time.Second)
