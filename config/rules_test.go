@@ -146,6 +146,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		NATSConnected:  func() bool { return true },
 		NATSReconnects: func() uint64 { return 0 },
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
+		Leader:         func() bool { return true },
 	})
 	m.Published("GATE_IN")
 	m.Received(&event.Event{ID: "x"})

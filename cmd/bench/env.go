@@ -78,7 +78,25 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-serve-nats", filepath.Join(dir, "jetstream"), "-nats-addr", addr)
+	args := []string{"-serve-nats", filepath.Join(dir, "jetstream"), "-nats-addr", addr}
+	urls := []string{"nats://" + addr}
+	if o.cluster {
+		var peers, routes []string
+		for i := range 5 {
+			a, err := bench.FreeAddr()
+			if err != nil {
+				return nil, err
+			}
+			if i < 2 {
+				peers = append(peers, a)
+				urls = append(urls, "nats://"+a)
+			} else {
+				routes = append(routes, a)
+			}
+		}
+		args = append(args, "-nats-peers", strings.Join(peers, ","), "-nats-routes", strings.Join(routes, ","))
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
 	if e.natsSrv, err = e.startChild("nats-server", cmd); err != nil {
 		return nil, err
 	}
@@ -87,7 +105,7 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 	if err := bench.WaitTCP(wctx, addr, e.natsSrv.Done()); err != nil {
 		return nil, e.childFailed(e.natsSrv, fmt.Errorf("nats-server not accepting connections: %w", err))
 	}
-	e.natsURL = "nats://" + addr
+	e.natsURL = strings.Join(urls, ",")
 	if e.nc, err = nats.Connect(e.natsURL, nats.Name("bridge-bench")); err != nil {
 		return nil, err
 	}
@@ -95,12 +113,15 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 		return nil, err
 	}
 	for {
-		_, err := e.js.AccountInfo(wctx)
+		// Each attempt bounded: a cluster without a meta leader yet leaves the request unanswered.
+		actx, acancel := context.WithTimeout(wctx, 2*time.Second)
+		_, err := e.js.AccountInfo(actx)
+		acancel()
 		if err == nil {
 			break
 		}
 		if wctx.Err() != nil {
-			return nil, fmt.Errorf("JetStream not ready: %w", err)
+			return nil, fmt.Errorf("JetStream not ready at %s: %w", e.natsURL, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -259,6 +280,9 @@ func (e *benchEnv) bridgeVars(s *benchSim, prefix, httpAddr string) map[string]s
 	}
 	if e.o.window > 0 {
 		vars["BRIDGE_PUBLISH_WINDOW"] = strconv.Itoa(e.o.window)
+	}
+	if e.o.cluster {
+		vars["BRIDGE_STREAM_REPLICAS"] = strconv.Itoa(benchReplicas)
 	}
 	return vars
 }

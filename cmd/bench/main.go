@@ -13,12 +13,16 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 )
@@ -55,6 +59,7 @@ type benchOptions struct {
 	latencyCSV string
 	cpuprofile string
 	memprofile string
+	cluster    bool
 }
 
 func main() {
@@ -103,8 +108,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (child logs, JetStream store)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "instead of comparing, run the bridge once in this process (over -n events, or with -latency at -rate) and write its CPU profile here")
 	fs.StringVar(&o.memprofile, "memprofile", "", "with -cpuprofile: also write the allocation profile here")
+	fs.BoolVar(&o.cluster, "cluster", false, "run JetStream as a 3-node cluster (routes on loopback) with the bridge's streams and lease bucket at 3 replicas; measures the bridge only")
 	serveNATS := fs.String("serve-nats", "", "internal: only run a JetStream server storing in this directory (the benchmark starts itself this way)")
 	natsAddr := fs.String("nats-addr", "127.0.0.1:4222", "internal: listen address for -serve-nats")
+	natsPeers := fs.String("nats-peers", "", "internal: with -serve-nats, the client addresses of two more cluster nodes")
+	natsRoutes := fs.String("nats-routes", "", "internal: with -serve-nats, the three nodes' route addresses")
 	fs.Usage = func() { benchUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,7 +124,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Errorf("bench takes no arguments, got %q", fs.Args())}
 	}
 	if *serveNATS != "" {
-		return serveBenchNATS(ctx, *serveNATS, *natsAddr)
+		return serveBenchNATS(ctx, *serveNATS, *natsAddr, *natsPeers, *natsRoutes)
+	}
+	if o.cluster {
+		o.skipRef = true // refpipe makes its own single-replica stream: no yardstick on a cluster
 	}
 	switch {
 	case o.n < 2:
@@ -194,21 +205,63 @@ Flags:
 }
 
 // serveBenchNATS is the nats-server child: an embedded server with JetStream until ctx is done.
-func serveBenchNATS(ctx context.Context, dir, addr string) error {
-	_, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usageError{fmt.Errorf("-nats-addr: %w", err)}
+func serveBenchNATS(ctx context.Context, dir, addr, peers, routes string) error {
+	addrs := []string{addr}
+	if peers != "" {
+		addrs = append(addrs, strings.Split(peers, ",")...)
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return usageError{fmt.Errorf("-nats-addr: %w", err)}
+	var routeAddrs []string
+	if routes != "" {
+		routeAddrs = strings.Split(routes, ",")
 	}
-	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Port: port})
-	if err != nil {
-		return err
+	if len(addrs) > 1 && len(routeAddrs) != len(addrs) {
+		return usageError{errors.New("-nats-routes needs one address per node")}
+	}
+	var nodes []*server.Server
+	defer func() {
+		for _, ns := range nodes {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}()
+	for i, a := range addrs {
+		port, err := benchPort(a)
+		if err != nil {
+			return usageError{fmt.Errorf("-nats-addr/-nats-peers: %w", err)}
+		}
+		o := embedded.Options{StoreDir: dir, Port: port}
+		if len(addrs) > 1 {
+			o.StoreDir = filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+			o.Configure = benchClusterNode(i, routeAddrs)
+		}
+		ns, err := embedded.Start(o)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, ns)
 	}
 	<-ctx.Done()
-	ns.Shutdown()
-	ns.WaitForShutdown()
 	return nil
+}
+
+// benchClusterNode configures node i of the benchmark's cluster, routed to every node's route address.
+func benchClusterNode(i int, routes []string) func(*server.Options) {
+	return func(o *server.Options) {
+		port, _ := benchPort(routes[i])
+		o.ServerName = fmt.Sprintf("n%d", i+1)
+		o.Cluster = server.ClusterOpts{Name: "bench", Host: "127.0.0.1", Port: port}
+		for j, r := range routes {
+			if j != i {
+				o.Routes = append(o.Routes, &url.URL{Scheme: "nats", Host: r})
+			}
+		}
+	}
+}
+
+func benchPort(addr string) (int, error) {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(p)
 }

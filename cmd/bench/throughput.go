@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
@@ -96,6 +98,13 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 	layout := streams.Layout{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	r := benchTPResult{pipeline: "bridge"}
+	if e.o.cluster {
+		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.
+		layout.Replicas, layout.DuplicateWindow = benchReplicas, 2*time.Minute
+		if err := streams.Ensure(ctx, e.js, layout, true, slog.New(slog.DiscardHandler)); err != nil {
+			return r, err
+		}
+	}
 	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-bridge", run), -1, e.o.n)
 	if err != nil {
 		return r, err
@@ -107,7 +116,11 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 		return r, err
 	}
 	defer c.Kill()
-	st, startCPU, seen, err := e.waitStored(ctx, c, layout.Events(), uint64(e.o.n))
+	markers, err := e.fenceMarkers(ctx, layout)
+	if err != nil {
+		return r, e.childFailed(c, err)
+	}
+	st, startCPU, seen, err := e.waitStored(ctx, c, layout.Events(), uint64(e.o.n)+markers)
 	if err != nil {
 		return r, err
 	}
@@ -115,12 +128,52 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 	if err != nil {
 		return r, e.childFailed(c, err)
 	}
+	if markers > 0 {
+		// The rate counts events only, from the first event's storage time.
+		first, err := e.js.Stream(ctx, layout.Events())
+		if err == nil {
+			var m *jetstream.RawStreamMsg
+			if m, err = first.GetMsg(ctx, st.FirstSeq+markers); err == nil {
+				st.FirstTime, st.FirstSeq, st.Msgs = m.Time, m.Sequence, st.Msgs-markers
+			}
+		}
+		if err != nil {
+			return r, err
+		}
+	}
 	r.serverCPU = e.serverCPU() - srv0
 	if dlq, err := bench.StreamState(ctx, e.js, layout.DLQ()); err == nil && dlq.Msgs > 0 {
 		r.note = fmt.Sprintf("%d messages dead-lettered", dlq.Msgs)
 	}
 	r.fill(st, startCPU, u, seen.Sub(c.Started))
 	return r, nil
+}
+
+// benchReplicas is the replicas of the bridge's streams with -cluster.
+const benchReplicas = 3
+
+// fenceMarkers waits for the bridge's first message in the events stream and returns how many fence
+// markers a leader stores before its events (contract §6): publish.FenceWidth when that first message is
+// one, 0 for a build without fencing.
+func (e *benchEnv) fenceMarkers(ctx context.Context, layout streams.Layout) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
+	defer cancel()
+	st, err := bench.WaitStream(ctx, e.js, layout.Events(), 1, benchPoll, nil)
+	if err != nil {
+		return 0, err
+	}
+	s, err := e.js.Stream(ctx, layout.Events())
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.GetMsg(ctx, st.FirstSeq)
+	if err != nil {
+		return 0, err
+	}
+	if strings.HasPrefix(m.Subject, layout.FenceSubject()+".") {
+		return publish.FenceWidth, nil
+	}
+	return 0, nil
 }
 
 func (e *benchEnv) throughputRefpipe(ctx context.Context, run int) (benchTPResult, error) {

@@ -155,6 +155,13 @@ func TestCommands(t *testing.T) {
 		{[]string{"demo"}, 2, "", "go run ./cmd/demo"},
 		{[]string{"bench"}, 2, "", "go run ./cmd/bench"},
 		{[]string{"nonsense"}, 2, "", `unknown command "nonsense"`},
+		{[]string{"cursor"}, 0, "bridge cursor restart -after ID", ""},
+		{[]string{"cursor", "-h"}, 0, "bridge cursor show", ""},
+		{[]string{"cursor", "restart"}, 2, "", "give exactly one of -after ID and -from-beginning"},
+		{[]string{"cursor", "restart", "-after", "x", "-from-beginning"}, 2, "", "give exactly one of"},
+		{[]string{"cursor", "show", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"cursor", "show", "-bogus"}, 2, "", "flag provided but not defined"},
+		{[]string{"cursor", "rewind"}, 2, "", `unknown subcommand "rewind"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)

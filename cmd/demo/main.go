@@ -1,7 +1,8 @@
 // Command demo runs an embedded nats-server with JetStream, the upstream simulator and the bridge's
 // daemon in one process, and shows the events arriving on NATS by type; every few seconds it also
-// publishes a report, which the bridge sends upstream and which comes back as an event. Ctrl-C stops it
-// cleanly. It needs nothing but Go: 'go run ./cmd/demo'.
+// publishes a report, which the bridge sends upstream and which comes back as an event. Once the bridge
+// is up it calls the partner API through NATS (package tracking): a location search, and a booking order
+// created and read back. Ctrl-C stops it cleanly. It needs nothing but Go: 'go run ./cmd/demo'.
 package main
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/simserve"
+	"github.com/tracking-bridge/tracking-bridge/tracking"
 )
 
 func main() {
@@ -146,9 +148,11 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
   simulator         %s  (user demo / demo)
   bridge            %s/status  (also /readyz, /metrics)
   watch it yourself nats sub '%s.events.>' --server %s
+  call the API      nats req %s.api.orders.list '' --server %s
   Ctrl-C stops the demo.
 
-`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL())
+`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL(),
+		cfg.SubjectPrefix, ns.ClientURL())
 
 	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, o.quiet)
 	if err != nil {
@@ -159,6 +163,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if o.reportEvery > 0 {
 		go w.report(ctx, cfg.SubjectPrefix, s.TrackedOrders("demo"), o.reportEvery)
 	}
+	go w.callAPI(ctx, cfg.SubjectPrefix)
 	err = b.Run(ctx)
 	w.summary()
 	return err
@@ -168,13 +173,14 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 const demoPlate = "DEMO-REPORT-"
 
 // report plays a producer (a gate camera): it publishes a TrackingEventReport to P.reports through
-// JetStream, with a Nats-Msg-Id, every interval. The bridge sends it upstream; the simulator feeds it into
-// the stream, and it comes back on P.events.GATE_IN.
+// JetStream, with a Nats-Msg-Id, every interval (tracking.Reporter). The bridge sends it upstream; the
+// simulator feeds it into the stream, and it comes back on P.events.GATE_IN.
 func (w *watcher) report(ctx context.Context, prefix string, orders []sim.TrackingOrder, every time.Duration) {
 	js, err := jetstream.New(w.nc)
 	if err != nil || len(orders) == 0 {
 		return
 	}
+	reporter := tracking.NewReporter(js, prefix)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for n := 1; ; n++ {
@@ -188,19 +194,88 @@ func (w *watcher) report(ctx context.Context, prefix string, orders []sim.Tracki
 			`"observation":{"observedMeansOfTransport":{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE",`+
 			`"licensePlate":"%s%d","forwarder":"Demo Haulage"}}}},"reporter":{"name":"demo gate camera"}}`,
 			o.OrderID, o.PositionID, time.Now().UTC().Format(time.RFC3339), demoPlate, n)
-		msg := &nats.Msg{Subject: prefix + ".reports", Data: []byte(body), Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("demo-camera-%d-%d", os.Getpid(), n))
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := js.PublishMsg(pctx, msg)
+		r, err := reporter.ReportJSON(pctx, []byte(body), fmt.Sprintf("demo-camera-%d-%d", os.Getpid(), n))
 		cancel()
 		if err == nil {
 			w.mu.Lock()
 			w.reportsSent++
 			w.mu.Unlock()
 			fmt.Fprintf(w.out, "  ->    report %s%d published on %s (stream %s, seq %d)\n",
-				demoPlate, n, msg.Subject, ack.Stream, ack.Sequence)
+				demoPlate, n, tracking.Subjects{Prefix: prefix}.Reports(), r.Stream, r.Sequence)
 		}
 	}
+}
+
+// callAPI plays a downstream service calling the partner API through the bridge (tracking.Client): it
+// searches the terminals, books a pick-up at the first and reads the order back, and prints what it got.
+// It waits for the bridge's API service to answer, as long as ctx allows.
+func (w *watcher) callAPI(ctx context.Context, prefix string) {
+	client := tracking.NewClient(w.nc, prefix)
+	subject := tracking.Subjects{Prefix: prefix}.API
+	var page *tracking.PaginatedLocationResponse
+	for {
+		var err error
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		page, err = client.SearchLocations(cctx, tracking.SearchLocationsParams{
+			Type: new(tracking.LocationTypeADMINISTRATIVETERMINAL), PageSize: new(int32(3))})
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, tracking.ErrNoResponders) && !errors.Is(err, tracking.ErrUnavailable) {
+			fmt.Fprintf(w.out, "  API   %s failed: %v\n", subject(tracking.OpSearchLocations), err)
+			return
+		}
+		select { // the bridge is still starting
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  API   %s {\"type\":\"ADMINISTRATIVE_TERMINAL\",\"pageSize\":3}\n", subject(tracking.OpSearchLocations))
+	if page.Data == nil || len(*page.Data) == 0 {
+		fmt.Fprintf(w.out, "%s          no terminal found\n", b.String())
+		return
+	}
+	for _, l := range *page.Data {
+		fmt.Fprintf(&b, "          %-8s %s\n", deref(l.Id), l.Designation)
+	}
+	terminal := deref((*page.Data)[0].Id)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	created, err := client.CreateOrder(cctx, tracking.BookingOrder{
+		TerminalId: terminal, Action: tracking.BookingActionPICKUP, Reference: "DEMO-PICKUP-1",
+		Unit: tracking.BookingUnit{LoadingState: tracking.LoadingStateFULL, IsoCode: new("22G1")},
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(w.out, "%s  API   %s failed: %v\n", b.String(), subject(tracking.OpCreateOrder), err)
+		}
+		return
+	}
+	fmt.Fprintf(&b, "  API   %s: created booking order %s (pick-up at %s)\n", subject(tracking.OpCreateOrder), created.Id, terminal)
+	order, err := client.GetOrder(cctx, created.Id)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(w.out, "%s  API   %s failed: %v\n", b.String(), subject(tracking.OpGetOrder), err)
+		}
+		return
+	}
+	fmt.Fprintf(&b, "  API   %s {\"id\":%q}: %s at %s, reference %s, unit %s %s\n", subject(tracking.OpGetOrder), created.Id,
+		order.Action, order.TerminalId, order.Reference, order.Unit.LoadingState, deref(order.Unit.IsoCode))
+	fmt.Fprint(w.out, b.String())
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
 }
 
 // watcher is the demo's downstream consumer: a plain NATS subscriber to P.events.> that prints what it

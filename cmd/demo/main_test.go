@@ -14,8 +14,8 @@ import (
 )
 
 // TestDemoRuns runs the README's first command, 'go run ./cmd/demo', for a few seconds: events flow from the
-// simulator through the bridge to the watcher, a report makes the round trip, it stops cleanly with exit
-// code 0, and every log line names each attribute once (the bridge's parts add their own "component").
+// simulator through the bridge to the watcher, a report makes the round trip, the API answers a location
+// search and an order created and read back, it stops cleanly with exit code 0, and every log line names each attribute once (the bridge's parts add their own "component").
 // The banner gives the bridge's /status URL on the -http-addr, which answers while the demo runs.
 func TestDemoRuns(t *testing.T) {
 	var stdout, stderr testutil.Buffer
@@ -55,6 +55,15 @@ func TestDemoRuns(t *testing.T) {
 	if events < 40 || sent < 2 || back < 1 || back > sent {
 		t.Errorf("demo summary: %d events, %d reports sent, %d back; want events to flow and reports to return:\n%s",
 			events, sent, back, out)
+	}
+	for _, want := range []string{
+		"  API   tracking.api.locations.search {\"type\":\"ADMINISTRATIVE_TERMINAL\",\"pageSize\":3}\n          L10001   Terminal Duisburg-Ruhrort\n",
+		"  API   tracking.api.orders.create: created booking order BO-00000001 (pick-up at L10001)\n",
+		"  API   tracking.api.orders.get {\"id\":\"BO-00000001\"}: PICK_UP at L10001, reference DEMO-PICKUP-1, unit FULL 22G1\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
 	}
 	logs := stderr.String()
 	if !strings.Contains(logs, "in-flight publishes completed") {

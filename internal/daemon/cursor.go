@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -20,8 +21,11 @@ import (
 type Cursor struct {
 	Stream string `json:"stream"`
 	// ResumeAfter is the id the next connection sends as Last-Event-ID; "" means the upstream's beginning.
-	// A pending restart directive (`bridge cursor restart`) is taken into account.
+	// A pending restart directive (`bridge cursor restart`) is taken into account. It may lag LastEvent by
+	// up to a publish window: the events stored after it are recognised when the upstream replays them.
 	ResumeAfter string `json:"resume_after"`
+	// LastEvent is the id of the newest event in the stream (Tracking-Event-Id); "" when none.
+	LastEvent string `json:"last_event"`
 	// Holder is the lease's holder; nil while nobody leads.
 	Holder *lease.Holder `json:"holder"`
 }
@@ -43,6 +47,16 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 	}
 	defer p.Close()
 	if c.ResumeAfter, err = p.Resume(ctx); err != nil {
+		return c, err
+	}
+	s, err := js.Stream(ctx, layout.Events())
+	if err != nil {
+		return c, err
+	}
+	switch m, err := s.GetLastMsgForSubject(ctx, cfg.SubjectPrefix+".events.>"); {
+	case err == nil:
+		c.LastEvent = m.Header.Get(publish.HeaderEventID)
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return c, err
 	}
 	h, ok, err := lease.Read(ctx, js, layout.Leases(), "")

@@ -183,7 +183,7 @@ func (h *harness) storedCount(stream string) int {
 	}
 	n := int(info.State.Msgs)
 	for subject, count := range info.State.Subjects {
-		if strings.HasSuffix(subject, ".leader") {
+		if testutil.IsFence(subject) {
 			n -= int(count)
 		}
 	}
@@ -218,7 +218,7 @@ func (h *harness) stored(stream string) []jetstream.Msg {
 			h.t.Fatal(err)
 		}
 	}
-	return slices.DeleteFunc(out, func(m jetstream.Msg) bool { return strings.HasSuffix(m.Subject(), ".leader") })
+	return slices.DeleteFunc(out, func(m jetstream.Msg) bool { return testutil.IsFence(m.Subject()) })
 }
 
 // waitStored waits until a stream holds n messages.

@@ -140,6 +140,11 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 		nats.ReconnectBufSize(32 << 20),
 		nats.FlusherTimeout(cfg.PublishTimeout),
 		nats.ReconnectOnFlusherError(),
+		// A server that stopped answering without closing the connection is noticed by a write that does
+		// not go through (above) while events flow, and by two unanswered pings when little is written: a
+		// standby, or a leader that stopped leading because its lease renewals went unanswered.
+		nats.PingInterval(cfg.PublishTimeout),
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			state.set(nats.RECONNECTING, err)
 			if err != nil {

@@ -229,6 +229,7 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 func (r *runner) demote(reason string) {
 	r.mu.Lock()
 	was := r.leading
+	epoch := r.holder.Epoch
 	r.leading = false
 	r.validUntil = time.Time{}
 	if r.rev == 0 {
@@ -240,16 +241,10 @@ func (r *runner) demote(reason string) {
 	if !was {
 		return
 	}
-	r.log.Info("stopped leading", "reason", reason, "epoch", r.holderEpoch())
+	r.log.Info("stopped leading", "reason", reason, "epoch", epoch)
 	if r.cfg.OnChange != nil {
 		r.cfg.OnChange(false)
 	}
-}
-
-func (r *runner) holderEpoch() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.holder.Epoch
 }
 
 // release deletes the key on condition that it is still at this process's last revision.

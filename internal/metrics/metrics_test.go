@@ -281,6 +281,7 @@ func TestDocumented(t *testing.T) {
 		NATSConnected:  func() bool { return true },
 		NATSReconnects: func() uint64 { return 0 },
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
+		Leader:         func() bool { return true },
 	})
 	m.Published("X")
 	m.AckLatency(0)

@@ -75,8 +75,34 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	p.eventsMax = max(int64(info.Config.MaxMsgSize), 0)
 	p.readDLQLimit(ctx)
 	st := info.State
-	if st.Msgs == 0 {
-		p.log.Info("events stream empty; starting from the upstream's beginning", "stream", p.cfg.EventsStream)
+	// The newest message on P.events.>: the fence's markers after it are not read one by one.
+	last, err := lastSeqOf(ctx, s, p.events+">")
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	if p.cfg.FenceSubject != "" {
+		// A restart directive newer than every event applies (`bridge cursor restart`).
+		d, err := s.GetLastMsgForSubject(ctx, restartSubject(p.cfg.FenceSubject))
+		switch {
+		case err == nil && d.Sequence > last:
+			if a, ok := restartDirective(d.Header); ok {
+				// Taken once: a replay the duplicate window absorbs entirely stores no event after the
+				// directive, which would otherwise stay newer than every event for the next leader too.
+				if err := p.takeDirective(ctx); err != nil {
+					return err
+				}
+				if resume, ok := ParseHeaderID(a); a == "" || ok && event.Resumable(resume) {
+					return p.restartAt(a)
+				}
+				p.log.Error("restart directive names an id the stream cannot resume after; ignored",
+					"resume_after", a, "stream", p.cfg.EventsStream)
+			}
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+		}
+	}
+	if last == 0 {
+		p.log.Info("events stream holds no event; starting from the upstream's beginning", "stream", p.cfg.EventsStream)
 		return nil
 	}
 	limit := uint64(2*len(p.ring) + 1000)
@@ -84,7 +110,8 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	skip := map[string]struct{}{}
 	found, newest := false, false
 	more := len(p.ring) // messages read past the resume point's own (see below)
-	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && more > 0; seq-- {
+	read := uint64(0)   // messages read, the fence's markers not counted
+	for seq := last; seq >= st.FirstSeq && seq > 0 && read < limit && more > 0; seq-- {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
@@ -92,13 +119,10 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
 		}
-		if !newest && p.cfg.FenceSubject != "" && m.Subject == p.cfg.FenceSubject {
-			// A fence marker newer than every event: an operator's restart directive applies.
-			if a, ok := restartDirective(m.Header); ok {
-				return p.restartAt(a)
-			}
+		if isFence(p.cfg.FenceSubject, m.Subject) {
 			continue
 		}
+		read++
 		if !newest {
 			if foreign(m.Header) {
 				continue
@@ -126,7 +150,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	}
 	if !newest {
 		p.log.Warn("no event written by the bridge in the stream tail; starting from the upstream's beginning",
-			"stream", p.cfg.EventsStream, "messages_read", min(limit, st.LastSeq-st.FirstSeq+1))
+			"stream", p.cfg.EventsStream, "messages_read", read)
 	}
 	if !found && after != "" {
 		p.log.Warn("resume point not found in the stream tail; relying on the duplicate window",
@@ -149,13 +173,22 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	return nil
 }
 
+// lastSeqOf returns the sequence of the stream's newest message on subject (a filter), 0 when none.
+func lastSeqOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, error) {
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
 // restartAt sets the cursor to a restart directive's resume point (header form, "" for the beginning),
 // with nothing to skip: the upstream's replay is stored again, beyond the duplicate window.
 func (p *Publisher) restartAt(after string) error {
-	resume, ok := ParseHeaderID(after)
-	if after != "" && (!ok || !event.Resumable(resume)) {
-		return fmt.Errorf("restart directive on %s names an unusable id %q", p.cfg.FenceSubject, after)
-	}
+	resume, _ := ParseHeaderID(after)
 	p.resume, p.resumeHdr = resume, after
 	p.posID, p.posN = resume, 0
 	p.setLastResume(resume)
@@ -165,6 +198,17 @@ func (p *Publisher) restartAt(after string) error {
 	} else {
 		p.log.Warn("restarting the upstream stream after the requested id", "resume_after", after,
 			"stream", p.cfg.EventsStream)
+	}
+	return nil
+}
+
+// takeDirective records on P.leader.restart that the restart directive there was taken, so that no later
+// leader takes it again. A leader that dies before storing an event of the replay loses the replay: the
+// operator runs the command again.
+func (p *Publisher) takeDirective(ctx context.Context) error {
+	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: nats.Header{HeaderRestart: {restartTaken}}}
+	if _, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream)); err != nil {
+		return fmt.Errorf("recording the restart directive as taken: %w", err)
 	}
 	return nil
 }

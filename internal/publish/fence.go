@@ -4,19 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
-// moved the fence (contract §6): this publisher must stop, and its process must stop leading. The
+// stored its markers (contract §6): this publisher must stop, and its process must stop leading. The
 // Publisher is of no further use.
 var ErrFenced = errors.New("fenced out: another bridge took over the events stream")
 
-// Headers of a marker on the fence subject. A marker stored by `bridge cursor restart` carries a restart
-// directive: the next leader resumes the upstream stream after HeaderRestartAfter, or from its beginning,
-// instead of after the last stored event.
+// FenceWidth is the number of fence subjects, P.leader.0 … P.leader.<FenceWidth-1>, and so the most
+// events a fenced publisher has in flight. Every event checks the subject of its window entry (its
+// sequence number modulo FenceWidth), so no two events in flight check the same subject: on a replicated
+// stream JetStream refuses a second check on a subject while the first is being applied (10164), which
+// would otherwise allow one event in flight at a time. Every new leader stores a marker on each subject.
+const FenceWidth = 1024
+
+// Headers of a marker on the fence subjects, and of a restart directive on P.leader.restart, which
+// `bridge cursor restart` stores after a full set of markers: the next leader resumes the upstream stream
+// after HeaderRestartAfter, or from its beginning, instead of after the last stored event.
 const (
 	HeaderLeader       = "Bridge-Leader"        // the marker's writer: a holder's name, or "operator"
 	HeaderRestart      = "Bridge-Restart"       // "after" or "beginning"
@@ -27,66 +38,118 @@ const (
 const (
 	RestartAfter     = "after"
 	RestartBeginning = "beginning"
+	restartTaken     = "taken" // a leader took the directive before it (see Publisher.takeDirective)
 )
 
-// fence is the check every event of a leader carries: the fence subject's last message is still the
-// marker this leader stored, at stream sequence seq. Zero: not fenced.
+// fence is the check every event of a leader carries: the last message on the fence subject of its
+// window entry is still the marker this leader stored there. Empty: not fenced.
 type fence struct {
-	subject string
-	seq     uint64
+	subjects []string // P.leader.<j>
+	seqs     []string // the stream sequence of this leader's marker on subjects[j], as the header carries it
 }
 
-// Claim stores this leader's marker on the fence subject (Config.FenceSubject) and makes every later event
-// conditional on it: once another leader stores its own marker, JetStream refuses this publisher's events,
-// and Handle returns ErrFenced. Call it once, before the first Resume, after acquiring the lease: a former
-// leader's event stored before the marker is then counted by the cursor Resume reads, and one arriving
-// after it is refused. leader names the holder in the marker (HeaderLeader) and body is stored as its data.
+func (f *fence) on() bool { return len(f.subjects) > 0 }
+
+// check returns the fence subject and marker sequence the entry with sequence number seq checks.
+func (f *fence) check(seq uint64) (subject, markerSeq string) {
+	j := seq % uint64(len(f.subjects))
+	return f.subjects[j], f.seqs[j]
+}
+
+// fenceSubject returns P.leader.<j>.
+func fenceSubject(base string, j int) string { return base + "." + strconv.Itoa(j) }
+
+// restartSubject returns P.leader.restart, where restart directives go.
+func restartSubject(base string) string { return base + ".restart" }
+
+// isFence reports whether subject is one of the fence subjects under base (markers and directives).
+func isFence(base, subject string) bool {
+	return base != "" && len(subject) > len(base) && subject[len(base)] == '.' && strings.HasPrefix(subject, base)
+}
+
+// Claim stores this leader's markers on the fence subjects (Config.FenceSubject.<j>) and makes every later
+// event conditional on them: once another leader stores its own, JetStream refuses this publisher's
+// events, and Handle returns ErrFenced. Call it once, before the first Resume, after acquiring the lease:
+// a former leader's event stored before the markers is then counted by the cursor Resume reads, and one
+// arriving after them is refused. leader names the holder in the markers (HeaderLeader) and body is
+// stored as the first marker's data.
 func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cfg.FenceSubject == "" {
 		return errors.New("publish: Claim without Config.FenceSubject")
 	}
-	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body)
 	if err != nil {
-		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+		return err
 	}
-	m := &nats.Msg{Subject: p.cfg.FenceSubject, Data: body, Header: nats.Header{HeaderLeader: {headerValue(leader)}}}
-	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream))
-	if err != nil {
-		return fmt.Errorf("storing the fence marker on %s: %w", p.cfg.FenceSubject, err)
+	f := fence{subjects: make([]string, FenceWidth), seqs: make([]string, FenceWidth)}
+	for j := range FenceWidth {
+		f.subjects[j] = fenceSubject(p.cfg.FenceSubject, j)
+		f.seqs[j] = strconv.FormatUint(seqs[j], 10)
 	}
-	p.fence = fence{subject: p.cfg.FenceSubject, seq: ack.Sequence}
-	p.serial = s.CachedInfo().Config.Replicas > 1
-	p.hdr = newHeaderSet(p.cfg.Source, p.fence)
-	p.log.Info("fence claimed", "subject", p.fence.subject, "seq", ack.Sequence, "serial", p.serial)
+	p.fence = f
+	p.log.Info("fence claimed", "subjects", p.cfg.FenceSubject+".>", "first_seq", seqs[0], "last_seq", seqs[FenceWidth-1])
 	return nil
 }
 
-// RequestRestart stores a marker with a restart directive on the fence subject of the events stream: the
-// leader in office is fenced out at its next event (it stops, and the lease passes on), and the next
-// leader resumes the upstream stream after the id (beginning false) or from its beginning. It never
-// touches the stream otherwise.
-func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceSubject, after string, beginning bool) (uint64, error) {
-	h := nats.Header{HeaderLeader: {"operator"}}
-	if beginning {
-		h.Set(HeaderRestart, RestartBeginning)
-	} else {
-		if after == "" {
-			return 0, errors.New("an event id to restart after is required")
+// storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences.
+func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte) ([]uint64, error) {
+	futures := make([]jetstream.PubAckFuture, FenceWidth)
+	for j := range FenceWidth {
+		m := &nats.Msg{Subject: fenceSubject(base, j), Header: nats.Header{HeaderLeader: {leader}}}
+		if j == 0 {
+			m.Data = body
 		}
+		f, err := js.PublishMsgAsync(m, jetstream.WithExpectStream(stream))
+		if err != nil {
+			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
+		}
+		futures[j] = f
+	}
+	seqs := make([]uint64, FenceWidth)
+	for j, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			seqs[j] = ack.Sequence
+		case err := <-f.Err():
+			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, ctx.Err())
+		}
+	}
+	return seqs, nil
+}
+
+// RequestRestart stores a full set of markers on the fence subjects, which fences the leader in office out
+// of the events stream, then a restart directive on P.leader.restart: the next leader resumes the upstream
+// stream after the id (beginning false) or from its beginning. It never touches the stream otherwise.
+// It returns the directive's stream sequence.
+func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
+	h := nats.Header{HeaderLeader: {"operator"}}
+	switch {
+	case beginning:
+		h.Set(HeaderRestart, RestartBeginning)
+	case after == "":
+		return 0, errors.New("an event id to restart after is required")
+	case !event.Resumable(after):
+		return 0, fmt.Errorf("the id %q cannot be sent back as Last-Event-ID (control characters or edge white space)", after)
+	default:
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: fenceSubject, Header: h}, jetstream.WithExpectStream(stream))
+	if _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil); err != nil {
+		return 0, err
+	}
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))
 	if err != nil {
-		return 0, fmt.Errorf("storing the restart marker on %s: %w", fenceSubject, err)
+		return 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), err)
 	}
 	return ack.Sequence, nil
 }
 
-// restartDirective returns the resume point a fence marker's restart directive names, in header form
-// ("" for the beginning); ok is false for a marker without a usable one.
+// restartDirective returns the resume point a restart directive names, in header form ("" for the
+// beginning); ok is false for a message without a usable one.
 func restartDirective(h nats.Header) (after string, ok bool) {
 	switch h.Get(HeaderRestart) {
 	case RestartBeginning:
@@ -98,18 +161,19 @@ func restartDirective(h nats.Header) (after string, ok bool) {
 	return "", false
 }
 
-// fencedOut reports whether the entry's publish was refused by the fence: its check on the fence subject
-// failed because another marker was stored since this leader's. (A second check in flight on a
-// replicated stream is refused with another code, 10164, which is sent again like any refusal.)
+// fencedOut reports whether the entry's publish was refused by the fence: its check on a fence subject
+// failed because another marker was stored there since this leader's. (A check refused while another on
+// the same subject is being applied, 10164, is sent again like any refusal.)
 func (p *Publisher) fencedOut(e *pending) bool {
 	var api *jetstream.APIError
-	return p.fence.seq > 0 && e.dead == nil && errors.As(e.err, &api) &&
+	return p.fence.on() && e.dead == nil && errors.As(e.err, &api) &&
 		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // errFenced logs the fencing and returns ErrFenced with the refusal.
 func (p *Publisher) errFenced(e *pending) error {
-	p.log.Warn("events refused by the fence: another bridge leads now; stopping", "subject", p.fence.subject,
-		"fence_seq", p.fence.seq, "event_id", e.id, "err", e.err)
+	subject, seq := p.fence.check(e.seq)
+	p.log.Warn("events refused by the fence: another bridge leads now; stopping", "fence_subject", subject,
+		"fence_seq", seq, "event_id", e.id, "err", e.err)
 	return fmt.Errorf("%w: %w", ErrFenced, e.err)
 }

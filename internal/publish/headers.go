@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -28,9 +27,10 @@ const (
 // one: nats.go serialises the headers inside PublishMsg, so the map is free again when it returns, and
 // only headers that come or go between events touch the map.
 type headerSet struct {
-	h    nats.Header
-	vals [numHeaders][1]string
-	on   [numHeaders]bool
+	fence *fence // the publisher's; its checks are set per event once claimed
+	h     nats.Header
+	vals  [numHeaders][1]string
+	on    [numHeaders]bool
 }
 
 // The headers of an event message, by index into headerSet.
@@ -62,18 +62,15 @@ var headerNames = [numHeaders]string{
 
 // newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
 // follow the binary content mode of the NATS protocol binding: ce-datacontenttype as well as
-// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue). A claimed
-// fence adds the check that makes JetStream refuse the event once another leader moved the fence.
-func newHeaderSet(source string, f fence) *headerSet {
-	s := &headerSet{h: make(nats.Header, numHeaders)}
+// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue). With a
+// claimed fence, fill adds each event's check, which makes JetStream refuse it once another leader stored
+// its markers.
+func newHeaderSet(source string, f *fence) *headerSet {
+	s := &headerSet{h: make(nats.Header, numHeaders), fence: f}
 	s.set(hContentType, "application/json", true)
 	s.set(hSpecVersion, "1.0", true)
 	s.set(hDataContentType, "application/json", true)
 	s.set(hSource, ceValue(source), true)
-	if f.seq > 0 {
-		s.set(hFenceSeq, strconv.FormatUint(f.seq, 10), true)
-		s.set(hFenceSubject, f.subject, true)
-	}
 	return s
 }
 
@@ -100,6 +97,11 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hTime, e.time, e.time != "")
 	s.set(hResumeAfter, e.after, e.after != "")
 	s.set(hStreamID, e.ownID, e.ownID != "")
+	if s.fence.on() {
+		subject, seq := s.fence.check(e.seq)
+		s.set(hFenceSeq, seq, true)
+		s.set(hFenceSubject, subject, true)
+	}
 }
 
 // How ids travel in the id headers (Nats-Msg-Id, Tracking-Event-Id, ce-id, Bridge-Resume-After,

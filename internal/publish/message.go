@@ -89,9 +89,9 @@ func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
 	}
 	// An upper bound of the header block's size: the fixed names and values take under 320 bytes, the
-	// fence's under 100 and its subject; ce-id
+	// fence's under 100 and its subject's base; ce-id
 	// and ce-type may be percent-encoded (at most three times as long).
-	hsize := 320 + 100 + len(p.fence.subject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
+	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
 	// Only an event near the bound is measured exactly.
 	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
@@ -118,7 +118,7 @@ func (p *Publisher) message(e *pending) *nats.Msg {
 	if e.dead != nil {
 		return e.dead
 	}
-	h := newHeaderSet(p.cfg.Source, p.fence)
+	h := newHeaderSet(p.cfg.Source, &p.fence)
 	h.fill(e)
 	return &nats.Msg{Subject: e.subject, Header: h.h, Data: e.data}
 }

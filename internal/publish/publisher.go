@@ -58,11 +58,9 @@ type Publisher struct {
 	// JetStream refuses a message as too large.
 	eventsMax, dlqMax int64
 
-	// fence is the check every event carries once Claim stored this leader's marker; serial is set when
-	// the events stream is replicated, where JetStream refuses a second check on the fence subject while
-	// one is being applied (10164): then one event is in flight at a time.
-	fence  fence
-	serial bool
+	// fence is the check every event carries once Claim stored this leader's markers; then at most
+	// FenceWidth events are in flight (see FenceWidth).
+	fence fence
 
 	resumeMu   sync.Mutex // guards lastResume, read by LastResumeID from other goroutines
 	lastResume string
@@ -103,7 +101,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	return &Publisher{
+	p := &Publisher{
 		cfg:    cfg,
 		nc:     nc,
 		js:     js,
@@ -116,8 +114,9 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		next:  1,
 		head:  1 % cfg.Window,
 		timer: timer,
-		hdr:   newHeaderSet(cfg.Source, fence{}),
-	}, nil
+	}
+	p.hdr = newHeaderSet(cfg.Source, &p.fence)
+	return p, nil
 }
 
 // Close releases the acknowledgement subscription. Publishes still in flight stay unsettled. The
@@ -166,7 +165,7 @@ func (p *Publisher) Resume(ctx context.Context) (string, error) {
 func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.n == len(p.ring) || p.serial && p.n > 0 {
+	for p.n == len(p.ring) || p.fence.on() && p.n >= FenceWidth {
 		if err := p.settleFront(ctx); err != nil {
 			return err
 		}

@@ -128,6 +128,9 @@ func (p *Publisher) settleStored(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if isFence(p.cfg.FenceSubject, m.Subject) {
+			continue
+		}
 		if seen, ok := want[m.Header.Get(HeaderMsgID)]; ok && !seen {
 			want[m.Header.Get(HeaderMsgID)] = true
 			found++

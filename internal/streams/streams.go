@@ -48,11 +48,15 @@ func (l Layout) DLQ() string     { return l.StreamName("DLQ") }
 // Leases is the key-value bucket of the leader lease, PFX_LEASES.
 func (l Layout) Leases() string { return l.StreamName("LEASES") }
 
-// FenceSubject is P.leader, the events stream's fence: every new leader stores a marker there, and every
-// event it publishes is stored only while that marker is still the subject's last message, so a former
-// leader that was paused or cut off cannot add an event after another took over. It lies outside
-// P.events.>, so event consumers filtering on that never see it.
+// FenceSubject is P.leader, the base of the events stream's fence subjects P.leader.<n> (see
+// publish.FenceWidth) and P.leader.restart: every new leader stores a marker on each, and every event it
+// publishes is stored only while its marker is still the last message of the subject it checks, so a
+// former leader that was paused or cut off cannot add an event after another took over. They lie outside
+// P.events.>, so event consumers filtering on that never see them.
 func (l Layout) FenceSubject() string { return l.Prefix + ".leader" }
+
+// fenceFilter is the events stream's subject filter for the fence subjects, P.leader.>.
+func (l Layout) fenceFilter() string { return l.FenceSubject() + ".>" }
 
 // ReportsSubject is P.reports, where producers publish reports.
 func (l Layout) ReportsSubject() string { return l.Prefix + ".reports" }
@@ -68,7 +72,7 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 	}
 	replicas := max(l.Replicas, 1)
 	return []jetstream.StreamConfig{
-		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>", l.FenceSubject()},
+		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>", l.fenceFilter()},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			Description: "tracking events from the upstream stream, one subject per event type; the leaders' fence markers"},
 		{Name: l.Reports(), Subjects: []string{l.ReportsSubject()}, Retention: jetstream.WorkQueuePolicy,
@@ -88,7 +92,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 	for _, want := range l.Configs() {
 		s, err := js.Stream(ctx, want.Name)
 		switch {
-		case err == nil && want.Name == l.Events() && !slices.Contains(s.CachedInfo().Config.Subjects, l.FenceSubject()):
+		case err == nil && want.Name == l.Events() && !slices.Contains(s.CachedInfo().Config.Subjects, l.fenceFilter()):
 			// A stream made before fencing: it needs the fence subject, or no leader can publish.
 			if err := addFence(ctx, js, s.CachedInfo().Config, l, create, log); err != nil {
 				errs = append(errs, err)
@@ -116,14 +120,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 // addFence adds the fence subject to an existing events stream, when the bridge manages the streams.
 func addFence(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, l Layout, create bool, log *slog.Logger) error {
 	if !create {
-		return fmt.Errorf("%w: stream %s lacks the subject %s that fences a former leader out (contract §6); "+
-			"add it to the stream's subjects, or set BRIDGE_CREATE_STREAMS=true", ErrNoFence, have.Name, l.FenceSubject())
+		return fmt.Errorf("%w: stream %s lacks the subjects %s that fence a former leader out (contract §6); "+
+			"add it to the stream's subjects, or set BRIDGE_CREATE_STREAMS=true", ErrNoFence, have.Name, l.fenceFilter())
 	}
-	have.Subjects = append(slices.Clone(have.Subjects), l.FenceSubject())
+	have.Subjects = append(slices.Clone(have.Subjects), l.fenceFilter())
 	if _, err := js.UpdateStream(ctx, have); err != nil {
-		return fmt.Errorf("adding the fence subject %s to stream %s: %w", l.FenceSubject(), have.Name, err)
+		return fmt.Errorf("adding the fence subjects %s to stream %s: %w", l.fenceFilter(), have.Name, err)
 	}
-	log.Info("fence subject added to the events stream", "stream", have.Name, "subject", l.FenceSubject())
+	log.Info("fence subjects added to the events stream", "stream", have.Name, "subjects", l.fenceFilter())
 	return nil
 }
 

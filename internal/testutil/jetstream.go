@@ -29,16 +29,20 @@ func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 	}
 	n := info.State.Msgs
 	for subject, count := range info.State.Subjects {
-		if fence(subject) {
+		if IsFence(subject) {
 			n -= count
 		}
 	}
 	return n
 }
 
-// fence reports whether subject is an events stream's fence subject (P.leader, contract §6), whose
-// markers StreamMsgs and StreamContents leave out: tests count events.
-func fence(subject string) bool { return strings.HasSuffix(subject, ".leader") }
+// IsFence reports whether subject is one of an events stream's fence subjects (P.leader.<n> and
+// P.leader.restart, contract §6), whose markers StreamMsgs and StreamContents leave out: tests count
+// events. P.events.leader (an event type) is not one.
+func IsFence(subject string) bool {
+	tokens := strings.Split(subject, ".")
+	return len(tokens) >= 3 && tokens[len(tokens)-2] == "leader"
+}
 
 // StreamContents returns every message a JetStream stream holds but fence markers, in sequence order,
 // read one by one without a consumer. Messages deleted between the first and the last are skipped.
@@ -63,7 +67,7 @@ func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jet
 		if err != nil {
 			tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
 		}
-		if !fence(m.Subject) {
+		if !IsFence(m.Subject) {
 			out = append(out, m)
 		}
 	}

@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+)
+
+// TestTwoBridgesOneLeader runs two bridges on one NATS server: exactly one reads the upstream stream and
+// publishes; both are ready, and say which role they have in /status and bridge_leader. A clean stop of
+// the leader hands over within about a second, and the stream holds every event once.
+func TestTwoBridgesOneLeader(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	const n = 3000
+	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
+	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
+	a := opsStartBridge(t, env)
+	a.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	b := opsStartBridge(t, env)
+	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+
+	leader, standby := a, b
+	if a.status(t).Role != "leader" {
+		leader, standby = b, a
+	}
+	ls, ss := leader.status(t), standby.status(t)
+	if ls.Role != "leader" || ss.Role != "standby" {
+		t.Fatalf("roles %q and %q, want one leader and one standby", ls.Role, ss.Role)
+	}
+	for _, st := range []statusDoc{ls, ss} {
+		if st.Lease.Holder == nil || st.Lease.Holder.Instance != ls.Lease.Self.Instance || st.Lease.Holder.Epoch == 0 {
+			t.Errorf("lease holder %+v, want the leader %+v with its epoch", st.Lease.Holder, ls.Lease.Self)
+		}
+	}
+	if got := leader.counter(t, "bridge_leader", nil); got != 1 {
+		t.Errorf("leader's bridge_leader = %v", got)
+	}
+	if got := standby.counter(t, "bridge_leader", nil); got != 0 {
+		t.Errorf("standby's bridge_leader = %v", got)
+	}
+	if got := standby.counter(t, "bridge_stream_connects_total", nil); got != 0 {
+		t.Errorf("the standby connected to the upstream stream %v times", got)
+	}
+
+	testutil.EventuallyState(t, 30*time.Second, "some events stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return got >= n/4, ""
+	})
+	stopped := time.Now()
+	if err := leader.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 5*time.Second, "the standby leads", func() (bool, string) {
+		return standby.status(t).Role == "leader", ""
+	})
+	t.Logf("handover after a clean stop: %v", time.Since(stopped))
+	standby.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	testutil.EventuallyState(t, 60*time.Second, "every event stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return got >= n, ""
+	})
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := testutil.StreamContents(t, js, "TRACKING_EVENTS")
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		id := m.Header.Get("Nats-Msg-Id")
+		if seen[id] {
+			t.Errorf("event %s stored twice", id)
+		}
+		seen[id] = true
+	}
+	for seq := 1; seq <= n; seq++ {
+		if id, _ := up.Sim().GeneratedEvent("demo", seq); !seen[id] {
+			t.Errorf("event %s (seq %d) missing", id, seq)
+		}
+	}
+	if len(msgs) != n {
+		t.Errorf("events stream holds %d events, want %d", len(msgs), n)
+	}
+}
+
+// TestCursorShowAndRestart: `bridge cursor show` reads the resume point and the holder while a bridge
+// runs, and `bridge cursor restart -after ID` makes the running leader step down and the next leader (here
+// the same bridge) resume after ID: the upstream's replay is stored again, past the duplicate window.
+func TestCursorShowAndRestart(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	const n = 200
+	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
+	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
+	b := opsStartBridge(t, env)
+	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	last, _ := up.Sim().GeneratedEvent("demo", n)
+	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
+		return b.status(t).Stream.ResumeAfter == last, b.status(t).Stream.ResumeAfter
+	})
+	cfg := b.b.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := ShowCursor(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := b.status(t).Lease.Self
+	if c.LastEvent != last || c.ResumeAfter == "" || c.ResumeAfter > last || c.Holder == nil ||
+		c.Holder.Instance != self.Instance || c.Stream != "TRACKING_EVENTS" {
+		t.Fatalf("cursor show = %+v (holder %+v), want the last event %s held by %+v", c, c.Holder, last, self)
+	}
+
+	const from = 150
+	after, _ := up.Sim().GeneratedEvent("demo", from)
+	epoch := c.Holder.Epoch
+	msg, err := RequestRestart(ctx, cfg, after, false)
+	if err != nil {
+		t.Fatalf("cursor restart: %v (%s)", err, msg)
+	}
+	t.Log(msg)
+	testutil.EventuallyState(t, 30*time.Second, "the replay after "+after+" stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return got == n+n-from, fmt.Sprint(got)
+	})
+	st := b.status(t)
+	if st.Role != "leader" || st.Lease.Holder == nil || st.Lease.Holder.Epoch <= epoch {
+		t.Errorf("after the restart: role %s, holder %+v; want a new epoch after %d", st.Role, st.Lease.Holder, epoch)
+	}
+	if !strings.Contains(b.logs.String(), "restarting the upstream stream after the requested id") {
+		t.Error("no log line says the stream restarts after the requested id")
+	}
+	// The replay's messages name a resume point from the requested id on (the window's lag).
+	if c, err = ShowCursor(ctx, cfg); err != nil || c.LastEvent != last || c.ResumeAfter < after {
+		t.Errorf("cursor show after the replay = %+v, %v; want the last event %s and a resume point from %s on", c, err, last, after)
+	}
+	if _, err := RequestRestart(ctx, cfg, "", false); err == nil {
+		t.Error("a restart with neither an id nor the beginning was accepted")
+	}
+}

@@ -1,0 +1,237 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+// fencedPublisher returns a publisher on nc fenced on the layout's fence subject.
+func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window int) *Publisher {
+	t.Helper()
+	p, err := New(nc, Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
+		FenceSubject: layout.FenceSubject(), Window: window, Timeout: 5 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestFenceRefusesFormerLeader plays two leaders in turn, on one server and on an R3 stream of a 3-node
+// cluster: once the second claimed the fence, every event of the first is refused by JetStream (ErrFenced),
+// whatever the duplicate window, and the second resumes after what the first stored. Every event stored
+// carries the check of the marker stored before it.
+func TestFenceRefusesFormerLeader(t *testing.T) {
+	for _, backend := range []string{"server", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			var connect func() *nats.Conn
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
+			if backend == "server" {
+				connect = testutil.StartNATS(t, nil).Connect
+			} else {
+				connect = testutil.StartCluster(t).Connect
+				layout.Replicas = 3
+			}
+			nc := connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+
+			first := fencedPublisher(t, nc, layout, 64)
+			if err := first.Claim(ctx, "first", []byte(`{"name":"first"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := first.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 50 {
+				if err := first.Handle(ctx, ev(fmt.Sprintf("e-%03d", i), "GATE_IN")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := first.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// The second leader claims on a connection of its own; the first goes on as if nothing happened.
+			second := fencedPublisher(t, connect(), layout, 64)
+			if err := second.Claim(ctx, "second", []byte(`{"name":"second"}`)); err != nil {
+				t.Fatal(err)
+			}
+			after, err := second.Resume(ctx)
+			// The cursor may lag the last stored event by the window (the rest is on the skip list): the
+			// upstream replays from it, and the replay of what is stored is not sent again.
+			from := -1
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != "" {
+				if _, serr := fmt.Sscanf(after, "e-%03d", &from); serr != nil || from > 49 {
+					t.Fatalf("second leader resumes after %q, want an id up to e-049", after)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // past the duplicate window: only the fence can refuse now
+			var fenced error
+			for i := 50; i < 60 && fenced == nil; i++ {
+				fenced = first.Handle(ctx, ev(fmt.Sprintf("e-%03d", i), "GATE_IN"))
+			}
+			if fenced == nil {
+				_, fenced = first.Resume(ctx)
+			}
+			if !errors.Is(fenced, ErrFenced) {
+				t.Fatalf("former leader's publish: %v, want ErrFenced", fenced)
+			}
+			for i := from + 1; i < 55; i++ { // the upstream's replay after the cursor, then new events
+				if err := second.Handle(ctx, ev(fmt.Sprintf("e-%03d", i), "GATE_IN")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := second.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			events := testutil.StreamContents(t, js, layout.Events())
+			if len(events) != 55 {
+				t.Errorf("%d events stored, want 55", len(events))
+			}
+			for i, m := range events {
+				if want := fmt.Sprintf("e-%03d", i); i < len(events) && m.Header.Get(HeaderMsgID) != want {
+					t.Errorf("event %d is %s, want %s", i, m.Header.Get(HeaderMsgID), want)
+				}
+			}
+			checkFenceOrder(t, js, layout)
+		})
+	}
+}
+
+// checkFenceOrder reads the events stream with its markers and checks that every event was stored under
+// a marker of the last leader before it: its fence check names the latest marker on its fence subject,
+// and that marker belongs to the newest set of markers (no event of a former leader after a new set).
+func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, layout.Events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.CachedInfo().State
+	latest := map[string]uint64{} // fence subject → its latest marker's sequence
+	var setStart uint64           // the sequence of the newest set's first marker
+	markers := 0
+	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isFence(layout.FenceSubject(), m.Subject) {
+			if m.Subject == fenceSubject(layout.FenceSubject(), 0) {
+				setStart = seq
+			}
+			latest[m.Subject] = seq
+			markers++
+			continue
+		}
+		subject := m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
+		got, _ := strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
+		if got == 0 || got != latest[subject] || got < setStart {
+			t.Errorf("event at %d checks marker %d on %q; the latest there is %d, the newest set starts at %d",
+				seq, got, subject, latest[subject], setStart)
+		}
+	}
+	if markers != 2*FenceWidth {
+		t.Errorf("%d markers, want %d", markers, 2*FenceWidth)
+	}
+}
+
+// TestRestartDirective: a restart marker newer than every event makes the next leader resume after its
+// id (or from the beginning), with nothing to skip; once an event is stored after it, it no longer applies.
+func TestRestartDirective(t *testing.T) {
+	e := newEnv(t, 100*time.Millisecond)
+	ctx := context.Background()
+	lead := func(name string) (*Publisher, string) {
+		p := fencedPublisher(t, e.nc, e.layout, 16)
+		if err := p.Claim(ctx, name, nil); err != nil {
+			t.Fatal(err)
+		}
+		after, err := p.Resume(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, after
+	}
+	p, _ := lead("a")
+	for i := range 10 {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("e-%02d", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-03", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Handle(ctx, ev("e-10", "GATE_IN")); err == nil {
+		_, err = p.Resume(ctx)
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("leader in office after the restart marker: %v, want ErrFenced", err)
+		}
+	}
+	p, after := lead("b")
+	if after != "e-03" || len(p.skip) > 0 {
+		t.Fatalf("next leader resumes after %q, want e-03", after)
+	}
+	for i := 4; i < 12; i++ { // the upstream's replay after e-03: stored again (beyond the window)
+		if err := p.Handle(ctx, ev(fmt.Sprintf("e-%02d", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, after := lead("c")
+	if _, skips := c.skip["e-11"]; !skips {
+		t.Errorf("a leader after the replay resumes after %q without skipping e-11: the directive still applies", after)
+	}
+
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", true); err != nil {
+		t.Fatal(err)
+	}
+	if d, after := lead("d"); after != "" || len(d.skip) > 0 {
+		t.Errorf("after a restart from the beginning the leader resumes after %q, want \"\"", after)
+	}
+	// A directive whose replay stores nothing (all within the duplicate window here: none) is taken once.
+	if e, after := lead("e"); after == "" || len(e.skip) == 0 {
+		t.Errorf("the next leader resumes after %q skipping %d: the directive from the beginning was taken twice", after, len(e.skip))
+	}
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
+		t.Error("a restart without an id nor the beginning was accepted")
+	}
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), " x", false); err == nil {
+		t.Error("a restart after an id HTTP cannot send back was accepted")
+	}
+}
+
+// testLogger logs to the test's output with -v, else nowhere.
+func testLogger(t *testing.T) *slog.Logger {
+	if !testing.Verbose() {
+		return discard()
+	}
+	return slog.Default().With("test", t.Name())
+}
