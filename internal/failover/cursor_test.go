@@ -17,6 +17,7 @@ import (
 type cursorShow struct {
 	Stream      string  `json:"stream"`
 	ResumeAfter string  `json:"resume_after"`
+	LastEvent   string  `json:"last_event"`
 	Holder      *holder `json:"holder"`
 }
 
@@ -83,6 +84,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 			for _, want := range []string{
 				"stream:       TRACKING_EVENTS\n",
 				"resume after: " + shownPoint(point) + "\n",
+				"last event:   " + last + "\n",
 				fmt.Sprintf("leader:       %s (pid %d, instance %s, epoch %d)\n", st.Lease.Self.Name, leader.proc.PID(),
 					st.Lease.Self.Instance, st.Lease.Holder.Epoch),
 			} {
@@ -94,10 +96,10 @@ func TestCursorShowAndRestart(t *testing.T) {
 			if err := json.Unmarshal([]byte(leader.command("cursor", "show", "-json")), &cs); err != nil {
 				t.Fatal(err)
 			}
-			if cs.Stream != eventsStream || cs.ResumeAfter != point || cs.Holder == nil ||
+			if cs.Stream != eventsStream || cs.ResumeAfter != point || cs.LastEvent != last || cs.Holder == nil ||
 				cs.Holder.PID != leader.proc.PID() || cs.Holder.Instance != st.Lease.Self.Instance {
-				t.Errorf("cursor show -json = %+v, want stream %s, resume after %s, holder pid %d instance %s",
-					cs, eventsStream, point, leader.proc.PID(), st.Lease.Self.Instance)
+				t.Errorf("cursor show -json = %+v, want stream %s, resume after %s, last event %s, holder pid %d instance %s",
+					cs, eventsStream, point, last, leader.proc.PID(), st.Lease.Self.Instance)
 			}
 
 			if tc.stored {
@@ -182,13 +184,13 @@ func TestCursorShowAndRestart(t *testing.T) {
 			}
 			count := map[string]int{}
 			for _, m := range msgs {
-				if m.subject == fenceSubject {
+				if testutil.IsFence(m.subject) {
 					continue
 				}
 				id := m.header.Get("Nats-Msg-Id")
 				count[id]++
-				if count[id] == 2 && m.seq < terms[restart].seq {
-					t.Errorf("event %s stored again at %d, before the restart marker at %d", id, m.seq, terms[restart].seq)
+				if count[id] == 2 && m.seq < terms[restart].first {
+					t.Errorf("event %s stored again at %d, before the restart marker at %d", id, m.seq, terms[restart].first)
 				}
 			}
 			for seq := 1; seq <= n; seq++ {
@@ -238,7 +240,7 @@ func (r *rig) tailResumeAfter() string {
 	r.t.Helper()
 	msgs := r.readStream()
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].subject != fenceSubject {
+		if !testutil.IsFence(msgs[i].subject) {
 			return msgs[i].header.Get("Bridge-Resume-After")
 		}
 	}

@@ -27,7 +27,8 @@ const (
 	eventsStream  = "TRACKING_EVENTS"
 	reportsStream = "TRACKING_REPORTS"
 	dlqStream     = "TRACKING_DLQ"
-	fenceSubject  = "tracking.leader"
+	fenceBase     = "tracking.leader" // the fence subjects are P.leader.<n>, restart directives P.leader.restart
+	fenceFilter   = fenceBase + ".>"
 	reportSubject = "tracking.reports"
 	user          = "demo" // the simulator's default user, whom simtest's environment logs in as
 )
@@ -381,11 +382,15 @@ func (r *rig) events() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(fenceSubject))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(fenceFilter))
 	if err != nil {
 		return 0, err
 	}
-	return int(info.State.Msgs) - int(info.State.Subjects[fenceSubject]), nil
+	n := int(info.State.Msgs)
+	for _, c := range info.State.Subjects {
+		n -= int(c)
+	}
+	return n, nil
 }
 
 // waitEvents waits until the events stream holds at least n events, and returns how many it holds.
@@ -412,7 +417,7 @@ func (r *rig) waitMoreEvents(n int, within time.Duration) int {
 	return r.waitEvents(now+n, within)
 }
 
-// lastMarker returns the sequence of the last fence marker, 0 when there is none.
+// lastMarker returns the sequence of the newest message on the fence subjects, 0 when there is none.
 func (r *rig) lastMarker() (uint64, error) {
 	ctx, cancel := opCtx()
 	defer cancel()
@@ -420,7 +425,7 @@ func (r *rig) lastMarker() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	m, err := s.GetLastMsgForSubject(ctx, fenceSubject)
+	m, err := s.GetLastMsgForSubject(ctx, fenceFilter)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

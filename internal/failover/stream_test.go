@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -85,47 +86,71 @@ func (r *rig) tryReadStream() ([]stored, error) {
 	return out, nil
 }
 
-// term is one leader's period as the events stream records it: its marker and the events stored under it.
+// term is one leader's period as the events stream records it: its markers (or an operator's, for a
+// restart) and the events stored under them.
 type term struct {
-	seq    uint64 // the marker's sequence
-	leader string // Bridge-Leader: the holder's name, or "operator" for a restart directive
-	holder holder // the marker's body, for a leader's marker
-	events int
+	first   uint64 // the sequence of its marker on P.leader.0
+	leader  string // Bridge-Leader: the holder's name, or "operator" for a restart
+	holder  holder // the first marker's body, for a leader's markers
+	markers int
+	events  int
 }
 
-// checkFencing checks that every event in msgs was stored under the latest fence marker before it: its
-// Nats-Expected-Last-Subject-Sequence names that marker, on the fence subject. JetStream checks this at
-// store time; the test checks that the publisher asked for it on every event, and that the server kept
-// to it across every failover. It returns the terms in order.
+// checkFencing checks that every event in msgs was stored under the newest marker on its fence subject:
+// its Nats-Expected-Last-Subject-Sequence names the sequence of the last marker on the subject that its
+// Nats-Expected-Last-Subject-Sequence-Subject names, one of P.leader.<n>. JetStream checks this at store
+// time; the test checks that the publisher asked for it on every event, and that the server kept to it
+// across every failover. It returns the terms in order (a term begins with a marker on P.leader.0).
 func checkFencing(t *testing.T, msgs []stored) []term {
 	t.Helper()
 	var terms []term
-	bad := 0
+	last := map[string]uint64{} // fence subject → its newest marker's sequence
+	termOf := map[uint64]int{}  // marker sequence → term
+	bad, directives := 0, 0
 	for _, m := range msgs {
-		if m.subject == fenceSubject {
-			tm := term{seq: m.seq, leader: m.header.Get("Bridge-Leader")}
-			_ = json.Unmarshal(m.data, &tm.holder)
-			terms = append(terms, tm)
+		switch {
+		case m.subject == fenceBase+".restart":
+			directives++
+			continue
+		case testutil.IsFence(m.subject):
+			if m.subject == fenceBase+".0" {
+				tm := term{first: m.seq, leader: m.header.Get("Bridge-Leader")}
+				_ = json.Unmarshal(m.data, &tm.holder)
+				terms = append(terms, tm)
+			}
+			if len(terms) == 0 {
+				t.Errorf("marker on %s at sequence %d before any on %s.0", m.subject, m.seq, fenceBase)
+				continue
+			}
+			terms[len(terms)-1].markers++
+			last[m.subject] = m.seq
+			termOf[m.seq] = len(terms) - 1
 			continue
 		}
 		id := m.header.Get("Nats-Msg-Id")
-		fenceSeq := m.header.Get(jetstream.ExpectedLastSubjSeqHeader)
 		fenceSubj := m.header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
-		var want uint64
-		if len(terms) > 0 {
-			want = terms[len(terms)-1].seq
-			terms[len(terms)-1].events++
-		}
-		if fenceSubj != fenceSubject || fenceSeq != strconv.FormatUint(want, 10) {
+		fenceSeq := m.header.Get(jetstream.ExpectedLastSubjSeqHeader)
+		want, ok := last[fenceSubj]
+		if !ok || !testutil.IsFence(fenceSubj) || fenceSeq != strconv.FormatUint(want, 10) {
 			if bad++; bad <= 20 {
-				t.Errorf("event %s at sequence %d stored under the fence %s=%q, %s=%q; the last marker before it is at %d",
-					id, m.seq, jetstream.ExpectedLastSubjSeqSubjHeader, fenceSubj, jetstream.ExpectedLastSubjSeqHeader,
-					fenceSeq, want)
+				t.Errorf("event %s at sequence %d stored under the fence %s=%q, %s=%q; the last marker on that subject "+
+					"before it is at %d", id, m.seq, jetstream.ExpectedLastSubjSeqSubjHeader, fenceSubj,
+					jetstream.ExpectedLastSubjSeqHeader, fenceSeq, want)
 			}
+			continue
 		}
+		terms[termOf[want]].events++
 	}
 	if bad > 20 {
 		t.Errorf("... %d events stored under a fence other than the last marker's", bad)
+	}
+	for i, tm := range terms {
+		if tm.markers != publish.FenceWidth {
+			t.Errorf("term %d (first marker at %d) has %d markers, want %d", i, tm.first, tm.markers, publish.FenceWidth)
+		}
+	}
+	if directives > 0 {
+		t.Logf("%d messages on %s.restart (directives, and their records as taken)", directives, fenceBase)
 	}
 	return terms
 }
@@ -135,7 +160,7 @@ func logTerms(t *testing.T, terms []term) {
 	t.Helper()
 	var b strings.Builder
 	for _, tm := range terms {
-		fmt.Fprintf(&b, "  marker %6d  %-8s pid %-7d epoch %-5d %6d events\n", tm.seq, tm.leader, tm.holder.PID,
+		fmt.Fprintf(&b, "  markers from %6d  %-8s pid %-7d epoch %-5d %6d events\n", tm.first, tm.leader, tm.holder.PID,
 			tm.holder.Epoch, tm.events)
 	}
 	t.Logf("terms (fence markers and the events stored under each):\n%s", b.String())
@@ -183,7 +208,7 @@ func checkExactlyOnce(t *testing.T, msgs []stored, ids []string, data map[string
 		}
 	}
 	for _, m := range msgs {
-		if m.subject == fenceSubject {
+		if testutil.IsFence(m.subject) {
 			continue
 		}
 		events++
@@ -269,8 +294,8 @@ func (r *rig) verify(within time.Duration) []term {
 }
 
 // checkStaleWriteRefused publishes an event with a former leader's fence (the second newest leader's
-// marker), as that leader would after the takeover, and checks that JetStream refuses it for the fence
-// (10071) and that the stream does not change.
+// marker on P.leader.0), as that leader would after the takeover, and checks that JetStream refuses it for
+// the fence (10071) and that the stream does not change.
 func (r *rig) checkStaleWriteRefused(terms []term) {
 	t := r.t
 	t.Helper()
@@ -293,8 +318,8 @@ func (r *rig) checkStaleWriteRefused(terms []term) {
 	msg := &nats.Msg{Subject: "tracking.events.GATE_IN", Data: []byte(`{"id":"stale-write","type":"GATE_IN"}`),
 		Header: nats.Header{
 			"Nats-Msg-Id":                           {"stale-write"},
-			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(stale.seq, 10)},
-			jetstream.ExpectedLastSubjSeqSubjHeader: {fenceSubject},
+			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(stale.first, 10)},
+			jetstream.ExpectedLastSubjSeqSubjHeader: {fenceBase + ".0"},
 		}}
 	// Sent again while JetStream gives no answer at all (no responders, a timeout), as a producer would.
 	var err error
@@ -306,7 +331,7 @@ func (r *rig) checkStaleWriteRefused(terms []term) {
 		return err == nil || errors.As(err, &api)
 	})
 	if api == nil || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		t.Errorf("an event with the fence of the term at marker %d: %v, want refused with error code %d", stale.seq,
+		t.Errorf("an event with the fence of the term at marker %d: %v, want refused with error code %d", stale.first,
 			err, jetstream.JSErrCodeStreamWrongLastSequence)
 	}
 	if after, err := r.lastSeq(); err != nil || after != before {
