@@ -289,7 +289,7 @@ func (r *rig) verify(within time.Duration) []term {
 	terms := checkFencing(r.t, msgs)
 	n := checkExactlyOnce(r.t, msgs, ids, data)
 	logTerms(r.t, terms)
-	r.t.Logf("events stream: %d events, %d fence markers; %d emitted events checked", n, len(terms), len(ids))
+	r.t.Logf("events stream: %d events, %d terms of leadership; %d emitted events checked", n, len(terms), len(ids))
 	return terms
 }
 
