@@ -263,3 +263,78 @@ func TestFencingOnOneServer(t *testing.T) {
 	}
 	r.summary()
 }
+
+// TestStopDuringTakeover: a bridge that has just taken over is stopped with SIGTERM once it stored its
+// fence markers, while it is still reading the resume cursor (a few thousand events in the stream make
+// that read take a second or more).
+// It has published nothing, so a clean stop should release the lease at once, as any clean stop does:
+// without reading the cursor again first, and the third bridge should take over within a fraction of a
+// second (bounded here by 2 s; a release after the lease's TTL is what a crash costs).
+func TestStopDuringTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a failover run")
+	}
+	t.Parallel()
+	const n = 3000
+	ns := testutil.StartNATS(t, nil)
+	r := newRig(t, sim.Options{EventRate: -1, EventLimit: n}, ns.Connect(), nil)
+	for _, name := range []string{"a", "b", "c"} {
+		r.addBridge(name, ns.URL(), false)
+	}
+	first := r.waitLeader(30*time.Second, nil)
+	r.waitEvents(n, 60*time.Second)
+	for _, b := range r.bridges {
+		if b != first {
+			b.waitStandby(30 * time.Second)
+		}
+	}
+	first.signal(syscall.SIGTERM)
+	second := r.waitLeader(30*time.Second, first)
+	// Its markers stored, its cursor being read.
+	testutil.Eventually(t, 30*time.Second, second.name+" claimed the fence", func() bool {
+		return strings.Contains(second.out.String(), `"msg":"fence claimed"`)
+	})
+	if strings.Contains(second.out.String(), `"msg":"resuming"`) {
+		t.Fatalf("bridge %s read the cursor before the test could stop it", second.name)
+	}
+	from := time.Now()
+	second.signal(syscall.SIGTERM)
+	var third *bridge
+	testutil.EventuallyState(t, 30*time.Second, "a third bridge leads", func() (bool, string) {
+		for _, b := range r.bridges {
+			if b != first && b != second && b.leads() {
+				third = b
+				return true, ""
+			}
+		}
+		return false, grepLines(second.out.String(), 6, `"component":"lease"`, `"component":"leader"`)
+	})
+	d := time.Since(from)
+	r.measure("SIGTERM during the takeover's cursor read: next leader", d)
+	first.waitExit()
+	second.waitExit()
+	if d > 2*time.Second {
+		t.Errorf("the bridge stopped during its takeover handed over after %v; its lease and leader lines:\n%s", d,
+			grepLines(second.out.String(), 8, `"component":"lease"`, `"component":"leader"`, `"msg":"fence claimed"`,
+				`"msg":"resuming"`))
+	}
+	// The term that was reading the cursor ends with its stream; nothing was published, so nothing needs
+	// settling: reading the cursor again before the release only delays the next leader (and outlasts the
+	// publish timeout on a replicated stream: "publishes unsettled", and the key expires instead).
+	out := second.out.String()
+	if stopped := strings.Index(out, `"msg":"stopped leading"`); stopped >= 0 &&
+		strings.Contains(out[stopped:], `"msg":"resuming"`) {
+		t.Errorf("the bridge stopped during its takeover read the resume cursor again after it stopped leading, "+
+			"before releasing the lease:\n%s", grepLines(out, 6, `"msg":"stopped leading"`, `"msg":"resuming"`,
+			`"msg":"in-flight publishes completed"`, `"msg":"released the lease"`, `"msg":"cannot release`))
+	}
+	if strings.Contains(out, "stopped leading with publishes unsettled") {
+		t.Errorf("the bridge stopped during its takeover, which published nothing, reported publishes unsettled")
+	}
+	testutil.EventuallyState(t, 30*time.Second, "the third leader settled every event", func() (bool, string) {
+		st, err := third.status()
+		return err == nil && st.Stream.ResumeAfter == sim.EventID(n), fmt.Sprintf("%+v %v", st, err)
+	})
+	r.verify(30 * time.Second)
+	r.summary()
+}
