@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,33 +71,39 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 }
 
 // RequestRestart makes the next leader resume the upstream stream after the event id after, or from the
-// beginning: it stores a marker with that directive on the fence subject (which fences the leader in
-// office out of the events stream at its next event), then asks that leader to hand over the lease
-// (conditionally: only the holder it read). Whichever bridge leads next reads the directive as its
-// cursor. It never writes behind a leader's back: a leader that has not stopped yet can store nothing more.
+// beginning. It goes through the lease: it seizes the lease (the leader in office stops leading), stores a
+// full set of fence markers (which fence out anything the former leader still has in flight) and then the
+// directive, and releases the lease; whichever bridge leads next reads the directive as its cursor. No
+// bridge can lead between the markers and the directive, so no event is stored after it before a leader
+// has taken it.
 func RequestRestart(ctx context.Context, cfg *config.Config, after string, beginning bool) (string, error) {
+	if !beginning && after == "" {
+		return "", errors.New("an event id to restart after is required")
+	}
 	nc, js, layout, err := operatorConn(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer nc.Close()
-	seq, err := publish.RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(), after, beginning)
+	host, _ := os.Hostname()
+	prev, held, rev, err := lease.Seize(ctx, js, layout.Leases(), "operator@"+host, cfg.LeaseTTL)
 	if err != nil {
 		return "", err
 	}
-	msg := fmt.Sprintf("restart marker stored on %s at sequence %d", layout.FenceSubject(), seq)
-	h, ok, err := lease.Read(ctx, js, layout.Leases(), "")
-	switch {
-	case err != nil:
-		return msg, fmt.Errorf("%s, but the lease could not be read (the leader stops at its next event): %w", msg, err)
-	case !ok:
-		return msg + "; no bridge leads now: the next one to lead resumes there", nil
+	msg := "no bridge was leading"
+	if held {
+		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
-	if err := lease.Handover(ctx, js, layout.Leases(), "", h); err != nil {
-		return msg, fmt.Errorf("%s, but the leader %s (pid %d) was not asked to hand over (it stops at its next event): %w",
-			msg, h.Name, h.PID, err)
+	seq, rerr := publish.RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(), after, beginning)
+	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
+	if err := lease.Release(context.WithoutCancel(ctx), js, layout.Leases(), rev); err != nil && rerr == nil {
+		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
 	}
-	return fmt.Sprintf("%s; the leader %s (pid %d, epoch %d) was asked to hand over", msg, h.Name, h.PID, h.Epoch), nil
+	if rerr != nil {
+		return msg, rerr
+	}
+	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there",
+		msg, layout.FenceSubject()+".restart", seq), nil
 }
 
 // operatorConn connects to NATS for an operator's command, failing rather than waiting for a server.

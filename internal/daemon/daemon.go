@@ -248,12 +248,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	dctx, stopShutdownClock := d.shutdownClock(rctx)
 	defer stopShutdownClock()
 
-	var streamErr, reportsErr, apiErr, natsErr error
+	var streamErr, leaseErr, reportsErr, apiErr, natsErr error
 	var g run.Group
 	// The event stream into JetStream, while this bridge holds the lease. On the way out the lease's
 	// holder stops reading, settles its publishes in flight within the shutdown clock, then releases the
 	// lease, so that a standby resumes after them at once.
-	g.Add(func() error { return d.events.run(rctx, dctx) }, func(error) { stopAll() })
+	g.Add(func() error {
+		if leaseErr = d.events.run(rctx, dctx); leaseErr != nil {
+			d.log.Error("the lease cannot work; stopping", "err", leaseErr)
+		}
+		return leaseErr
+	}, func(error) { stopAll() })
 	g.Add(func() error {
 		select {
 		case streamErr = <-d.events.fatal:
@@ -303,6 +308,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return natsErr // nothing in flight can be settled; the restart resumes from the stream
 	}
 	err = streamErr
+	if leaseErr != nil && err == nil {
+		err = leaseErr
+	}
 	if reportsErr != nil && err == nil {
 		err = fmt.Errorf("report consumer: %w", reportsErr)
 	}

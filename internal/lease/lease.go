@@ -261,19 +261,54 @@ func Read(ctx context.Context, js jetstream.JetStream, bucket, key string) (h Ho
 	return h, ok, nil
 }
 
-// Handover deletes the lease key on condition that it is still held by the holder Read returned (its
-// revision), so that the leader stops leading at once and every bridge competes again. It is how an
-// operator's command asks a leader to step down without waiting for its TTL.
-func Handover(ctx context.Context, js jetstream.JetStream, bucket, key string, h Holder) error {
-	if key == "" {
-		key = DefaultKey
-	}
+// Seize makes the operator named name the lease's holder for ttl (whole seconds), whoever holds it: a
+// conditional write over the holder's revision, or a creation when the key is free. A leader sees it
+// taken and stops leading; no bridge can acquire it until Release or the TTL. It returns the previous
+// holder (ok false when there was none) and the operator's revision, for Release. It is how an operator's
+// command does what must not happen behind a leader's back (`bridge cursor restart`).
+func Seize(ctx context.Context, js jetstream.JetStream, bucket, name string, ttl time.Duration) (prev Holder, ok bool, rev uint64, err error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
-		return fmt.Errorf("lease bucket %s: %w", bucket, err)
+		return Holder{}, false, 0, fmt.Errorf("lease bucket %s: %w", bucket, err)
 	}
-	if err := kv.Delete(ctx, key, jetstream.LastRevision(h.Revision)); err != nil {
-		return fmt.Errorf("lease bucket %s: %w", bucket, err)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	value := valueFor(Holder{Name: name, PID: os.Getpid(), Instance: "operator-" + hex.EncodeToString(b[:])})
+	for attempt := 0; attempt < 5; attempt++ { // a renewal between the read and the write: read again
+		e, gerr := kv.Get(ctx, DefaultKey)
+		switch {
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			rev, err = kv.Create(ctx, DefaultKey, value, jetstream.KeyTTL(ttl))
+		case gerr != nil:
+			return Holder{}, false, 0, fmt.Errorf("lease bucket %s: %w", bucket, gerr)
+		default:
+			prev, ok = holderOf(e)
+			var ack *jetstream.PubAck
+			ack, err = js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + DefaultKey, Data: value},
+				jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
+			if err == nil {
+				rev = ack.Sequence
+			}
+		}
+		if err == nil {
+			return prev, ok, rev, nil
+		}
+		if !isWrongRevision(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			break
+		}
+	}
+	return Holder{}, false, 0, fmt.Errorf("lease bucket %s: seizing the lease: %w", bucket, err)
+}
+
+// Release deletes the lease key on condition that it is still at revision rev (Seize's), so that the
+// bridges compete for it at once.
+func Release(ctx context.Context, js jetstream.JetStream, bucket string, rev uint64) error {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err == nil {
+		err = kv.Delete(ctx, DefaultKey, jetstream.LastRevision(rev))
+	}
+	if err != nil {
+		return fmt.Errorf("lease bucket %s: releasing the lease: %w", bucket, err)
 	}
 	return nil
 }

@@ -85,13 +85,17 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		d, err := s.GetLastMsgForSubject(ctx, restartSubject(p.cfg.FenceSubject))
 		switch {
 		case err == nil && d.Sequence > last:
-			if a, ok := restartDirective(d.Header); ok {
-				// Taken once: a replay the duplicate window absorbs entirely stores no event after the
-				// directive, which would otherwise stay newer than every event for the next leader too.
-				if err := p.takeDirective(ctx); err != nil {
+			a, ok := restartDirective(d.Header)
+			if ok && p.fence.on() {
+				// Taken once, by a leader (a publisher that only looks, `bridge cursor show`, leaves it): a
+				// replay the duplicate window absorbs entirely stores no event after the directive, which
+				// would otherwise stay newer than every event for the next leader too.
+				if ok, err = p.takeDirective(ctx, d.Sequence); err != nil {
 					return err
 				}
-				if resume, ok := ParseHeaderID(a); a == "" || ok && event.Resumable(resume) {
+			}
+			if ok {
+				if resume, good := ParseHeaderID(a); a == "" || good && event.Resumable(resume) {
 					return p.restartAt(a)
 				}
 				p.log.Error("restart directive names an id the stream cannot resume after; ignored",
@@ -202,15 +206,23 @@ func (p *Publisher) restartAt(after string) error {
 	return nil
 }
 
-// takeDirective records on P.leader.restart that the restart directive there was taken, so that no later
-// leader takes it again. A leader that dies before storing an event of the replay loses the replay: the
-// operator runs the command again.
-func (p *Publisher) takeDirective(ctx context.Context) error {
+// takeDirective records on P.leader.restart that the restart directive stored there at sequence seq was
+// taken, so that no later leader takes it again; on condition that the directive is still the subject's
+// last message, so that two leaders cannot both take it. ok is false when another took it first. A leader
+// that dies before storing an event of the replay loses the replay: the operator runs the command again.
+func (p *Publisher) takeDirective(ctx context.Context, seq uint64) (ok bool, err error) {
 	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: nats.Header{HeaderRestart: {restartTaken}}}
-	if _, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream)); err != nil {
-		return fmt.Errorf("recording the restart directive as taken: %w", err)
+	_, err = p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream),
+		jetstream.WithExpectLastSequencePerSubject(seq))
+	var api *jetstream.APIError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		p.log.Info("the restart directive was taken by another leader", "stream", p.cfg.EventsStream)
+		return false, nil
 	}
-	return nil
+	return false, fmt.Errorf("recording the restart directive as taken: %w", err)
 }
 
 // foreign reports whether a message in the events stream was published by another client than the

@@ -121,7 +121,10 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 
 // Close releases the acknowledgement subscription. Publishes still in flight stay unsettled. The
 // Publisher must not be used afterwards.
-func (p *Publisher) Close() { p.acks.close() }
+func (p *Publisher) Close() {
+	p.acks.close()
+	p.js.CleanupPublisher() // the subscription of Claim's asynchronous publishes, one per term otherwise
+}
 
 // LastResumeID returns the stream id up to which every event is stored, as of the last Resume or settled
 // acknowledgement. Safe for concurrent use.
