@@ -121,8 +121,8 @@ func TestCursorShowAndRestart(t *testing.T) {
 			r.phase("cursor restart -after %s", sim.EventID(after))
 			from := time.Now()
 			out = leader.command("cursor", "restart", "-after", sim.EventID(after))
-			if !strings.Contains(out, "restart marker stored on tracking.leader at sequence") ||
-				!strings.Contains(out, fmt.Sprintf("the leader %s (pid %d, epoch %d) was asked to hand over",
+			if !strings.Contains(out, "restart directive stored on tracking.leader.restart at sequence") ||
+				!strings.Contains(out, fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down",
 					st.Lease.Self.Name, leader.proc.PID(), st.Lease.Holder.Epoch)) {
 				t.Errorf("cursor restart printed %q", out)
 			}
