@@ -27,8 +27,8 @@ type events struct {
 
 	// Set by run before the lease starts: the ingress context and the shutdown clock.
 	rctx, dctx context.Context
-	// fatal carries a term's failure other than fencing (the stream or the publisher failed): the daemon
-	// stops on it, as a single bridge always did.
+	// fatal carries a failure no other term can mend (no publisher can be made): the daemon stops on it.
+	// A term whose stream or publisher fails resigns the lease instead, for a while.
 	fatal chan error
 
 	mu   sync.Mutex
@@ -38,6 +38,7 @@ type events struct {
 
 // term is one period of leadership.
 type term struct {
+	epoch   uint64 // the lease's epoch this term leads
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the stream stopped reading into pub
 	pub     *publish.Publisher
@@ -86,14 +87,15 @@ func (e *events) onChange(leading bool) {
 }
 
 func (e *events) begin() {
+	h, _ := e.lease.Holder()
 	pub, err := e.d.newPublisher()
 	if err != nil {
 		e.fail(err)
-		e.lease.Resign("cannot publish: " + err.Error())
+		e.lease.Resign(h.Epoch, "cannot publish: "+err.Error(), e.d.cfg.LeaseTTL)
 		return
 	}
 	ctx, cancel := context.WithCancel(e.rctx)
-	t := &term{cancel: cancel, done: make(chan struct{}), pub: pub}
+	t := &term{epoch: h.Epoch, cancel: cancel, done: make(chan struct{}), pub: pub}
 	e.mu.Lock()
 	e.term, e.pub = t, pub
 	e.mu.Unlock()
@@ -119,12 +121,19 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 		if attempt == 0 {
 			e.log.Warn("cannot claim the fence; retrying", "err", err)
 		}
+		if attempt == claimAttempts-1 {
+			// Holding the lease without reading the stream helps nobody: leave it to the others a while.
+			e.log.Error("cannot claim the fence; leaving the lease to the other bridges", "err", err,
+				"for", e.d.cfg.LeaseTTL.String())
+			e.lease.Resign(t.epoch, "cannot claim the fence", e.d.cfg.LeaseTTL)
+			return
+		}
 		if !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 2*time.Second, attempt)) {
 			return
 		}
 	}
 	t.claimed = true
-	if !e.lease.Leading() {
+	if !e.lease.Leading() { // by the clock
 		// Paused or cut off while storing the markers, past the lease: some may have been stored after a
 		// new leader's, which would let this process's events through on those subjects. It must not
 		// publish; the new leader's events checking those subjects are refused until it writes new markers.
@@ -142,9 +151,13 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 	<-upkeep
 	switch {
 	case errors.Is(err, publish.ErrFenced):
-		e.lease.Resign("fenced out")
+		e.lease.Resign(t.epoch, "fenced out", 0)
 	case err != nil && ctx.Err() == nil:
-		e.fail(err)
+		// The cursor could not be read or the publisher failed (NATS in trouble, as during an election):
+		// another bridge, or this one after a while, starts a new term.
+		e.log.Error("the event path failed; leaving the lease to the other bridges", "err", err,
+			"for", e.d.cfg.LeaseTTL.String())
+		e.lease.Resign(t.epoch, "the event path failed", e.d.cfg.LeaseTTL)
 	}
 }
 
@@ -173,6 +186,9 @@ func (e *events) end() {
 	}
 	e.log.Info("in-flight publishes completed", "resume_after", t.pub.LastResumeID())
 }
+
+// claimAttempts bounds the attempts to claim the fence within one term (about 4 s of backoff).
+const claimAttempts = 6
 
 // fail hands a term's failure to the daemon (the first one; later ones are dropped).
 func (e *events) fail(err error) {

@@ -81,7 +81,7 @@ type Lease struct {
 	log    *slog.Logger
 	self   Holder
 	value  []byte // the key's value while this Lease leads (self, with the epoch once known)
-	resign chan string
+	resign chan resignation
 
 	mu         sync.Mutex
 	leading    bool
@@ -143,7 +143,7 @@ func New(js jetstream.JetStream, cfg Config) (*Lease, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "lease", "bucket", cfg.Bucket, "key", cfg.Key),
 		self:   Holder{Name: cfg.Name, PID: os.Getpid(), Instance: hex.EncodeToString(b[:])},
-		resign: make(chan string, 1),
+		resign: make(chan resignation, 1),
 	}
 	return l, nil
 }
@@ -157,14 +157,23 @@ func (l *Lease) Leading() bool {
 	return l.leading && time.Now().Before(l.validUntil)
 }
 
-// Resign asks Run to stop leading and release the key, for a leader that learnt it must not lead (its
-// writes were fenced out: another process took over behind its back). It returns at once; it does nothing
-// when this process does not lead by then. The lease may be acquired again afterwards, by any process.
-func (l *Lease) Resign(reason string) {
+// Resign asks Run to stop leading and release the key, for a leader that learnt it must not lead on: its
+// writes were fenced out (another process took over behind its back), or its work fails. It applies only
+// to the term of the given epoch (a request that comes late, after another term began, is dropped), and
+// Run then acquires nothing for sitOut, so that a failing process leaves the lease to the others for a
+// while. It returns at once.
+func (l *Lease) Resign(epoch uint64, reason string, sitOut time.Duration) {
 	select {
-	case l.resign <- reason:
+	case l.resign <- resignation{epoch: epoch, reason: reason, sitOut: sitOut}:
 	default: // one is pending already
 	}
+}
+
+// resignation is a Resign request.
+type resignation struct {
+	epoch  uint64
+	reason string
+	sitOut time.Duration
 }
 
 // Holder returns the latest known holder of the lease, this process or another, for /status; ok is false

@@ -417,16 +417,25 @@ func TestResignHandsOver(t *testing.T) {
 	leader := waitLeader(t, 10*time.Second, a, b)
 	first, _ := leader.Holder()
 	resigned := time.Now()
-	leader.Resign("test")
+	leader.Resign(first.Epoch, "test", 0)
+	var next *competitor
 	testutil.Eventually(t, 3*time.Second, "a new epoch leads", func() bool {
 		for _, c := range []*competitor{a, b} {
 			if h, ok := c.Holder(); ok && c.Leading() && h.Epoch > first.Epoch {
+				next = c
 				return true
 			}
 		}
 		return false
 	})
 	t.Logf("a new leader %v after resigning", time.Since(resigned))
+	// A resignation that comes late, for the term before, does not end the new one.
+	changes := len(next.history())
+	next.Resign(first.Epoch, "late", 0)
+	time.Sleep(200 * time.Millisecond) // nothing to wait for: the request must be dropped
+	if !next.Leading() || len(next.history()) != changes {
+		t.Errorf("a resignation for epoch %d ended a later term: %v", first.Epoch, next.history())
+	}
 	if h := leader.history(); len(h) < 2 || !h[0].leading || h[1].leading {
 		t.Errorf("resigned leader's changes = %v, want [true false ...]", h)
 	}

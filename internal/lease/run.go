@@ -18,6 +18,8 @@ type runner struct {
 	rev uint64 // the key's revision this process wrote last; 0 when the key is known not to be its own
 
 	renew  *time.Timer // the next renewal, while leading
+	// sitOutUntil: after a resignation, acquire nothing before then.
+	sitOutUntil time.Time
 	expire *time.Timer // the end of leadership unless a renewal succeeds first, while leading
 }
 
@@ -55,9 +57,10 @@ func (r *runner) run(ctx context.Context) error {
 			r.renewal(ctx)
 		case <-r.expire.C:
 			r.demote("could not renew in time")
-		case why := <-r.resign:
-			if r.isLeading() {
-				r.demote("resigned: " + why)
+		case rq := <-r.resign:
+			if r.isLeading() && r.currentEpoch() == rq.epoch {
+				r.sitOutUntil = time.Now().Add(rq.sitOut)
+				r.demote("resigned: " + rq.reason)
 				r.release(ctx)
 			}
 		}
@@ -82,6 +85,9 @@ func (r *runner) isLeading() bool {
 
 // acquire tries to create the key: it succeeds only when the key is absent, deleted or expired.
 func (r *runner) acquire(ctx context.Context) {
+	if time.Now().Before(r.sitOutUntil) {
+		return // the retry tick tries again
+	}
 	sent := time.Now()
 	actx, cancel := context.WithTimeout(ctx, r.cfg.TTL-r.cfg.Margin)
 	defer cancel()
@@ -223,6 +229,13 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		r.rev = e.Revision()
 		r.release(ctx)
 	}
+}
+
+// currentEpoch is the epoch this process leads, or last knew of.
+func (r *runner) currentEpoch() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holder.Epoch
 }
 
 // demote ends this process's leadership and tells the daemon.
