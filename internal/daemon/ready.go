@@ -125,9 +125,13 @@ func (o *ops) checkStream(context.Context) error {
 		return errors.New("not started")
 	}
 	if e := o.d.events; e != nil && !e.leading() {
-		// A standby reads no stream (contract §6); it is ready once it knows it stands by, so that a
-		// bridge starting alone is not ready before it leads and its stream is connected.
-		if _, ok := e.lease.Holder(); !ok {
+		// A standby reads no stream (contract §6). It is ready once it has known a leader, so that a bridge
+		// starting alone is not ready before it leads and its stream is connected, and a standby stays
+		// ready while the lease changes hands.
+		if _, ok := e.lease.Holder(); ok {
+			e.sawLeader.Store(true)
+		}
+		if !e.sawLeader.Load() {
 			return errors.New("standing by: no leader known yet")
 		}
 		return nil
