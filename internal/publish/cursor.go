@@ -114,17 +114,15 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	skip := map[string]struct{}{}
 	found, newest := false, false
 	more := len(p.ring) // messages read past the resume point's own (see below)
-	read := uint64(0)   // messages read, the fence's markers not counted
-	for seq := last; seq >= st.FirstSeq && seq > 0 && read < limit && more > 0; seq-- {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+	read := uint64(0)   // messages read (the fence's markers are not: the reader's filter leaves them out)
+	tail := newTailReader(s, p.events+">", st.FirstSeq, last, uint64(2*len(p.ring)+FenceWidth))
+	for read < limit && more > 0 {
+		m, ok, err := tail.next(ctx)
 		if err != nil {
-			return fmt.Errorf("events stream %s: reading seq %d: %w", p.cfg.EventsStream, seq, err)
+			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 		}
-		if isFence(p.cfg.FenceSubject, m.Subject) {
-			continue
+		if !ok {
+			break
 		}
 		read++
 		if !newest {

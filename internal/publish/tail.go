@@ -1,0 +1,101 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// tailReader reads the headers of the events stream's messages on one filter (P.events.>) from a
+// sequence backwards, newest first, for the resume cursor. It fetches them in chunks through an ordered
+// consumer that delivers headers only, rather than one request per message: a new leader reads a
+// window's length or two of the tail at every takeover, and on a replicated stream a request per message
+// took seconds. The fence's markers are left out by the filter.
+type tailReader struct {
+	s      jetstream.Stream
+	filter string
+	first  uint64 // the stream's first sequence
+	end    uint64 // the next chunk ends here (inclusive); 0 when the start of the stream was reached
+	span   uint64 // the next chunk's length in sequences
+	buf    []tailMsg
+}
+
+// tailMsg is one message's headers as the tail reader returns them.
+type tailMsg struct {
+	seq    uint64
+	Header nats.Header
+}
+
+// newTailReader returns a reader from last (inclusive) backwards; span is the first chunk's length.
+func newTailReader(s jetstream.Stream, filter string, first, last, span uint64) *tailReader {
+	return &tailReader{s: s, filter: filter, first: first, end: last, span: max(span, 64)}
+}
+
+// next returns the next older message; ok is false once the stream's start was passed.
+func (t *tailReader) next(ctx context.Context) (m tailMsg, ok bool, err error) {
+	for len(t.buf) == 0 {
+		if t.end == 0 || t.end < t.first {
+			return tailMsg{}, false, nil
+		}
+		start := t.first
+		if t.end-t.first+1 > t.span {
+			start = t.end - t.span + 1
+		}
+		chunk, err := t.read(ctx, start, t.end)
+		if err != nil {
+			return tailMsg{}, false, err
+		}
+		for i := len(chunk) - 1; i >= 0; i-- { // newest first
+			t.buf = append(t.buf, chunk[i])
+		}
+		t.end = start - 1 // 0 past the stream's first sequence 1
+		t.span *= 2
+	}
+	m, t.buf = t.buf[0], t.buf[1:]
+	return m, true, nil
+}
+
+// read returns the headers of the messages on the filter from start to end, oldest first.
+func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, error) {
+	c, err := t.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{t.filter},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    start,
+		HeadersOnly:    true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the stream's tail: %w", err)
+	}
+	var out []tailMsg
+	for {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("reading the stream's tail: %w", err)
+		}
+		n, done := 0, false
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("reading the stream's tail: %w", err)
+			}
+			if md.Sequence.Stream > end {
+				done = true
+				continue // drained, so that the consumer's next fetch is not confused
+			}
+			out = append(out, tailMsg{seq: md.Sequence.Stream, Header: m.Headers()})
+			if md.Sequence.Stream == end || md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("reading the stream's tail: %w", err)
+		}
+		if done || n == 0 {
+			return out, nil
+		}
+	}
+}
