@@ -17,10 +17,10 @@ type runner struct {
 	kv  jetstream.KeyValue
 	rev uint64 // the key's revision this process wrote last; 0 when the key is known not to be its own
 
-	renew  *time.Timer // the next renewal, while leading
+	renew *time.Timer // the next renewal, while leading
 	// sitOutUntil: after a resignation, acquire nothing before then.
 	sitOutUntil time.Time
-	expire *time.Timer // the end of leadership unless a renewal succeeds first, while leading
+	expire      *time.Timer // the end of leadership unless a renewal succeeds first, while leading
 }
 
 func (r *runner) run(ctx context.Context) error {
