@@ -13,7 +13,8 @@ import (
 // sequence backwards, newest first, for the resume cursor. It fetches them in chunks through an ordered
 // consumer that delivers headers only, rather than one request per message: a new leader reads a
 // window's length or two of the tail at every takeover, and on a replicated stream a request per message
-// took seconds. The fence's markers are left out by the filter.
+// took seconds. The fence's markers are left out by the filter. Reading through a consumer does not see
+// less than the stream's leader: each chunk waits for its last message.
 type tailReader struct {
 	s      jetstream.Stream
 	filter string
@@ -87,7 +88,10 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 				continue // drained, so that the consumer's next fetch is not confused
 			}
 			out = append(out, tailMsg{seq: md.Sequence.Stream, Header: m.Headers()})
-			if md.Sequence.Stream == end || md.NumPending == 0 {
+			// Not NumPending: the consumer may live on a replica a little behind the stream's leader, from
+			// which `last` was read. A matching message at or past end always comes: the first chunk ends
+			// at the newest event, and every later one where the chunk before it began.
+			if md.Sequence.Stream == end {
 				done = true
 			}
 		}
