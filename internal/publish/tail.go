@@ -71,8 +71,11 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 		return nil, fmt.Errorf("reading the stream's tail: %w", err)
 	}
 	var out []tailMsg
+	// No-wait fetches: a fetch that waits for a full batch would wait out its expiry at the chunk's end.
+	// An empty one means the consumer's replica has not caught up yet: look again, for a while.
+	idleUntil := time.Now().Add(2 * time.Second)
 	for {
-		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
+		batch, err := c.FetchNoWait(500)
 		if err != nil {
 			return nil, fmt.Errorf("reading the stream's tail: %w", err)
 		}
@@ -98,8 +101,19 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 		if err := batch.Error(); err != nil {
 			return nil, fmt.Errorf("reading the stream's tail: %w", err)
 		}
-		if done || n == 0 {
+		switch {
+		case done:
 			return out, nil
+		case n > 0:
+			idleUntil = time.Now().Add(2 * time.Second)
+		case time.Now().After(idleUntil):
+			return out, nil
+		default:
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 }
