@@ -98,6 +98,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 				errs = append(errs, err)
 			}
 		case err == nil:
+			if have := s.CachedInfo().Config; want.Name == l.Events() && have.AllowDirect && have.Replicas > 1 {
+				log.Warn("the events stream allows direct gets: a new leader's look-up of the newest event may be "+
+					"answered by a replica a little behind, and the upstream then replays what the duplicate "+
+					"window has to recognise; turn allow_direct off", "stream", want.Name)
+			}
 			if diff := streamDiff(want, s.CachedInfo().Config); diff != "" {
 				log.Warn("stream exists with another configuration; using it as it is",
 					"stream", want.Name, "differences", diff)
