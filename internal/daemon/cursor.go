@@ -113,13 +113,18 @@ func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstrea
 	if err != nil {
 		return nil, nil, layout, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			nc.Close()
-			return nil, nil, layout, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
+	connected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(connected)
+	if !nc.IsConnected() {
+		select {
+		case <-connected:
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
 		}
-		time.Sleep(50 * time.Millisecond)
+	}
+	if !nc.IsConnected() {
+		nc.Close()
+		return nil, nil, layout, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
