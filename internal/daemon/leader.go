@@ -137,11 +137,19 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 		}
 	}
 	t.claimed = true
-	if !e.lease.Leading() { // by the clock
-		// Paused or cut off while storing the markers, past the lease: some may have been stored after a
-		// new leader's, which would let this process's events through on those subjects. It must not
-		// publish; the new leader's events checking those subjects are refused until it writes new markers.
-		e.log.Warn("the lease lapsed while the fence was being claimed; not reading the stream")
+	// Paused or cut off while storing the markers, or overtaken by an operator's command meanwhile: some
+	// may have been stored after another's, which would let this process's events through on those
+	// subjects. The key, read after the last marker was stored, says whether anyone took the lease
+	// before; if so this process must not publish, and the other's events checking those subjects are
+	// refused until new markers are written.
+	cctx, cancel := context.WithTimeout(ctx, e.d.cfg.PublishTimeout)
+	held, err := e.lease.Confirm(cctx)
+	cancel()
+	if !held {
+		if ctx.Err() == nil {
+			e.log.Warn("the lease was lost while the fence was being claimed; not reading the stream", "err", err)
+			e.lease.Resign(t.epoch, "lease lost while claiming the fence", 0)
+		}
 		return
 	}
 	upkeep := make(chan struct{})
@@ -150,7 +158,7 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 		defer close(upkeep)
 		_ = t.pub.Run(uctx) // returns nil when uctx ends
 	}()
-	err := e.d.stream.Run(ctx, t.pub)
+	err = e.d.stream.Run(ctx, t.pub)
 	stopUpkeep()
 	<-upkeep
 	switch {

@@ -101,7 +101,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
 	b := opsStartBridge(t, env)
 	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-	last, _ := up.Sim().GeneratedEvent("demo", n)
+	last := sim.EventID(n) // the simulator generates it later: GeneratedEvent would still say ""
 	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
 		return b.status(t).Stream.ResumeAfter == last, b.status(t).Stream.ResumeAfter
 	})
@@ -119,7 +119,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 	}
 
 	const from = 150
-	after, _ := up.Sim().GeneratedEvent("demo", from)
+	after := sim.EventID(from)
 	epoch := c.Holder.Epoch
 	msg, err := RequestRestart(ctx, cfg, after, false)
 	if err != nil {

@@ -176,6 +176,17 @@ type resignation struct {
 	sitOut time.Duration
 }
 
+// Confirm reads the key and reports whether this process still holds it, whatever the watch has
+// delivered so far: for a leader that just did something another may have raced (stored its fence
+// markers), before it relies on it.
+func (l *Lease) Confirm(ctx context.Context) (bool, error) {
+	h, ok, err := Read(ctx, l.js, l.cfg.Bucket, l.cfg.Key)
+	if err != nil {
+		return false, err
+	}
+	return ok && h.Instance == l.self.Instance && l.Leading(), nil
+}
+
 // Holder returns the latest known holder of the lease, this process or another, for /status; ok is false
 // when the key is free or not known yet.
 func (l *Lease) Holder() (h Holder, ok bool) {
