@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	// The bridge runs as a child built from cmd/bridge, which go test's cache cannot see: importing the
+	// daemon ties a cached result to the daemon's sources (cmd/bridge itself is wiring only).
+	_ "github.com/tracking-bridge/tracking-bridge/internal/daemon"
 )
 
 // binDir holds the bridge binary, built once per test binary by bridgeBinary.
