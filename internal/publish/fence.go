@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,11 +60,6 @@ func fenceSubject(base string, j int) string { return base + "." + strconv.Itoa(
 
 // restartSubject returns P.leader.restart, where restart directives go.
 func restartSubject(base string) string { return base + ".restart" }
-
-// isFence reports whether subject is one of the fence subjects under base (markers and directives).
-func isFence(base, subject string) bool {
-	return base != "" && len(subject) > len(base) && subject[len(base)] == '.' && strings.HasPrefix(subject, base)
-}
 
 // Claim stores this leader's markers on the fence subjects (Config.FenceSubject.<j>) and makes every later
 // event conditional on them: once another leader stores its own, JetStream refuses this publisher's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,4 +255,9 @@ func TestSettleReadsNoCursor(t *testing.T) {
 	if _, err := p.Resume(ctx); err == nil {
 		t.Error("Resume without the events stream succeeded; the test proves nothing")
 	}
+}
+
+// isFence reports whether subject is one of the fence subjects under base (markers and directives).
+func isFence(base, subject string) bool {
+	return base != "" && len(subject) > len(base) && subject[len(base)] == '.' && strings.HasPrefix(subject, base)
 }

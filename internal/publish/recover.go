@@ -99,8 +99,9 @@ func answered(err error) bool {
 }
 
 // settleStored settles as stored the failed publishes of the window that the events stream holds, so
-// that they are not sent again. It reads the stream back from its end to the cursor's own message (the
-// window's events were sent after it was stored), for at most as many messages as loadCursor.
+// that they are not sent again. It reads the stream back from its newest event to the cursor's own
+// message (the window's events were sent after it was stored), for at most as many messages as
+// loadCursor, with the same reader.
 func (p *Publisher) settleStored(ctx context.Context) error {
 	want := map[string]bool{}
 	for i := 0; i < p.n; i++ {
@@ -117,19 +118,20 @@ func (p *Publisher) settleStored(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := s.CachedInfo().State
+	last, err := lastSeqOf(ctx, s, p.events+">")
+	if err != nil {
+		return err
+	}
 	limit := uint64(2*len(p.ring) + 1000)
 	found := 0
-	for seq := st.LastSeq; seq >= st.FirstSeq && seq > 0 && st.LastSeq-seq < limit && found < len(want); seq-- {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+	tail := newTailReader(s, p.events+">", s.CachedInfo().State.FirstSeq, last, uint64(len(p.ring)))
+	for read := uint64(0); read < limit && found < len(want); read++ {
+		m, ok, err := tail.next(ctx)
 		if err != nil {
 			return err
 		}
-		if isFence(p.cfg.FenceSubject, m.Subject) {
-			continue
+		if !ok {
+			break
 		}
 		if seen, ok := want[m.Header.Get(HeaderMsgID)]; ok && !seen {
 			want[m.Header.Get(HeaderMsgID)] = true
