@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,9 +30,6 @@ type events struct {
 	// fatal carries a failure no other term can mend (no publisher can be made): the daemon stops on it.
 	// A term whose stream or publisher fails resigns the lease instead, for a while.
 	fatal chan error
-
-	// sawLeader: the lease's holder was known at least once (readiness of a standby, ready.go).
-	sawLeader atomic.Bool
 
 	mu   sync.Mutex
 	term *term

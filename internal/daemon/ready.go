@@ -128,10 +128,7 @@ func (o *ops) checkStream(context.Context) error {
 		// A standby reads no stream (contract §6). It is ready once it has known a leader, so that a bridge
 		// starting alone is not ready before it leads and its stream is connected, and a standby stays
 		// ready while the lease changes hands.
-		if _, ok := e.lease.Holder(); ok {
-			e.sawLeader.Store(true)
-		}
-		if !e.sawLeader.Load() {
+		if !e.lease.SawHolder() {
 			return errors.New("standing by: no leader known yet")
 		}
 		return nil

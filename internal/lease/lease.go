@@ -88,6 +88,7 @@ type Lease struct {
 	validUntil time.Time // this process may lead until then, by its monotonic clock
 	renewedAt  time.Time // when the last successful acquisition or renewal was sent
 	holder     Holder    // the latest known holder; zero when nobody holds the key
+	sawHolder  bool      // a holder was known at least once
 }
 
 // New checks the configuration and returns a Lease for Run; it contacts nothing.
@@ -193,6 +194,14 @@ func (l *Lease) Holder() (h Holder, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.holder, l.holder.Instance != ""
+}
+
+// SawHolder reports whether a holder of the lease, this process or another, was known at least once:
+// from then on a standby knows where it stands, even while the key changes hands.
+func (l *Lease) SawHolder() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sawHolder
 }
 
 // Self is this process's identity as it writes it into the key (its Epoch and Revision are zero).

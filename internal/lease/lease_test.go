@@ -432,7 +432,11 @@ func TestResignHandsOver(t *testing.T) {
 	// A resignation that comes late, for the term before, does not end the new one.
 	changes := len(next.history())
 	next.Resign(first.Epoch, "late", 0)
-	time.Sleep(200 * time.Millisecond) // nothing to wait for: the request must be dropped
+	taken := func() bool { return len(next.resign) == 0 }
+	testutil.Eventually(t, 3*time.Second, "Run took the late resignation", taken)
+	// Run handles one request per turn of its loop: once it took a second, it is done with the first.
+	next.Resign(first.Epoch, "late again", 0)
+	testutil.Eventually(t, 3*time.Second, "Run took the second late resignation", taken)
 	if !next.Leading() || len(next.history()) != changes {
 		t.Errorf("a resignation for epoch %d ended a later term: %v", first.Epoch, next.history())
 	}

@@ -120,6 +120,7 @@ func (r *runner) lead(rev uint64, sent time.Time) {
 	r.mu.Lock()
 	r.leading = true
 	r.holder = h
+	r.sawHolder = r.sawHolder || h.Instance != ""
 	r.mu.Unlock()
 	r.renewed(rev, sent)
 	r.log.Info("leading", "holder", h.Name, "pid", h.PID, "instance", h.Instance, "epoch", rev)
@@ -209,6 +210,7 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 	r.mu.Lock()
 	prev := r.holder
 	r.holder = h
+	r.sawHolder = r.sawHolder || h.Instance != ""
 	r.mu.Unlock()
 	if h.Instance != prev.Instance || h.Epoch != prev.Epoch {
 		if put {
