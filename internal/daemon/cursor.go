@@ -77,8 +77,8 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 // bridge can lead between the markers and the directive, so no event is stored after it before a leader
 // has taken it.
 func RequestRestart(ctx context.Context, cfg *config.Config, after string, beginning bool) (string, error) {
-	if !beginning && after == "" {
-		return "", errors.New("an event id to restart after is required")
+	if err := publish.CheckRestart(after, beginning); err != nil { // before the leader steps down
+		return "", err
 	}
 	nc, js, layout, err := operatorConn(ctx, cfg)
 	if err != nil {

@@ -120,15 +120,11 @@ func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, lea
 // stream after the id (beginning false) or from its beginning. It never touches the stream otherwise.
 // It returns the directive's stream sequence.
 func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
-	h := nats.Header{HeaderLeader: {"operator"}}
-	switch {
-	case beginning:
-		h.Set(HeaderRestart, RestartBeginning)
-	case after == "":
-		return 0, errors.New("an event id to restart after is required")
-	case !event.Resumable(after):
-		return 0, fmt.Errorf("the id %q cannot be sent back as Last-Event-ID (control characters or edge white space)", after)
-	default:
+	if err := CheckRestart(after, beginning); err != nil {
+		return 0, err
+	}
+	h := nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}}
+	if !beginning {
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
@@ -140,6 +136,20 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 		return 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), err)
 	}
 	return ack.Sequence, nil
+}
+
+// CheckRestart reports what is wrong with a restart request, before anything is written: an id is
+// needed unless the restart is from the beginning, and it must be one HTTP can send as Last-Event-ID.
+func CheckRestart(after string, beginning bool) error {
+	switch {
+	case beginning:
+		return nil
+	case after == "":
+		return errors.New("an event id to restart after is required")
+	case !event.Resumable(after):
+		return fmt.Errorf("the id %q cannot be sent back as Last-Event-ID (control characters or edge white space)", after)
+	}
+	return nil
 }
 
 // restartDirective returns the resume point a restart directive names, in header form ("" for the
