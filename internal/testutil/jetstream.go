@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +17,25 @@ func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	n, err := CountMsgs(ctx, js, stream)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// CountMsgs is StreamMsgs for callers that poll and take a failure as "not yet".
+func CountMsgs(ctx context.Context, js jetstream.JetStream, stream string) (uint64, error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0
+		return 0, nil
 	}
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	n := info.State.Msgs
 	for subject, count := range info.State.Subjects {
@@ -33,7 +43,7 @@ func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 			n -= count
 		}
 	}
-	return n
+	return n, nil
 }
 
 // IsFence reports whether subject is one of an events stream's fence subjects (P.leader.<n> and
