@@ -38,7 +38,7 @@ type events struct {
 
 // term is one period of leadership.
 type term struct {
-	epoch   uint64 // the lease's epoch this term leads
+	holder  lease.Holder // this process as the lease holds it, with the epoch this term leads
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the stream stopped reading into pub
 	pub     *publish.Publisher
@@ -95,7 +95,7 @@ func (e *events) begin() {
 		return
 	}
 	ctx, cancel := context.WithCancel(e.rctx)
-	t := &term{epoch: h.Epoch, cancel: cancel, done: make(chan struct{}), pub: pub}
+	t := &term{holder: h, cancel: cancel, done: make(chan struct{}), pub: pub}
 	e.mu.Lock()
 	e.term, e.pub = t, pub
 	e.mu.Unlock()
@@ -106,7 +106,7 @@ func (e *events) begin() {
 // the stream stops on an error.
 func (e *events) runTerm(ctx context.Context, t *term) {
 	defer close(t.done)
-	h, _ := e.lease.Holder()
+	h := t.holder
 	marker, _ := json.Marshal(h)
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, e.d.cfg.PublishTimeout)
@@ -125,7 +125,7 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 			// Holding the lease without reading the stream helps nobody: leave it to the others a while.
 			e.log.Error("cannot claim the fence; leaving the lease to the other bridges", "err", err,
 				"for", e.d.cfg.LeaseTTL.String())
-			e.lease.Resign(t.epoch, "cannot claim the fence", e.d.cfg.LeaseTTL)
+			e.lease.Resign(t.holder.Epoch, "cannot claim the fence", e.d.cfg.LeaseTTL)
 			return
 		}
 		if !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 2*time.Second, attempt)) {
@@ -144,7 +144,7 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 	if !held {
 		if ctx.Err() == nil {
 			e.log.Warn("the lease was lost while the fence was being claimed; not reading the stream", "err", err)
-			e.lease.Resign(t.epoch, "lease lost while claiming the fence", 0)
+			e.lease.Resign(t.holder.Epoch, "lease lost while claiming the fence", 0)
 		}
 		return
 	}
@@ -159,13 +159,13 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 	<-upkeep
 	switch {
 	case errors.Is(err, publish.ErrFenced):
-		e.lease.Resign(t.epoch, "fenced out", 0)
+		e.lease.Resign(t.holder.Epoch, "fenced out", 0)
 	case err != nil && ctx.Err() == nil:
 		// The cursor could not be read or the publisher failed (NATS in trouble, as during an election):
 		// another bridge, or this one after a while, starts a new term.
 		e.log.Error("the event path failed; leaving the lease to the other bridges", "err", err,
 			"for", e.d.cfg.LeaseTTL.String())
-		e.lease.Resign(t.epoch, "the event path failed", e.d.cfg.LeaseTTL)
+		e.lease.Resign(t.holder.Epoch, "the event path failed", e.d.cfg.LeaseTTL)
 	}
 }
 
