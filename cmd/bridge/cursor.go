@@ -21,9 +21,9 @@ func cursorUsage(w io.Writer) {
   bridge cursor restart -after ID
   bridge cursor restart -from-beginning
         make the next leader resume the upstream stream after the event ID, or from its beginning:
-        for a provider that lost its history, or to replay. It stores a marker on P.leader, which
-        fences the leader in office out of the events stream, and asks it to hand the lease over;
-        whichever bridge leads next resumes there. Events still within the duplicate window are not
+        for a provider that lost its history, or to replay. It takes the lease (the leader steps
+        down), stores markers on P.leader.> that fence out whatever it still has in flight and the
+        directive, and releases the lease; whichever bridge leads next resumes there. Events still within the duplicate window are not
         stored twice; older ones are stored again.
 
 Both use the BRIDGE_* configuration of 'bridge run' (NATS and the subject prefix).
