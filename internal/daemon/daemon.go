@@ -149,7 +149,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	return d, nil
 }
 
-// newPublisher returns a publisher of events, fenced on P.leader; each term of leadership gets its own.
+// newPublisher returns a publisher of events, fenced on P.leader.>; each term of leadership gets its own.
 func (d *Daemon) newPublisher() (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{

@@ -47,8 +47,8 @@ type Config struct {
 	Window int
 	// Timeout bounds the wait for one acknowledgement; a publish that times out is sent again.
 	Timeout time.Duration
-	// FenceSubject is the events stream's fence subject (P.leader), which Claim stores this leader's marker
-	// on; "" for a publisher that is not fenced (a single bridge, tests).
+	// FenceSubject is the base of the events stream's fence subjects (P.leader: Claim stores this leader's
+	// markers on P.leader.<n>, see FenceWidth); "" for a publisher that is not fenced (tests, benchmarks).
 	FenceSubject string
 	// Source is the CloudEvents source attribute.
 	Source   string
