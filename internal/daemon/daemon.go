@@ -248,27 +248,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	dctx, stopShutdownClock := d.shutdownClock(rctx)
 	defer stopShutdownClock()
 
-	var streamErr, leaseErr, reportsErr, apiErr, natsErr error
+	var eventsErr, reportsErr, apiErr, natsErr error
 	var g run.Group
 	// The event stream into JetStream, while this bridge holds the lease. On the way out the lease's
 	// holder stops reading, settles its publishes in flight within the shutdown clock, then releases the
 	// lease, so that a standby resumes after them at once.
 	g.Add(func() error {
-		if leaseErr = d.events.run(rctx, dctx); leaseErr != nil {
-			d.log.Error("the lease cannot work; stopping", "err", leaseErr)
+		if eventsErr = d.events.run(rctx, dctx); eventsErr != nil {
+			d.log.Error("the event path failed; stopping", "err", eventsErr)
 		}
-		return leaseErr
+		return eventsErr
 	}, func(error) { stopAll() })
-	g.Add(func() error {
-		select {
-		case streamErr = <-d.events.fatal:
-			return streamErr
-		case <-rctx.Done():
-			return nil
-		}
-	}, func(error) { stopAll() })
-	// A standby gets a token once, for its readiness; it never reads the stream.
-	g.Add(func() error { d.events.warmToken(rctx); <-rctx.Done(); return nil }, func(error) { stopAll() })
 	// The report consumer. It finishes the reports in flight and hands back those fetched ahead; at the
 	// shutdown timeout it hands back those still in flight too, and the stop is an error.
 	g.Add(func() error {
@@ -307,10 +297,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if natsErr != nil {
 		return natsErr // nothing in flight can be settled; the restart resumes from the stream
 	}
-	err = streamErr
-	if leaseErr != nil && err == nil {
-		err = leaseErr
-	}
+	err = eventsErr
 	if reportsErr != nil && err == nil {
 		err = fmt.Errorf("report consumer: %w", reportsErr)
 	}

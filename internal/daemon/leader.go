@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -61,10 +62,27 @@ func newEvents(d *Daemon, js jetstream.JetStream, log *slog.Logger) (*events, er
 	return e, nil
 }
 
-// run competes for the lease until rctx ends; dctx bounds the settling of the last term's publishes.
+// run competes for the lease until rctx ends or a failure no term can mend (fatal); dctx bounds the
+// settling of the last term's publishes. A standby gets a token meanwhile, for its readiness. It returns
+// once the lease is released.
 func (e *events) run(rctx, dctx context.Context) error {
 	e.rctx, e.dctx = rctx, dctx
-	return e.lease.Run(rctx)
+	lctx, stop := context.WithCancel(rctx)
+	defer stop()
+	go e.warmToken(lctx)
+	done := make(chan error, 1)
+	go func() { done <- e.lease.Run(lctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("the lease cannot work: %w", err)
+		}
+		return nil
+	case err := <-e.fatal:
+		stop()
+		<-done
+		return err
+	}
 }
 
 // leading reports whether this bridge holds the lease now (by its own clock).
