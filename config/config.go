@@ -121,6 +121,7 @@ type Config struct {
 	NATSCAFile       string `envconfig:"NATS_CA_FILE" desc:"PEM file of CA certificates trusted for NATS; empty means the system roots"`
 	NATSCertFile     string `envconfig:"NATS_CERT_FILE" desc:"client certificate (PEM) for NATS TLS, with BRIDGE_NATS_KEY_FILE"`
 	NATSKeyFile      string `envconfig:"NATS_KEY_FILE" desc:"client private key (PEM) for NATS TLS, with BRIDGE_NATS_CERT_FILE"`
+	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease); give it one outside the API callers' inboxes (e.g. _INBOX_bridge) and allow the bridge to subscribe only there"`
 }
 
 // field describes one variable of Config.

@@ -106,6 +106,7 @@ func TestLoadDefaults(t *testing.T) {
 		APIConcurrency:      32,
 		APITimeout:          30 * time.Second,
 		ShutdownTimeout:     30 * time.Second,
+		NATSInboxPrefix:     "_INBOX",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load with only the required variables:\n got %#v\nwant %#v", *c, *want)

@@ -174,6 +174,7 @@ func TestComposeHA(t *testing.T) {
 			t.Errorf("%s and %s are both server %s", other, name, serverName)
 		}
 		serverNames[serverName] = name
+		deployNATSPasswords(t, svc, "services."+name)
 		opts := deployClusterOpts(t, serverName)
 		nodeOpts = opts
 		var conf, data string
@@ -402,6 +403,7 @@ func TestNATSClusterConfig(t *testing.T) {
 	}
 	for _, svc := range ha.nats {
 		n := nodes[svc]
+		deployNATSPasswords(t, deployMap(t, ha.services[svc], "services."+svc), "services."+svc)
 		opts := deployClusterOpts(t, n.name)
 		opts.Host, opts.Port = "127.0.0.1", n.port
 		opts.HTTPPort = 0 // no monitoring port: nothing here reads it
@@ -464,7 +466,9 @@ func TestNATSClusterConfig(t *testing.T) {
 	for _, svc := range ha.nats {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", nodes[svc].port))
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","))
+	// As the bridges connect: their user, password and inbox prefix.
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(fmt.Sprint(env["BRIDGE_NATS_USER"]),
+		deployResolve(t, fmt.Sprint(env["BRIDGE_NATS_PASSWORD"]))), nats.CustomInboxPrefix(fmt.Sprint(env["BRIDGE_NATS_INBOX_PREFIX"])))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -368,6 +368,27 @@ func deployStrings(t *testing.T, v any, path string) []string {
 
 var deployInterp = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
+// deployNATSPasswords sets, for this test, the NATS_*_PASSWORD variables that config/nats-users.conf
+// reads, as the NATS service's environment in docker-compose.yml gives them; every one the users file
+// references must be there.
+func deployNATSPasswords(t *testing.T, svc map[string]any, where string) {
+	t.Helper()
+	env := deployMap(t, svc["environment"], where+".environment")
+	users := string(deployRead(t, filepath.Join("config", "nats-users.conf")))
+	refs := regexp.MustCompile(`\$(NATS_[A-Z_]+_PASSWORD)`).FindAllStringSubmatch(users, -1)
+	if len(refs) == 0 {
+		t.Fatal("config/nats-users.conf references no NATS_*_PASSWORD variable")
+	}
+	for _, m := range refs {
+		v, ok := env[m[1]].(string)
+		if !ok {
+			t.Errorf("%s does not set %s, which config/nats-users.conf reads", where, m[1])
+			continue
+		}
+		t.Setenv(m[1], deployResolve(t, v))
+	}
+}
+
 // deployResolve replaces ${NAME:-default} with the default, as compose does when NAME is unset; a
 // reference without a default is an error (the demo must run with nothing set).
 func deployResolve(t *testing.T, s string) string {
@@ -695,6 +716,7 @@ func TestCompose(t *testing.T) {
 	if confMounted != "./config/nats-server.conf" {
 		t.Fatalf("%s is not mounted from ./config/nats-server.conf", cmd[1])
 	}
+	deployNATSPasswords(t, nats, "services.nats")
 	opts, err := server.ProcessConfigFile(filepath.Join("..", confMounted))
 	if err != nil {
 		t.Fatalf("config/nats-server.conf: %v", err)

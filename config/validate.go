@@ -101,6 +101,7 @@ func (c *Config) check() []error {
 	// NATS and the HTTP endpoint.
 	ck.natsURLs("BRIDGE_NATS_URL", c.NATSURL)
 	ck.subjectPrefix("BRIDGE_SUBJECT_PREFIX", c.SubjectPrefix)
+	ck.subjectPrefix("BRIDGE_NATS_INBOX_PREFIX", c.NATSInboxPrefix)
 	ck.listenAddr("BRIDGE_HTTP_ADDR", c.HTTPAddr)
 	ck.consumerName("BRIDGE_REPORT_DURABLE", c.ReportDurable)
 	if c.CESource != "" {

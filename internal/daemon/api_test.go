@@ -58,14 +58,12 @@ func TestAPIServiceWired(t *testing.T) {
 	}
 }
 
-// TestAPIServiceLeastPrivilege: with exactly the permissions of config/nats-server.conf's example, the
+// TestAPIServiceLeastPrivilege: with exactly the permissions of config/nats-users.conf, the
 // bridge answers API and discovery requests without a permission violation.
 func TestAPIServiceLeastPrivilege(t *testing.T) {
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
-		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
-	}))
+	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
 	ob.waitReady(t, 15*time.Second, http.StatusOK)
 	nc, err := nats.Connect(ns.URL(), nats.UserInfo("admin", "admin"))
 	if err != nil {

@@ -133,6 +133,8 @@ func (s *natsState) set(st nats.Status, err error) {
 func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("tracking-bridge"),
+		// The bridge's own reply subjects; the API service refuses a caller's reply subject under them.
+		nats.CustomInboxPrefix(cfg.NATSInboxPrefix),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),

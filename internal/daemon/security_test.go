@@ -420,58 +420,50 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 	})
 }
 
-// secPermissionsBlock returns config/nats-server.conf with its commented bridge-authorization block
-// uncommented.
-func secPermissionsBlock(t *testing.T) string {
+// secUserPasswords are the example users of config/nats-users.conf with the passwords the tests give
+// them through the variables that file reads.
+var secUserPasswords = map[string]string{
+	"NATS_BRIDGE_PASSWORD":        secNATSPassword,
+	"NATS_EVENTS_READER_PASSWORD": "events-reader-" + secNATSPassword,
+	"NATS_PRODUCER_PASSWORD":      "report-producer-" + secNATSPassword,
+	"NATS_API_READER_PASSWORD":    "api-reader-" + secNATSPassword,
+	"NATS_API_WRITER_PASSWORD":    "api-writer-" + secNATSPassword,
+}
+
+// secBridgeEnv is what a bridge needs to connect as config/nats-users.conf's tracking-bridge user.
+var secBridgeEnv = map[string]string{
+	"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
+}
+
+// secClient returns the options of a client connecting as the example user name (events-reader,
+// report-producer, api-reader, api-writer): its password and its own inbox prefix.
+func secClient(name string) []nats.Option {
+	return []nats.Option{nats.UserInfo(name, name+"-"+secNATSPassword), nats.CustomInboxPrefix("_INBOX." + name)}
+}
+
+// secPermissionedNATS starts a server with the users of config/nats-users.conf (the bridge's
+// "tracking-bridge" with password secNATSPassword, and the clients of secClient), plus an unrestricted
+// "admin" for the test's own checks.
+func secPermissionedNATS(t *testing.T) *testutil.NATS {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "nats-server.conf"))
+	for k, v := range secUserPasswords {
+		t.Setenv(k, v)
+	}
+	users, err := os.ReadFile(filepath.Join("..", "..", "config", "nats-users.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	in, found := false, false
-	for line := range strings.Lines(string(raw)) {
-		line = strings.TrimRight(line, "\n")
-		switch strings.TrimSpace(line) {
-		case "# BEGIN bridge-authorization":
-			in, found = true, true
-			continue
-		case "# END bridge-authorization":
-			in = false
-			continue
-		}
-		if in {
-			rest, ok := strings.CutPrefix(line, "# ")
-			if !ok && line != "#" {
-				t.Fatalf("line in the authorization block is not commented with \"# \": %q", line)
-			}
-			line = rest
-		}
-		out = append(out, line)
-	}
-	if !found || in {
-		t.Fatal("config/nats-server.conf lacks a complete BEGIN/END bridge-authorization block")
-	}
-	return strings.Join(out, "\n") + "\n"
-}
-
-// secPermissionedNATS starts a server with the users of config/nats-server.conf's example authorization
-// block (the bridge's "tracking-bridge" with password secNATSPassword, and "report-producer"), plus an
-// unrestricted "admin" for the test's own checks.
-func secPermissionedNATS(t *testing.T) *testutil.NATS {
-	t.Helper()
-	t.Setenv("NATS_BRIDGE_PASSWORD", secNATSPassword)
-	t.Setenv("NATS_PRODUCER_PASSWORD", "producer-"+secNATSPassword)
 	conf := filepath.Join(t.TempDir(), "nats-server.conf")
-	if err := os.WriteFile(conf, []byte(secPermissionsBlock(t)), 0o600); err != nil {
+	if err := os.WriteFile(conf, users, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	parsed, err := server.ProcessConfigFile(conf)
 	if err != nil {
-		t.Fatalf("the example configuration does not parse: %v", err)
+		t.Fatalf("config/nats-users.conf does not parse: %v", err)
 	}
-	if len(parsed.Users) != 2 {
-		t.Fatalf("the example configuration has %d users, want 2", len(parsed.Users))
+	if len(parsed.Users) != len(secUserPasswords) {
+		t.Fatalf("config/nats-users.conf has %d users, want %d", len(parsed.Users), len(secUserPasswords))
 	}
 	return testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
@@ -488,15 +480,13 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	admin := nats.UserInfo("admin", "admin")
 
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	env := up.Env(ns.URL(), map[string]string{
-		"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
-	})
+	env := up.Env(ns.URL(), secBridgeEnv)
 	wire := func(ob *opsBridge) { opsWireConsumer(t, ob) }
 	ob := opsStartBridgeWith(t, env, wire)
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	up.Sim().Inject("demo", "not-json-1", "", []byte("not json"))
 	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
-		nats.UserInfo("report-producer", "producer-"+secNATSPassword))
+		secClient("report-producer")...)
 	testutil.EventuallyState(t, 10*time.Second, "reports delivered and dead-lettered", func() (bool, string) {
 		a := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "accepted", "status_class": "2xx"})
 		i := ob.counter(t, "bridge_reports_outcomes_total", map[string]string{"outcome": "invalid", "status_class": "none"})
@@ -533,14 +523,15 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 
 	// The producer may publish reports; the bridge's user may not.
 	for _, tc := range []struct {
-		user, password string
-		wantOK         bool
+		user   string
+		opts   []nats.Option
+		wantOK bool
 	}{
-		{"report-producer", "producer-" + secNATSPassword, true},
-		{"tracking-bridge", secNATSPassword, false},
+		{"report-producer", secClient("report-producer"), true},
+		{"tracking-bridge", []nats.Option{nats.UserInfo("tracking-bridge", secNATSPassword), nats.CustomInboxPrefix("_INBOX_bridge")}, false},
+		{"api-writer", secClient("api-writer"), false},
 	} {
-		nc, err := nats.Connect(ns.URL(), nats.UserInfo(tc.user, tc.password),
-			nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		nc, err := nats.Connect(ns.URL(), append(tc.opts, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
 		if err != nil {
 			t.Fatal(err)
 		}
