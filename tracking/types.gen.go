@@ -282,15 +282,19 @@ type BookingAction string
 // BookingClientContext Extra context for booking a slot request later or for client-side correlation (spec 2.7).
 type BookingClientContext struct {
 	// InternalNote Correlation note: at most 20 of the characters A-Z, a-z, 0-9, -, /, # and \.
-	InternalNote *string             `json:"internalNote,omitempty"`
-	PlannedDate  *BookingPlannedDate `json:"plannedDate,omitempty"`
+	InternalNote *string `json:"internalNote,omitempty"`
+
+	// PlannedDate Preliminary time of execution (spec 2.7).
+	PlannedDate *BookingPlannedDate `json:"plannedDate,omitempty"`
 }
 
 // BookingOrder A terminal booking order (spec 2.4): the request body of create and update (without id) and the
 // response of read.
 type BookingOrder struct {
 	// Action PICK_UP: the unit is picked up at the terminal; DROP_OFF: it is dropped off there.
-	Action        BookingAction         `json:"action"`
+	Action BookingAction `json:"action"`
+
+	// ClientContext Extra context for booking a slot request later or for client-side correlation (spec 2.7).
 	ClientContext *BookingClientContext `json:"clientContext,omitempty"`
 
 	// Id Unique identifier of the order; in responses only.
@@ -379,6 +383,7 @@ type DangerousGoodsIndication string
 
 // GeoLocation A geographic position (spec 2.2).
 type GeoLocation struct {
+	// Coordinates Decimal degrees (spec 2.2).
 	Coordinates *Coordinates `json:"coordinates,omitempty"`
 }
 
@@ -401,7 +406,9 @@ type LoadingUnitObservation struct {
 	LoadingState *LoadingState `json:"loadingState,omitempty"`
 
 	// LoadingUnit A tracked or observed loading unit (spec 2.12).
-	LoadingUnit         *LoadingUnitTracking `json:"loadingUnit,omitempty"`
+	LoadingUnit *LoadingUnitTracking `json:"loadingUnit,omitempty"`
+
+	// ObservedTemperature Set values of a temperature-controlled unit (spec 2.16).
 	ObservedTemperature *ObservedTemperature `json:"observedTemperature,omitempty"`
 
 	// Oversize Oversize of the goods relative to the unit in full cm (spec 2.16), as seen standing in front of
@@ -418,7 +425,10 @@ type LoadingUnitTracking struct {
 	// ContainerClass CONTAINER: standardized ISO container; SWAP_BODY: non-standardized container; TRAILER: trailer
 	// without front axle; VEHICLE: other vehicles; MAFI: specialized vehicle moving units on site;
 	// NON_MOBILE: other non-mobile units; OTHER.
-	ContainerClass ContainerClass      `json:"containerClass"`
+	ContainerClass ContainerClass `json:"containerClass"`
+
+	// Identification BIC: ISO 6346 code; ILU: EN 13044-1 code for swap bodies and trailers; SOC: shipper-owned
+	// container, no standard format; OTHER.
 	Identification *UnitIdentification `json:"identification,omitempty"`
 	Number         *string             `json:"number,omitempty"`
 
@@ -462,12 +472,17 @@ type LocationType string
 
 // MeansOfTransportObservation Observations about the means of transport (spec 2.15).
 type MeansOfTransportObservation struct {
+	// Barge A barge (spec 2.15).
 	Barge *Barge `json:"barge,omitempty"`
 
 	// ModeOfTransport BARGE, RAIL, TRUCK, or UNKNOWN (not yet known).
 	ModeOfTransport *ModeOfTransport `json:"modeOfTransport,omitempty"`
-	Train           *Train           `json:"train,omitempty"`
-	Truck           *Truck           `json:"truck,omitempty"`
+
+	// Train A train (spec 2.15).
+	Train *Train `json:"train,omitempty"`
+
+	// Truck A truck (spec 2.15).
+	Truck *Truck `json:"truck,omitempty"`
 }
 
 // ModeOfTransport BARGE, RAIL, TRUCK, or UNKNOWN (not yet known).

@@ -154,7 +154,9 @@ type converter struct {
 // nullable) and, for a named schema, a $ref to its definition.
 func (cv *converter) use(ref *openapi3.SchemaRef, loc string, required bool) map[string]any {
 	nullable := !required && !cv.strict
-	// allOf of one named schema with nullable beside it: the document's way of saying "X or null".
+	// allOf of one named schema with nullable beside it, a common way of writing "X or null" in OpenAPI
+	// 3.0, is read as that schema, nullable. The document does not use it (a strict reader keeps the
+	// named schema's own type and refuses null): it makes such a schema nullable itself.
 	if ref.Ref == "" && ref.Value != nil && len(ref.Value.AllOf) == 1 && ref.Value.AllOf[0].Ref != "" {
 		nullable = nullable || ref.Value.Nullable
 		ref = ref.Value.AllOf[0]

@@ -61,6 +61,7 @@ func TestCreateOrderValidation(t *testing.T) {
 			u["handlingCode"] = "CT45"
 		}), wantCode: 201},
 		{name: "no client context", body: edit(func(o, _, _ map[string]any) { o["clientContext"] = nil }), wantCode: 201},
+		{name: "no planned date", body: edit(func(_, _, cc map[string]any) { cc["plannedDate"] = nil }), wantCode: 201},
 		{name: "100 seals", body: edit(func(_, u, _ map[string]any) { u["seals"] = manySeals(100) }), wantCode: 201},
 		{name: "missing terminalId", body: edit(func(o, _, _ map[string]any) { delete(o, "terminalId") }),
 			wantCode: 400, wantMsgs: []string{"terminalId is missing"}},

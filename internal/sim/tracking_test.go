@@ -96,6 +96,9 @@ func TestReportValidation(t *testing.T) {
 		// Only fields marked nullable may be null (spec 2): identification is ("string or null enum", 2.12),
 		// modeOfTransport, loadingState and condition are not (2.15, 2.16); the OpenAPI document says so.
 		{name: "null nullable enumeration", body: obs(func(_, _, unit, _ map[string]any) { unit["identification"] = nil }), wantCode: 202},
+		{name: "null nullable objects", body: obs(func(mot, lu, _, _ map[string]any) {
+			mot["truck"], mot["barge"], mot["train"], lu["observedTemperature"] = nil, nil, nil, nil
+		}), wantCode: 202},
 		{name: "null enumerations not nullable", body: obs(func(mot, lu, _, _ map[string]any) {
 			mot["modeOfTransport"], lu["loadingState"], lu["condition"] = nil, nil, nil
 		}), wantCode: 400, wantMsgs: []string{
@@ -203,7 +206,7 @@ func TestReportValidation(t *testing.T) {
 			}
 		})
 	}
-	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 9 {
+	if st := e.sim.Stats(); st.ReportCalls != len(tests) || st.ReportsAccepted != 10 {
 		t.Errorf("report calls %d accepted %d", st.ReportCalls, st.ReportsAccepted)
 	}
 }
