@@ -64,3 +64,5 @@ require (
 )
 
 tool github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+
+ignore ./api/lint/node_modules
