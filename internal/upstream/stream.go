@@ -309,7 +309,9 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	if s.cfg.Observer != nil {
 		src = heartbeatBody{src, s.cfg.Observer}
 	}
-	body := newGuard(src, s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
+	// The byte order mark goes first: the decoder keeps it, and the guard must see the first line as the
+	// decoder will (a comment, a data line).
+	body := newGuard(newBOMReader(src), s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
 	dec := eventsource.NewDecoderWithOptions(body, eventsource.DecoderOptionLastEventID(resume))
 	defer func() {
 		_ = body.Close()
