@@ -155,6 +155,7 @@ func TestPublishDeadLetters(t *testing.T) {
 		{ID: "bad-2", ResumeID: "bad-2", Data: []byte(`["an array"]`)},
 		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
 		{ID: "long-4", ResumeID: "long-4", Oversize: 9000, ManyLines: true},
+		{ID: "empty", ResumeID: "empty", Name: "GATE_IN"}, // a data: line without a value
 		ev("ok-5", "GATE_IN"),
 	} {
 		if err := p.Handle(ctx, x); err != nil {
@@ -165,11 +166,11 @@ func TestPublishDeadLetters(t *testing.T) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	dlq := e.messages(e.layout.DLQ())
-	if len(dlq) != 4 {
-		t.Fatalf("dead letters = %d, want 4", len(dlq))
+	if len(dlq) != 5 {
+		t.Fatalf("dead letters = %d, want 5", len(dlq))
 	}
 	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound",
-		"more than 1000 lines exceeds the line bound"} {
+		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object"} {
 		m := dlq[i]
 		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
@@ -184,6 +185,10 @@ func TestPublishDeadLetters(t *testing.T) {
 	if d := string(dlq[3].Data); !strings.Contains(d, `"size":9000`) || !strings.Contains(d, "line bound") ||
 		dlq[3].Header.Get(HeaderMsgID) != "long-4" {
 		t.Errorf("description of an event of too many lines = %s %v", d, dlq[3].Header)
+	}
+	if h := dlq[4].Header; len(dlq[4].Data) != 0 || h.Get(HeaderMsgID) != "empty" || h.Get(HeaderEventID) != "empty" ||
+		h.Get("Sse-Event") != "GATE_IN" {
+		t.Errorf("dead letter of an event with empty data = %q %v, want no data, its id and its event name", dlq[4].Data, h)
 	}
 	if n := len(e.messages(e.layout.Events())); n != 1 {
 		t.Errorf("events stream has %d messages, want 1", n)

@@ -100,3 +100,46 @@ func TestStreamStripsOneBOM(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamEmptyData: a data line without a value (`data:`, `data: `, `data`) gives an event with empty
+// data, handed on like any other (the publisher dead-letters it as not JSON, with its id); a block
+// without a data line gives none.
+func TestStreamEmptyData(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("split %v", split), func(t *testing.T) {
+			body := "id: 1\ndata:\n\nid: 2\r\ndata: \r\n\r\nid: 3\nevent: GATE_IN\ndata\n\n" +
+				"id: 4\nevent: GATE_OUT\n\n: comment\n\nretry: 10\n\nid: 5\ndata: {}\n\n"
+			pieces := []string{body}
+			if split {
+				pieces = bytewise(body)
+			}
+			sc, sink, stop := runScripted(t, ssePieces(pieces...))
+			waitAttempts(t, sc, 2)
+			stop()
+			evs := sink.snapshot()
+			checkEvents(t, evs, want{"1", "", ""}, want{"2", "", ""}, want{"3", "GATE_IN", ""}, want{"5", "", "{}"})
+		})
+	}
+}
+
+// TestStreamIDOnlyBlock: a block with only an id dispatches no event but sets the last event id, as the
+// standard says: an event without an id of its own after it resumes after that id. A reconnect right
+// after such a block resumes after the last event handed on instead (the sink's resume point is an event
+// it stored); the upstream then replays the block, which costs no event.
+func TestStreamIDOnlyBlock(t *testing.T) {
+	sc, sink, stop := runScripted(t,
+		sse("id: 1\ndata: {}\n\nid: 2\n\ndata: {\"a\":1}\n\n"),
+		sse("id: 3\n\n"),
+	)
+	waitAttempts(t, sc, 3)
+	_, ids := sc.seen()
+	stop()
+	evs := sink.snapshot()
+	checkEvents(t, evs, want{"1", "", "{}"}, want{"", "", `{"a":1}`})
+	if evs[1].ResumeID != "2" {
+		t.Errorf("the event after id: 2 alone resumes after %q, want 2", evs[1].ResumeID)
+	}
+	if ids[1] != "2" || ids[2] != "2" {
+		t.Errorf("Last-Event-ID of the reconnects = %q, want 2 both times", ids[1:3])
+	}
+}

@@ -355,12 +355,19 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 					"size", n, "limit", s.cfg.MaxEventBytes)
 			}
 		} else {
-			data := e.Data()
-			if data == "" {
-				continue // a block without data (retry:, id: or event: alone) carries no event
+			switch data := e.Data(); data {
+			case "":
+				// A block without a data line (retry:, id: or event: alone) dispatches no event. Its id:
+				// still sets the last event id, which the decoder hands on as the next event's
+				// LastEventID (its ResumeID).
+				continue
+			case emptyData:
+				// A data line without a value: an event with empty data, which the sink dead-letters as
+				// not JSON rather than losing it without a trace (see emptyDataMarker).
+			default:
+				// The decoder's string is the event's only copy: share its bytes (Data is read-only).
+				ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 			}
-			// The decoder's string is the event's only copy: share its bytes (Data is read-only).
-			ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 		}
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.Received(&ev)
