@@ -293,7 +293,8 @@ func (g *guard) endLine() {
 	g.lineLen = 0
 }
 
-// hold puts b back in front of the input not yet filtered. It runs only around oversize messages.
+// hold puts b back in front of the input not yet filtered. It runs only around oversize messages and those
+// marked with emptyDataMarker.
 func (g *guard) hold(b []byte) {
 	g.carry = append(append(make([]byte, 0, len(b)+len(g.carry)), b...), g.carry...)
 }
