@@ -14,15 +14,19 @@ import (
 // The tests here hold the stream reader to the SSE processing model (WHATWG HTML, "Server-sent events"),
 // over real HTTP.
 
-// ssePieces serves the pieces one by one, each flushed and a little apart, so that the bridge reads them
-// apart; then it ends the response.
-func ssePieces(pieces ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
+// ssePieces serves the pieces one by one, each flushed, and the next only once the bridge has read from
+// the connection (reads counts its reads): the bridge reads them apart. Then it ends the response.
+func ssePieces(reads *readCounter, pieces ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, p := range pieces {
+			before := reads.reads.Load()
 			_, _ = io.WriteString(w, p)
 			w.(http.Flusher).Flush()
-			time.Sleep(5 * time.Millisecond)
+			for deadline := time.Now().Add(5 * time.Second); reads.reads.Load() == before && time.Now().Before(deadline) &&
+				r.Context().Err() == nil; {
+				time.Sleep(time.Millisecond)
+			}
 		}
 	}
 }
@@ -90,7 +94,7 @@ func TestStreamStripsOneBOM(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reads := &readCounter{}
-			sc, sink, stop := runScriptedWith(t, func(c *StreamConfig) { c.Observer = reads }, ssePieces(tt.pieces...))
+			sc, sink, stop := runScriptedWith(t, func(c *StreamConfig) { c.Observer = reads }, ssePieces(reads, tt.pieces...))
 			waitAttempts(t, sc, 2) // the body ended: every piece was read
 			stop()
 			checkEvents(t, sink.snapshot(), tt.want...)
@@ -113,7 +117,8 @@ func TestStreamEmptyData(t *testing.T) {
 			if split {
 				pieces = bytewise(body)
 			}
-			sc, sink, stop := runScripted(t, ssePieces(pieces...))
+			reads := &readCounter{}
+			sc, sink, stop := runScriptedWith(t, func(c *StreamConfig) { c.Observer = reads }, ssePieces(reads, pieces...))
 			waitAttempts(t, sc, 2)
 			stop()
 			evs := sink.snapshot()
