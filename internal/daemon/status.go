@@ -56,7 +56,8 @@ type statusStream struct {
 	// ResumeAfter is the id up to which every event is stored in JetStream: the Last-Event-ID of the next
 	// connection ("" while nothing was stored: the stream starts from the upstream's live edge).
 	ResumeAfter string `json:"resume_after"`
-	// Duplicates counts the events JetStream acknowledged as already stored, since start-up.
+	// Duplicates counts the events found stored before and not stored again, since start-up: JetStream's
+	// duplicates and the upstream's replays skipped by the resume cursor (bridge_events_duplicates_total).
 	Duplicates  uint64     `json:"duplicates"`
 	LastEventAt *time.Time `json:"last_event_at"` // null while no event arrived since start-up
 	LastBytesAt *time.Time `json:"last_bytes_at"` // keep-alive comments included

@@ -176,8 +176,9 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 	})
 	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "events_duplicates_total",
-		Help: "Events JetStream acknowledged as duplicates (an event with the same Nats-Msg-Id was stored " +
-			"within the duplicate window) and did not store again.",
+		Help: "Events found stored before and not stored again: acknowledged by JetStream as duplicates (an " +
+			"event with the same Nats-Msg-Id was stored within the duplicate window), or skipped by the bridge " +
+			"as stored beyond its resume point when the upstream replays them after a restart or reconnect.",
 	})
 
 	m.connects = prometheus.NewCounter(prometheus.CounterOpts{
@@ -311,13 +312,13 @@ func (m *Metrics) Heartbeat() { m.lastBytes.Store(time.Now().UnixNano()) }
 // Published implements publish.Observer: the event was stored; typeToken is its subject's last token.
 func (m *Metrics) Published(typeToken string) { m.typeCounter(typeToken).Inc() }
 
-// Duplicate implements publish.Observer: JetStream did not store the event again.
+// Duplicate implements publish.Observer: the event was stored before and is not stored again.
 func (m *Metrics) Duplicate(string) {
 	m.duplicates.Inc()
 	m.dupCount.Add(1)
 }
 
-// Duplicates returns how many events JetStream acknowledged as duplicates since start-up.
+// Duplicates returns how many events were found stored before since start-up (see Duplicate).
 func (m *Metrics) Duplicates() uint64 { return m.dupCount.Load() }
 
 // AckLatency implements publish.Observer.

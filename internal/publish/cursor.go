@@ -29,6 +29,16 @@ func (p *Publisher) skipped(ev *event.Event, sc *eventScan) (string, bool) {
 	return id, true
 }
 
+// skippedType returns the type token of an event skipped as stored, for the duplicates' log line: "" when
+// its data is not a JSON object.
+func skippedType(sc *eventScan) string {
+	f, err := sc.fields()
+	if err != nil {
+		return ""
+	}
+	return TypeToken(f.Type, f.TypeKind)
+}
+
 // skipAll adds ids to the skip list, for as long as the upstream's replay of them may take.
 func (p *Publisher) skipAll(ids []string) {
 	if len(ids) == 0 {

@@ -64,7 +64,11 @@ func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 		if ev.ID != "" {
 			hid = HeaderID(ev.ID)
 		}
-		p.deadLetter(e, ev.Name, ev.Data, hid, ReasonNotJSON, "event data is not a JSON object: "+err.Error())
+		reason := "event data is not a JSON object: " + err.Error()
+		if len(ev.Data) == 0 {
+			reason = "event data is empty (a data: line without a value), not a JSON object"
+		}
+		p.deadLetter(e, ev.Name, ev.Data, hid, ReasonNotJSON, reason)
 		return
 	}
 	id := ev.ID

@@ -7,16 +7,19 @@ import (
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
-// from the goroutine that calls Handle and Resume or from Run's, except Published and AckLatency (see
-// there); implementations must be cheap.
+// from the goroutine that calls Handle and Resume or from Run's, except Published, Duplicate and
+// AckLatency (see there); implementations must be cheap.
 type Observer interface {
 	// Published is told of an event JetStream stored, with its subject's type token, before the event
 	// leaves the window (so before a Resume waiting for it returns). It is called from the
 	// acknowledgement subscription's goroutine as the acknowledgement arrives, or from the Handle or Run
 	// goroutine for an event sent again after a failure: it must be safe for concurrent use.
 	Published(typeToken string)
-	// Duplicate is told instead of Published of an event JetStream acknowledged as a duplicate: one with
-	// the Nats-Msg-Id of an event stored within the duplicate window, which it did not store again.
+	// Duplicate is told instead of Published of an event found stored before, which is not stored again:
+	// JetStream acknowledged it as a duplicate (the Nats-Msg-Id of an event stored within the duplicate
+	// window), or the publisher did not send it because the events stream holds it beyond the resume point
+	// (the upstream replays it after a restart or a reconnect). Called as Published is, or from the
+	// Handle goroutine.
 	Duplicate(typeToken string)
 	// AckLatency is told how long an event's acknowledgement took, just before Published or Duplicate and
 	// from the same goroutine.
@@ -74,14 +77,20 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// duplicateLog logs when JetStream starts acknowledging events as duplicates: the upstream replays events
-// stored before, a second bridge publishes the same stream, or the upstream reuses ids. It logs once per
-// run of duplicates, not per event.
+// duplicateLog logs when events start to be found stored before, either way Observer.Duplicate names:
+// the upstream replays events stored before, a second bridge publishes the same stream, or the upstream
+// reuses ids. It logs once per run of duplicates, not per event.
 type duplicateLog struct {
 	Observer
 	log  *slog.Logger
-	dups atomic.Bool // the last acknowledgement was a duplicate
+	dups atomic.Bool // the last event settled was a duplicate
 }
+
+// Found-by values of the duplicates' log line.
+const (
+	foundByJetStream = "JetStream's duplicate window"
+	foundByCursor    = "the events stream, beyond the resume point"
+)
 
 func (d *duplicateLog) Published(typeToken string) {
 	if d.dups.Load() {
@@ -92,11 +101,30 @@ func (d *duplicateLog) Published(typeToken string) {
 
 func (d *duplicateLog) Duplicate(typeToken string) {
 	if !d.dups.Swap(true) {
-		d.log.Warn("JetStream acknowledges events as duplicates: they were stored before, within the "+
-			"duplicate window (an upstream replay, another bridge on the same stream, or reused ids); "+
-			"they are counted in bridge_events_duplicates_total, not as published", "type", typeToken)
+		d.logRun(typeToken, foundByJetStream, "")
 	}
 	d.Observer.Duplicate(typeToken)
+}
+
+// skipped is told of an event the publisher found stored beyond its resume point and did not send: a
+// duplicate as well.
+func (d *duplicateLog) skipped(typeToken, id string) {
+	if !d.dups.Swap(true) {
+		d.logRun(typeToken, foundByCursor, id)
+	}
+	d.Observer.Duplicate(typeToken)
+}
+
+// logRun logs the start of a run of duplicates: the first one's type, where it was found, and its id
+// when known (JetStream's acknowledgement does not name it).
+func (d *duplicateLog) logRun(typeToken, foundBy, id string) {
+	args := []any{"type", typeToken, "found_by", foundBy}
+	if id != "" {
+		args = append(args, "event_id", id)
+	}
+	d.log.Warn("events found stored before are not stored again: an upstream replay, another bridge on "+
+		"the same stream, or reused ids; they are counted in bridge_events_duplicates_total, not as published",
+		args...)
 }
 
 // nopObserver is the Observer of a Config without one.

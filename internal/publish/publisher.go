@@ -29,8 +29,9 @@ type Publisher struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream // publishes sent again, and the stream's tail at start-up
 	log    *slog.Logger
-	events string // "P.events."
-	dlq    string // "P.dlq.events"
+	dups   *duplicateLog // cfg.Observer, for the events skipped as stored
+	events string        // "P.events."
+	dlq    string        // "P.dlq.events"
 
 	mu      sync.Mutex // serialises Handle and Resume with the upkeep of Run
 	acks    *acks
@@ -116,6 +117,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		timer: timer,
 	}
 	p.hdr = newHeaderSet(cfg.Source, &p.fence)
+	p.dups = cfg.Observer.(*duplicateLog)
 	return p, nil
 }
 
@@ -205,6 +207,7 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 	sc := eventScan{data: ev.Data} // scanned once, by the skip check or by prepare
 	if key, skip := p.skipped(&ev, &sc); skip {
 		e.id = key // stored already: nothing to send, but a later replay may repeat it (tail)
+		p.dups.skipped(skippedType(&sc), key)
 	} else {
 		p.prepare(e, &ev, &sc)
 	}

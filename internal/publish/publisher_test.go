@@ -155,6 +155,7 @@ func TestPublishDeadLetters(t *testing.T) {
 		{ID: "bad-2", ResumeID: "bad-2", Data: []byte(`["an array"]`)},
 		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
 		{ID: "long-4", ResumeID: "long-4", Oversize: 9000, ManyLines: true},
+		{ID: "empty", ResumeID: "empty", Name: "GATE_IN"}, // a data: line without a value
 		ev("ok-5", "GATE_IN"),
 	} {
 		if err := p.Handle(ctx, x); err != nil {
@@ -165,11 +166,11 @@ func TestPublishDeadLetters(t *testing.T) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	dlq := e.messages(e.layout.DLQ())
-	if len(dlq) != 4 {
-		t.Fatalf("dead letters = %d, want 4", len(dlq))
+	if len(dlq) != 5 {
+		t.Fatalf("dead letters = %d, want 5", len(dlq))
 	}
 	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound",
-		"more than 1000 lines exceeds the line bound"} {
+		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object"} {
 		m := dlq[i]
 		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
@@ -184,6 +185,10 @@ func TestPublishDeadLetters(t *testing.T) {
 	if d := string(dlq[3].Data); !strings.Contains(d, `"size":9000`) || !strings.Contains(d, "line bound") ||
 		dlq[3].Header.Get(HeaderMsgID) != "long-4" {
 		t.Errorf("description of an event of too many lines = %s %v", d, dlq[3].Header)
+	}
+	if h := dlq[4].Header; len(dlq[4].Data) != 0 || h.Get(HeaderMsgID) != "empty" || h.Get(HeaderEventID) != "empty" ||
+		h.Get("Sse-Event") != "GATE_IN" {
+		t.Errorf("dead letter of an event with empty data = %q %v, want no data, its id and its event name", dlq[4].Data, h)
 	}
 	if n := len(e.messages(e.layout.Events())); n != 1 {
 		t.Errorf("events stream has %d messages, want 1", n)
@@ -555,7 +560,14 @@ func TestResumeSkipsForeignMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 300
-	handleRange(ctx, t, p1, 0, n)
+	// The last event names the one before it as the resume point (Bridge-Resume-After): its own replay is
+	// JetStream's duplicate, the others are stored beyond it (the window's length of messages before the
+	// resume point is read too).
+	handleRange(ctx, t, p1, 0, n-1)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handleRange(ctx, t, p1, n-1, n)
 	if _, err := p1.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -768,9 +780,69 @@ func TestDuplicatesCounted(t *testing.T) {
 	if p, d := obs.published.Load(), obs.duplicates.Load(); p != 4 || d != 3 {
 		t.Errorf("published %d, duplicates %d; want 4 and 3", p, d)
 	}
-	if n := logs.Count(slog.LevelWarn, "JetStream acknowledges events as duplicates: they were stored before, within the "+
-		"duplicate window (an upstream replay, another bridge on the same stream, or reused ids); they are "+
-		"counted in bridge_events_duplicates_total, not as published"); n != 2 {
+	if n := logs.Count(slog.LevelWarn, duplicatesLine); n != 2 {
 		t.Errorf("the start of a run of duplicates was logged %d times, want 2 (one per run)", n)
+	}
+	if v, _ := logs.Attr(duplicatesLine, "found_by"); v.String() != foundByJetStream {
+		t.Errorf("duplicates found by %q, want %q", v, foundByJetStream)
+	}
+}
+
+// duplicatesLine is the message of the log line for a run of duplicates.
+const duplicatesLine = "events found stored before are not stored again: an upstream replay, another bridge on " +
+	"the same stream, or reused ids; they are counted in bridge_events_duplicates_total, not as published"
+
+// TestSkippedCountAsDuplicates: an upstream that restarted and reuses the ids of 40 stored events, and
+// replays them to a bridge that restarted too. The events stored beyond the resume point are skipped
+// without a publish; they count as duplicates as those JetStream finds in its duplicate window do, and
+// the run of them is logged once.
+func TestSkippedCountAsDuplicates(t *testing.T) {
+	const n = 40
+	e := newEnv(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p1 := e.publisher(64, nil)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The last event names the one before it as the resume point (Bridge-Resume-After): its own replay is
+	// JetStream's duplicate, the others are stored beyond it (the window's length of messages before the
+	// resume point is read too).
+	handleRange(ctx, t, p1, 0, n-1)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handleRange(ctx, t, p1, n-1, n)
+	if _, err := p1.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	obs := &countingObserver{}
+	logs := &testutil.Logs{}
+	p2, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: 64, Timeout: 2 * time.Second, Logger: slog.New(logs), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handleRange(ctx, t, p2, 0, n+2) // the 40 again, from the upstream's beginning, then two new ones
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertExactlyOnce(t, e.messages(e.layout.Events()), n+2)
+	if p, d := obs.published.Load(), obs.duplicates.Load(); p != 2 || d != n {
+		t.Errorf("published %d, duplicates %d; want 2 and %d", p, d, n)
+	}
+	if c := logs.Count(slog.LevelWarn, duplicatesLine); c != 1 {
+		t.Errorf("the run of duplicates was logged %d times, want once", c)
+	}
+	if v, _ := logs.Attr(duplicatesLine, "found_by"); v.String() != foundByCursor {
+		t.Errorf("duplicates found by %q, want %q", v, foundByCursor)
+	}
+	if v, _ := logs.Attr(duplicatesLine, "event_id"); v.String() != "ev-00000" {
+		t.Errorf("the run's first duplicate logged as %q, want ev-00000", v)
 	}
 }

@@ -127,7 +127,7 @@ func (c *APIClient) do(ctx context.Context, r APIRequest, tok string) (*APIRespo
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
 		// Errors from Do name the method and URL (never a header) and wrap the cause, ctx's error included.
-		return nil, err
+		return nil, boundError(err)
 	}
 	defer resp.Body.Close()
 	limit := r.MaxBody

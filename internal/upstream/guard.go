@@ -18,13 +18,25 @@ import (
 // timeout while the reader was waiting for one.
 var ErrIdle = errors.New("no data or heartbeat within the idle timeout")
 
-// oversizeMarker is the SSE event name the guard gives to a message it cut short. It carries a random
-// nonce so that no upstream message can pass for one.
-var oversizeMarker = func() string {
+// markerNonce is random, so that no upstream message can pass for one the guard marked.
+var markerNonce = func() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
-	return "bridge-oversize-" + hex.EncodeToString(b) + ":"
+	return hex.EncodeToString(b)
 }()
+
+// oversizeMarker is the SSE event name the guard gives to a message it cut short.
+var oversizeMarker = "bridge-oversize-" + markerNonce + ":"
+
+// emptyDataMarker is the value of the data line the guard adds to a message whose one data line has an
+// empty value (`data:`, `data: ` or `data`). The SSE model dispatches such a message as an event with empty
+// data, and a message without a data line as none; the decoder gives both the data "" and tells them apart
+// nowhere. With the line added the first reads "\n" + emptyDataMarker (emptyData). A message with more
+// data lines needs none: its data holds their line feeds.
+var emptyDataMarker = "bridge-empty-data-" + markerNonce
+
+// emptyData is the data the decoder gives a message marked with emptyDataMarker.
+var emptyData = "\n" + emptyDataMarker
 
 // manyLinesSuffix ends the marker of a message cut for its number of lines rather than its size.
 const manyLinesSuffix = ":lines"
@@ -54,6 +66,8 @@ func parseOversize(name string) (size int, manyLines, ok bool) {
 //     grows with its size times its lines (see event.MaxLines).
 //   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
 //     outside Read (the bridge applying backpressure) does not count.
+//   - A message whose one data line has an empty value gets a second data line, emptyDataMarker, before
+//     its blank line, so that the reader can tell it from a message without data.
 //
 // Line ends are LF, CR or CRLF, as in the SSE specification.
 type guard struct {
@@ -73,6 +87,13 @@ type guard struct {
 	carry     []byte
 	pend      []byte
 	err       error // sticky error from the body, returned once carry and pend are drained
+
+	// The data lines of the current message, for emptyDataMarker.
+	head      [len("data: ")]byte // the current line's first bytes
+	lineLen   int                 // the current line's length so far
+	dataLines int                 // the message's data lines, counted up to 2
+	emptyData bool                // the message's first data line has an empty value
+	markEmpty bool                // scan stopped at the blank line of a message to mark
 
 	// Comment stripping, over the raw input (see strip).
 	rawBOL    bool // the raw input is at the beginning of a line
@@ -225,6 +246,7 @@ func (g *guard) filter(b []byte) int {
 			}
 			g.pend = append(g.pend[:0], "event:"+marker+"\n\n"...)
 			g.skip, g.size, g.lines, g.manyLines = false, 0, 0, false
+			g.lineLen, g.dataLines = 0, 0
 			g.hold(b[i+end:])
 			return i
 		}
@@ -232,6 +254,14 @@ func (g *guard) filter(b []byte) int {
 		if ok {
 			i += end
 			continue
+		}
+		if g.markEmpty {
+			// The blank line at i+end ends a message whose one data line is empty: add the marker's line
+			// before it. scan left the state as before that blank line, which comes again from carry.
+			g.markEmpty = false
+			g.pend = append(g.pend[:0], "data:"+emptyDataMarker+"\n"...)
+			g.hold(b[i+end:])
+			return i + end
 		}
 		// The bound was reached at i+end: hand on what came before, drop the rest of the message.
 		cut := i + end
@@ -249,13 +279,29 @@ func (g *guard) filter(b []byte) int {
 	return len(b)
 }
 
-// hold puts b back in front of the input not yet filtered. It runs only around oversize messages.
+// endLine counts the line that just ended if it is a data line: its field name is "data", followed by a
+// colon or nothing (the decoder reads fields so). Its value is empty when nothing or one space follows
+// the colon.
+func (g *guard) endLine() {
+	h := g.head[:min(g.lineLen, len(g.head))]
+	if g.lineLen == len("data") && string(h) == "data" || g.lineLen > len("data") && string(h[:5]) == "data:" {
+		if g.dataLines == 0 {
+			g.emptyData = g.lineLen <= len("data:") || g.lineLen == len("data: ") && h[5] == ' '
+		}
+		g.dataLines = min(g.dataLines+1, 2)
+	}
+	g.lineLen = 0
+}
+
+// hold puts b back in front of the input not yet filtered. It runs only around oversize messages and those
+// marked with emptyDataMarker.
 func (g *guard) hold(b []byte) {
 	g.carry = append(append(make([]byte, 0, len(b)+len(g.carry)), b...), g.carry...)
 }
 
 // scan advances the message state over b. Without skip it stops (ok=false) at the byte where the message
-// would exceed the bound; with skip it stops (ok=true) just after the blank line that ends the message.
+// would exceed the bound, or (setting markEmpty) at the blank line of a message to mark with
+// emptyDataMarker; with skip it stops (ok=true) just after the blank line that ends the message.
 // Otherwise it consumes all of b and returns ok=!skip.
 func (g *guard) scan(b []byte, skip bool) (int, bool) {
 	i := 0
@@ -284,6 +330,12 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 				g.size = g.max
 				return cut, false
 			}
+			if !skip {
+				if g.lineLen < len(g.head) {
+					copy(g.head[g.lineLen:], b[i:i+j])
+				}
+				g.lineLen += j
+			}
 			g.size += j
 			g.bol, g.lastCR = false, false
 			i += j
@@ -292,21 +344,29 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 			}
 		}
 		c := b[i]
-		i++
 		if c == '\n' && g.lastCR {
+			i++
 			g.lastCR = false
 			continue // the LF of a CRLF
 		}
+		if g.bol && !skip && g.dataLines == 1 && g.emptyData {
+			g.dataLines, g.markEmpty = 0, true
+			return i, false
+		}
+		i++
 		g.lastCR = c == '\r'
 		if g.bol { // a blank line: the message ends
 			if skip {
 				g.size++
 				return i, true
 			}
-			g.size, g.lines = 0, 0
+			g.size, g.lines, g.dataLines = 0, 0, 0
 			continue
 		}
 		g.bol = true
+		if !skip {
+			g.endLine()
+		}
 		g.size++
 		if !skip && g.size > g.max {
 			// The line end itself crosses the bound; let it through (it ends the line) and cut after it.

@@ -21,6 +21,7 @@ type got struct {
 	id, name, data string
 	oversize       int
 	manyLines      bool
+	empty          bool // the message's one data line has an empty value: the guard marked it
 }
 
 // decodeAll runs input through a guard and eventsource's decoder and returns the events.
@@ -41,6 +42,9 @@ func decodeAll(t testing.TB, input string, maxBytes int, oneByte bool) []got {
 		ev := got{id: e.Id(), name: e.Event(), data: e.Data()}
 		if n, many, ok := parseOversize(ev.name); ok {
 			ev = got{id: ev.id, oversize: n, manyLines: many}
+		}
+		if ev.data == emptyData {
+			ev.data, ev.empty = "", true
 		}
 		out = append(out, ev)
 	}
@@ -90,6 +94,20 @@ func TestGuardBoundsMessages(t *testing.T) {
 			[]got{{data: "a\nb"}}},
 		{"the size bound within the line bound", lines("data: xxxxxxxxx", 20, "\n") + "\nid: 5\ndata: c\n\n", 100,
 			[]got{{oversize: 16*20 + 1}, {id: "5", data: "c"}}},
+		// A data line with an empty value gives an event with empty data, which the decoder does not tell
+		// from a message without a data line; the guard marks it.
+		{"data: without a value", "id: 1\ndata:\n\nid: 2\ndata: \n\nid: 3\ndata\n\n", 100,
+			[]got{{id: "1", empty: true}, {id: "2", empty: true}, {id: "3", empty: true}}},
+		{"data: without a value, CRLF and CR line ends", "id: 1\r\ndata:\r\n\r\nid: 2\rdata\r\r", 100,
+			[]got{{id: "1", empty: true}, {id: "2", empty: true}}},
+		{"data: without a value, other fields after it", "data:\nevent: GATE_IN\nid: 7\n: c\n\n", 100,
+			[]got{{id: "7", name: "GATE_IN", empty: true}}},
+		{"no data line", "id: 1\n\nevent: x\n\nretry: 5\n\ndatax\n\ndata x\n\n:data\n\n", 100,
+			[]got{{id: "1"}, {name: "x"}, {}, {}, {}}},
+		{"data: with values", "data:  \n\ndata\ndata\n\ndata:\ndata: x\n\ndata: x\ndata:\n\n", 100,
+			[]got{{data: " "}, {data: "\n"}, {data: "\nx"}, {data: "x\n"}}},
+		{"data: without a value in an oversize message", "id: 8\ndata:\nevent: " + big + "\n\nid: 9\ndata:\n\n", 100,
+			[]got{{id: "8", oversize: 6 + 6 + 308 + 1}, {id: "9", empty: true}}},
 	}
 	for _, tt := range tests {
 		for _, oneByte := range []bool{false, true} {
@@ -162,14 +180,15 @@ func TestGuardIdle(t *testing.T) {
 	}
 }
 
-// FuzzGuard: on input whose messages fit the bounds the guard changes no event, it never hands the decoder
-// a comment, a line longer than the size bound or a message of more lines than the line bound, and it
-// never fails on any input.
+// FuzzGuard: on input whose messages fit the bounds the guard changes no event and marks exactly those
+// whose one data line is empty, it never hands the decoder a comment, a line longer than the size bound or
+// a message of more lines than the line bound, and it never fails on any input.
 func FuzzGuard(f *testing.F) {
 	f.Add([]byte("id: 1\ndata: {}\n\n"), 8)
 	f.Add([]byte("id: 1\r\ndata: aaaaaaaaaaaaaaaaaaa\r\n\r\n: c\r\rdata: b\n\n"), 5)
 	f.Add([]byte("data: x\r\n\r\ndata: \r\n"), 3)
 	f.Add([]byte("data: a\r: c\n\ndata: b\r: d\r\n\n"), 64)
+	f.Add([]byte("id: 1\ndata:\n\ndata\r\rdata: \r\n: c\r\n\r\ndata\ndata\n\nid: 2\n\n"), 64)
 	f.Fuzz(func(t *testing.T, in []byte, maxBytes int) {
 		if maxBytes <= 0 || maxBytes > 1<<16 {
 			maxBytes = 16
@@ -181,7 +200,15 @@ func FuzzGuard(f *testing.F) {
 			t.Fatal(err)
 		}
 		if longestMessage(in) <= maxBytes && mostLines(in) <= g.maxLines {
-			if want, got := decodeRaw(in), decodeRaw(out); !slices.Equal(got, want) {
+			want := decodeRaw(in)
+			empty := emptyDataFlags(in)
+			if len(empty) != len(want) {
+				t.Fatalf("the reference finds %d events in %q, the decoder %d", len(empty), in, len(want))
+			}
+			for i := range want {
+				want[i].empty = empty[i]
+			}
+			if got := decodeRaw(out); !slices.Equal(got, want) {
 				t.Fatalf("changed events of input that fits the bound:\n in %q\nout %q\nwant %+v\n got %+v", in, out, want, got)
 			}
 		}
@@ -192,7 +219,8 @@ func FuzzGuard(f *testing.F) {
 			if line[0] == ':' {
 				t.Fatalf("comment line %q passed:\n in %q\nout %q", line, in, out)
 			}
-			if len(line) > maxBytes+1 && !bytes.Contains(line, []byte(oversizeMarker)) { // +1: the NUL ending a cut line
+			if len(line) > maxBytes+1 && !bytes.Contains(line, []byte(oversizeMarker)) && // +1: the NUL ending a cut line
+				!bytes.Equal(line, []byte("data:"+emptyDataMarker)) {
 				t.Fatalf("line of %d bytes passed a bound of %d", len(line), maxBytes)
 			}
 		}
@@ -200,7 +228,7 @@ func FuzzGuard(f *testing.F) {
 }
 
 // decodeRaw returns the events eventsource's decoder reads from in, without a guard, as id/name/data
-// triples.
+// triples; data marked by the guard as empty reads "" with empty set.
 func decodeRaw(in []byte) []got {
 	dec := eventsource.NewDecoder(bytes.NewReader(in))
 	var out []got
@@ -209,8 +237,41 @@ func decodeRaw(in []byte) []got {
 		if err != nil {
 			return out
 		}
-		out = append(out, got{id: e.Id(), name: e.Event(), data: e.Data()})
+		ev := got{id: e.Id(), name: e.Event(), data: e.Data()}
+		if ev.data == emptyData {
+			ev.data, ev.empty = "", true
+		}
+		out = append(out, ev)
 	}
+}
+
+// emptyDataFlags is a reference for the guard's marks: for each event an SSE decoder reads from in (a
+// message of at least one line other than comments, ended by a blank line), whether the message has one
+// data line and its value is empty.
+func emptyDataFlags(in []byte) []bool {
+	norm := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(in))
+	var flags []bool
+	fields, data, empty := 0, 0, false
+	for _, l := range strings.SplitAfter(norm, "\n") {
+		line, ok := strings.CutSuffix(l, "\n")
+		switch {
+		case !ok: // a last line without its end: the stream ends within the message, which is no event
+		case line == "":
+			if fields > 0 {
+				flags = append(flags, data == 1 && empty)
+			}
+			fields, data = 0, 0
+		case line[0] == ':':
+		default:
+			fields++
+			if name, value, _ := strings.Cut(line, ":"); name == "data" {
+				if data++; data == 1 {
+					empty = strings.TrimPrefix(value, " ") == ""
+				}
+			}
+		}
+	}
+	return flags
 }
 
 // longestMessage returns the size of the longest message in an SSE byte stream, counted as the guard
@@ -286,8 +347,8 @@ func FuzzSSERoundTrip(f *testing.F) {
 			}
 		default:
 			want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(data))
-			if evs[0].data != want {
-				t.Fatalf("data %q, want %q", evs[0].data, want)
+			if evs[0].data != want || evs[0].empty != (len(data) == 0) {
+				t.Fatalf("data %q (empty data line %v), want %q", evs[0].data, evs[0].empty, want)
 			}
 		}
 		if evs[0].id != wantID && !(evs[0].oversize > 0 && len("id: "+wantID) >= maxBytes+64) {

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ClientOptions configures the HTTP clients towards the provider.
@@ -57,7 +59,7 @@ func NewHTTPClient(o ClientOptions) (*http.Client, error) {
 				return errors.New("stopped after 5 redirects")
 			}
 			if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
-				return fmt.Errorf("refusing redirect to another host (%s)", req.URL.Host)
+				return fmt.Errorf("refusing redirect to another host (%s)", quoted(req.URL.Host))
 			}
 			return nil
 		},
@@ -103,3 +105,59 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// Bounds of the upstream's values in errors, which reach the log and /status: the upstream's headers and
+// bodies may be megabytes long.
+const (
+	maxQuoted    = 128 // a header value, an error code
+	maxMessages  = 256 // the messages of an ApiResponseMessage, joined
+	maxErrorText = 512 // a transport error's text
+)
+
+// quoted returns an upstream value for an error: quoted, so that control characters are escaped, and cut
+// to maxQuoted bytes, with the value's length, when longer.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(clip(s, maxQuoted)) + " (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// clip cuts s to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	k := n - len("…")
+	for k > 0 && !utf8.RuneStart(s[k]) {
+		k--
+	}
+	return s[:k] + "…"
+}
+
+// boundError cuts the text of an error from the HTTP client short: net/http quotes some of the upstream's
+// values whole (a redirect's Location as the url.Error's URL, a malformed status line). errors.Is and As
+// see the error as it was.
+func boundError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && len(ue.URL) > maxQuoted {
+		ue.URL = clip(ue.URL, maxQuoted)
+	}
+	msg := err.Error()
+	if len(msg) <= maxErrorText {
+		return err
+	}
+	return &boundedError{msg: clip(msg, maxErrorText), err: err}
+}
+
+// boundedError is an error whose text boundError cut short.
+type boundedError struct {
+	msg string
+	err error
+}
+
+func (e *boundedError) Error() string { return e.msg }
+func (e *boundedError) Unwrap() error { return e.err }

@@ -119,5 +119,6 @@ func (c *ReportClient) post(ctx context.Context, body []byte, key, tok string) d
 		req.Header.Set("Idempotency-Key", key)
 	}
 	// Errors from Do name the method and URL (never a header) and wrap the cause, ctx's error included.
-	return Classify(c.cfg.Client.Do(req))
+	resp, err := c.cfg.Client.Do(req)
+	return Classify(resp, boundError(err))
 }

@@ -84,7 +84,8 @@ var stateNames = [...]string{"starting", "connected", "reconnecting", "unavailab
 // String returns the state's name, as /status and the logs show it.
 func (s StreamState) String() string { return stateNames[s] }
 
-// StatusError is a non-success HTTP answer of the upstream API.
+// StatusError is a non-success HTTP answer of the upstream API. Its text holds the messages cut short,
+// for the log and /status; Messages holds them as sent.
 type StatusError struct {
 	Code       int
 	RetryAfter time.Duration // from Retry-After, 0 when absent
@@ -95,7 +96,7 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
 	if len(e.Messages) > 0 {
-		s += ": " + delivery.JoinMessages(e.Messages)
+		s += ": " + clip(delivery.JoinMessages(e.Messages), maxMessages)
 	}
 	return s
 }
@@ -276,16 +277,16 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			// The publisher never names such an id (it keeps the last one HTTP can carry); another
 			// sink might. Connecting without it would replay from wherever the upstream starts: not
 			// exact.
-			c.err = fmt.Errorf("the last stored event id %q holds control characters or edge white space, "+
+			c.err = fmt.Errorf("the last stored event id %s holds control characters or edge white space, "+
 				"which HTTP cannot carry as Last-Event-ID: the stream cannot resume after it (retrying; the "+
-				"upstream's ids must be printable, without leading or trailing spaces)", resume)
+				"upstream's ids must be printable, without leading or trailing spaces)", quoted(resume))
 			return c
 		}
 		req.Header.Set("Last-Event-ID", resume)
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		c.err = err
+		c.err = boundError(err)
 		return c
 	}
 	if err := checkStreamResponse(resp); err != nil {
@@ -309,7 +310,9 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	if s.cfg.Observer != nil {
 		src = heartbeatBody{src, s.cfg.Observer}
 	}
-	body := newGuard(src, s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
+	// The byte order mark goes first: the decoder keeps it, and the guard must see the first line as the
+	// decoder will (a comment, a data line).
+	body := newGuard(newBOMReader(src), s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
 	dec := eventsource.NewDecoderWithOptions(body, eventsource.DecoderOptionLastEventID(resume))
 	defer func() {
 		_ = body.Close()
@@ -353,12 +356,19 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 					"size", n, "limit", s.cfg.MaxEventBytes)
 			}
 		} else {
-			data := e.Data()
-			if data == "" {
-				continue // a block without data (retry:, id: or event: alone) carries no event
+			switch data := e.Data(); data {
+			case "":
+				// A block without a data line (retry:, id: or event: alone) dispatches no event. Its id:
+				// still sets the last event id, which the decoder hands on as the next event's
+				// LastEventID (its ResumeID).
+				continue
+			case emptyData:
+				// A data line without a value: an event with empty data, which the sink dead-letters as
+				// not JSON rather than losing it without a trace (see emptyDataMarker).
+			default:
+				// The decoder's string is the event's only copy: share its bytes (Data is read-only).
+				ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 			}
-			// The decoder's string is the event's only copy: share its bytes (Data is read-only).
-			ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 		}
 		if s.cfg.Observer != nil {
 			s.cfg.Observer.Received(&ev)
@@ -409,9 +419,10 @@ func checkStreamResponse(resp *http.Response) error {
 		}
 		return st
 	}
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := resp.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "text/event-stream" {
-		return fmt.Errorf("%w: Content-Type %q", ErrNotEventStream, resp.Header.Get("Content-Type"))
+		return fmt.Errorf("%w: Content-Type %s", ErrNotEventStream, quoted(ct))
 	}
 	return nil
 }

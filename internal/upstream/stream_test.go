@@ -113,9 +113,19 @@ func scriptedConfig(url string) StreamConfig {
 
 func runScripted(t *testing.T, script ...http.HandlerFunc) (*scripted, *memSink, func()) {
 	t.Helper()
+	return runScriptedWith(t, nil, script...)
+}
+
+// runScriptedWith is runScripted with the stream's configuration adjusted by configure.
+func runScriptedWith(t *testing.T, configure func(*StreamConfig), script ...http.HandlerFunc) (*scripted, *memSink, func()) {
+	t.Helper()
 	sc := &scripted{script: script}
 	srv := httptest.NewServer(sc)
-	st := NewStream(scriptedConfig(srv.URL))
+	cfg := scriptedConfig(srv.URL)
+	if configure != nil {
+		configure(&cfg)
+	}
+	st := NewStream(cfg)
 	sc.stream = st
 	sink := &memSink{}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -236,16 +236,20 @@ func (ts *TokenSource) request(kind string, do func(context.Context) (*oauth2.To
 func safeTokenError(kind string, err error) error {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) {
-		// Transport errors from net/http name the URL and the cause, never the form body.
-		return fmt.Errorf("%w: %s: %v", ErrTokenEndpoint, kind, err)
+		// Transport errors from net/http name the URL and the cause, never the form body; a redirect's
+		// Location among them is the upstream's.
+		return fmt.Errorf("%w: %s: %v", ErrTokenEndpoint, kind, boundError(err))
 	}
 	status := 0
 	if re.Response != nil {
 		status = re.Response.StatusCode
 	}
 	code := re.ErrorCode
-	if code == "" {
+	switch {
+	case code == "":
 		code = "no error code"
+	case !plainCode(code):
+		code = quoted(code) // a value from the upstream's body, not an RFC 6749 code
 	}
 	switch {
 	case status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout:
@@ -256,6 +260,20 @@ func safeTokenError(kind string, err error) error {
 	default:
 		return fmt.Errorf("refresh rejected: HTTP %d %s", status, code)
 	}
+}
+
+// plainCode reports whether an OAuth error code is short and made of the characters RFC 6749 allows in
+// one (5.2), spaces aside: it then goes into errors as it is.
+func plainCode(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func extraSeconds(t *oauth2.Token, key string) (int64, bool) {
