@@ -67,7 +67,10 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	}
 	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
 		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
-			Replicas: cfg.StreamReplicas},
+			Replicas: cfg.StreamReplicas, MaxEventBytes: cfg.StreamMaxEventBytes, MaxReportBytes: cfg.ReportMaxBytes,
+			EventsLimits:  streams.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
+			ReportsLimits: streams.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
+			DLQLimits:     streams.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
 		streamsLog: log.With("component", "streams")}
 	d.ops = newOps(d, log.With("component", "http"))
 
