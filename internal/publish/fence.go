@@ -87,11 +87,21 @@ func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error
 	return nil
 }
 
+// rollup is the header set of every message on the fence subjects: a subject rollup, with which JetStream
+// removes the subject's earlier messages once it stores this one. Each subject then holds only its latest
+// marker (or directive), so the events stream holds at most FenceWidth markers and one directive however
+// often the leader changes. The fence's check is unaffected: it asks that the subject's last message be a
+// given marker, and a rollup removes only messages before the last.
+func rollup(h nats.Header) nats.Header {
+	h.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	return h
+}
+
 // storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences.
 func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte) ([]uint64, error) {
 	futures := make([]jetstream.PubAckFuture, FenceWidth)
 	for j := range FenceWidth {
-		m := &nats.Msg{Subject: fenceSubject(base, j), Header: nats.Header{HeaderLeader: {leader}}}
+		m := &nats.Msg{Subject: fenceSubject(base, j), Header: rollup(nats.Header{HeaderLeader: {leader}})}
 		if j == 0 {
 			m.Data = body
 		}
@@ -123,7 +133,7 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 	if err := CheckRestart(after, beginning); err != nil {
 		return 0, err
 	}
-	h := nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}}
+	h := rollup(nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}})
 	if !beginning {
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
