@@ -367,3 +367,73 @@ func TestSettleReadsNoCursor(t *testing.T) {
 func isFence(base, subject string) bool {
 	return base != "" && len(subject) > len(base) && subject[len(base)] == '.' && strings.HasPrefix(subject, base)
 }
+
+// TestFenceOutlivesStreamLimits: in an events stream that discards its oldest messages, by size or by
+// age, a leader's markers would be removed in a long term, and every later event refused as if another
+// leader had taken over; Run stores them again in time, and the leader publishes on.
+func TestFenceOutlivesStreamLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits streams.Limits
+	}{
+		{"max_bytes", streams.Limits{MaxBytes: 600_000}},
+		{"max_age", streams.Limits{MaxAge: 2 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
+			nc := testutil.StartNATS(t, nil).Connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			p := fencedPublisher(t, nc, layout, 64)
+			if err := p.Claim(ctx, "long-term", []byte(`{"name":"long-term"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rctx, stop := context.WithCancel(ctx)
+			ran := make(chan struct{})
+			go func() { defer close(ran); _ = p.Run(rctx) }()
+			defer func() { stop(); <-ran }()
+
+			// About 250 events a second of ~700 bytes for 6 s: the stream of 600 kB turns over twice, and
+			// 2 s of max_age three times.
+			first := p.fence.seqs[0]
+			end := time.Now().Add(6 * time.Second)
+			for i := 0; time.Now().Before(end); i++ {
+				if err := p.Handle(ctx, ev(fmt.Sprintf("e-%05d", i), "GATE_IN")); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if i%50 == 49 {
+					if _, err := p.Resume(ctx); err != nil {
+						t.Fatalf("after event %d: %v", i, err)
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if p.fence.seqs[0] == first {
+				t.Error("the markers were never stored again")
+			}
+			s, err := js.Stream(ctx, layout.Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(layout.FenceSubject()+".>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.State.Subjects) != FenceWidth {
+				t.Errorf("%d fence subjects hold a marker, want %d", len(info.State.Subjects), FenceWidth)
+			}
+			t.Logf("the stream holds %d messages (%d bytes) from %d to %d", info.State.Msgs, info.State.Bytes,
+				info.State.FirstSeq, info.State.LastSeq)
+		})
+	}
+}
