@@ -403,6 +403,10 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 			if why := d.natsSt.NotConnected(); why != "" {
 				err = fmt.Errorf("%w (NATS %s)", err, why)
 			}
+			if errors.Is(err, streams.ErrNoRoom) {
+				err = fmt.Errorf("%w: lower BRIDGE_EVENTS_STREAM_MAX_BYTES, BRIDGE_REPORTS_STREAM_MAX_BYTES and "+
+					"BRIDGE_DLQ_STREAM_MAX_BYTES, or raise the server's max_file_store", err)
+			}
 			log.Warn("JetStream not ready; retrying", "err", err)
 		}
 		if !retry.Sleep(ctx, retry.Backoff(500*time.Millisecond, 10*time.Second, attempt)) {

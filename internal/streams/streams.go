@@ -158,6 +158,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound) && create:
 			if _, err := js.CreateStream(ctx, want); err != nil {
+				var api *jetstream.APIError
+				if errors.As(err, &api) && (api.ErrorCode == errStorageResourcesExceeded || api.ErrorCode == errMaxStreamBytesExceeded) {
+					err = fmt.Errorf("%w: %w; JetStream reserves a stream's max_bytes (%d here) from the server's "+
+						"max_file_store and the account's limits when it creates it, so they must hold the three "+
+						"streams' together", ErrNoRoom, err, want.MaxBytes)
+				}
 				errs = append(errs, fmt.Errorf("creating stream %s: %w", want.Name, err))
 				continue
 			}
@@ -228,6 +234,16 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.S
 	log.Info("the events stream now has what the fence needs", "stream", have.Name, "added", strings.Join(missing, ", "))
 	return s.CachedInfo().Config, nil
 }
+
+// ErrNoRoom is Ensure's error when JetStream cannot reserve a stream's max_bytes: the server's
+// max_file_store, or the account's limits, are smaller than the streams' limits together.
+var ErrNoRoom = errors.New("no room in JetStream for the stream's max_bytes")
+
+// JetStream's error codes for a stream whose max_bytes the server or the account cannot reserve.
+const (
+	errStorageResourcesExceeded = 10047 // insufficient storage resources available
+	errMaxStreamBytesExceeded   = 10122 // stream max bytes exceeds account limit max stream bytes
+)
 
 // ErrNoFence is Ensure's error when the events stream lacks what the fence needs (its subjects, rollups)
 // and may not be changed.

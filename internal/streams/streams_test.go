@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -211,5 +212,22 @@ func TestEnsureUpgradesEventsStream(t *testing.T) {
 	err = streams.Ensure(ctx, js, l, true, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, streams.ErrNoFence) || !strings.Contains(err.Error(), "deny_purge") {
 		t.Errorf("a stream denying purges: %v; want ErrNoFence naming deny_purge", err)
+	}
+}
+
+// TestEnsureNoRoom: a server whose store cannot hold the streams' max_bytes together refuses to create
+// the last one; Ensure says why (ErrNoRoom), and the streams that fit are there.
+func TestEnsureNoRoom(t *testing.T) {
+	ns := testutil.StartNATS(t, func(o *server.Options) { o.JetStreamMaxStore = 5 << 30 })
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = streams.Ensure(ctx, js, limitedLayout(), true, slog.New(slog.DiscardHandler)) // 4 + 1 + 1 GiB
+	if !errors.Is(err, streams.ErrNoRoom) || !strings.Contains(err.Error(), "TRACKING_DLQ") ||
+		strings.Contains(err.Error(), "TRACKING_REPORTS") {
+		t.Errorf("Ensure on a 5 GiB store: %v; want ErrNoRoom for the dead-letter stream only", err)
 	}
 }
