@@ -95,7 +95,7 @@ type Config struct {
 
 	// Limits of the streams the bridge creates (contract §4); an existing stream keeps its own. Each
 	// stream's largest message follows from BRIDGE_STREAM_MAX_EVENT_BYTES and BRIDGE_REPORT_MAX_BYTES.
-	EventsStreamMaxBytes  ByteSize      `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"4GiB" desc:"total size of the events stream PFX_EVENTS when the bridge creates it; beyond it the oldest events (and fence markers) are discarded"`
+	EventsStreamMaxBytes  ByteSize      `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"4GiB" desc:"total size of the events stream PFX_EVENTS when the bridge creates it; beyond it the oldest events are discarded (the leader keeps its fence markers ahead of them)"`
 	EventsStreamMaxAge    time.Duration `envconfig:"EVENTS_STREAM_MAX_AGE" default:"0s" desc:"age after which events are discarded from PFX_EVENTS when the bridge creates it; 0 means none: the newest event, which holds the resume cursor, is then never discarded"`
 	ReportsStreamMaxBytes ByteSize      `envconfig:"REPORTS_STREAM_MAX_BYTES" default:"1GiB" desc:"total size of the reports work queue PFX_REPORTS when the bridge creates it; when full, JetStream refuses new reports to their producers"`
 	ReportsStreamMaxAge   time.Duration `envconfig:"REPORTS_STREAM_MAX_AGE" default:"0s" desc:"age after which JetStream removes a report not yet sent from PFX_REPORTS, without a dead letter, when the bridge creates it; 0 means none; otherwise BRIDGE_REPORT_MAX_AGE must be set and shorter"`
