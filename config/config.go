@@ -93,6 +93,15 @@ type Config struct {
 	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`
 	StreamReplicas  int           `envconfig:"STREAM_REPLICAS" default:"1" desc:"replicas of the streams and of the lease bucket PFX_LEASES when the bridge creates them (1 to 5; 3 on a 3-node cluster)"`
 
+	// Limits of the streams the bridge creates (contract §4); an existing stream keeps its own. Each
+	// stream's largest message follows from BRIDGE_STREAM_MAX_EVENT_BYTES and BRIDGE_REPORT_MAX_BYTES.
+	EventsStreamMaxBytes  ByteSize      `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"4GiB" desc:"total size of the events stream PFX_EVENTS when the bridge creates it; beyond it the oldest events are discarded (the leader keeps its fence markers ahead of them)"`
+	EventsStreamMaxAge    time.Duration `envconfig:"EVENTS_STREAM_MAX_AGE" default:"0s" desc:"age after which events are discarded from PFX_EVENTS when the bridge creates it; 0 means none: the newest event, which holds the resume cursor, is then never discarded"`
+	ReportsStreamMaxBytes ByteSize      `envconfig:"REPORTS_STREAM_MAX_BYTES" default:"1GiB" desc:"total size of the reports work queue PFX_REPORTS when the bridge creates it; when full, JetStream refuses new reports to their producers"`
+	ReportsStreamMaxAge   time.Duration `envconfig:"REPORTS_STREAM_MAX_AGE" default:"0s" desc:"age after which JetStream removes a report not yet sent from PFX_REPORTS, without a dead letter, when the bridge creates it; 0 means none; otherwise BRIDGE_REPORT_MAX_AGE must be set and shorter"`
+	DLQStreamMaxBytes     ByteSize      `envconfig:"DLQ_STREAM_MAX_BYTES" default:"1GiB" desc:"total size of the dead-letter stream PFX_DLQ when the bridge creates it; beyond it the oldest dead letters are discarded"`
+	DLQStreamMaxAge       time.Duration `envconfig:"DLQ_STREAM_MAX_AGE" default:"720h" desc:"age after which dead letters are discarded from PFX_DLQ when the bridge creates it; 0 means none"`
+
 	// Replicas: one bridge at a time, the holder of the lease, reads the upstream stream (contract §6).
 	LeaseTTL time.Duration `envconfig:"LEASE_TTL" default:"10s" desc:"a leader that could not renew its lease stops reading and publishing before this has passed; a standby takes over after it (whole seconds; 15s or more on a NATS cluster)"`
 
@@ -138,6 +147,7 @@ type field struct {
 var (
 	secretType   = reflect.TypeFor[Secret]()
 	durationType = reflect.TypeFor[time.Duration]()
+	bytesType    = reflect.TypeFor[ByteSize]()
 	fields       = configFields()
 )
 
@@ -156,7 +166,7 @@ func configFields() []field {
 		default:
 			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
 		}
-		if sf.Type.Kind() == reflect.Int64 && sf.Type != durationType {
+		if sf.Type.Kind() == reflect.Int64 && sf.Type != durationType && sf.Type != bytesType {
 			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
 		}
 		out = append(out, field{
@@ -179,6 +189,8 @@ func typeName(t reflect.Type) string {
 		return "Secret"
 	case t == durationType:
 		return "Duration"
+	case t == bytesType:
+		return "Bytes"
 	case t.Kind() == reflect.Bool:
 		return "True or False"
 	case t.Kind() == reflect.Int:
@@ -277,9 +289,15 @@ type errNotA string
 
 func (e errNotA) Error() string { return string(e) }
 
-// setField parses raw into the field v: a string, Secret, bool, int or time.Duration.
+// setField parses raw into the field v: a string, Secret, bool, int, time.Duration or ByteSize.
 func setField(v reflect.Value, raw string) error {
 	switch {
+	case v.Type() == bytesType:
+		b, err := ParseByteSize(raw)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(b))
 	case v.Type() == durationType:
 		d, err := time.ParseDuration(raw)
 		if err != nil {
@@ -372,8 +390,8 @@ func (c *Config) SlogLevel() slog.Level {
 
 // LogValue implements slog.LogValuer, for logging the effective configuration at start-up: a group with
 // one attribute per variable, keyed by its name without the BRIDGE_ prefix in lower case (upstream_url,
-// reconnect_min, ...). Durations read like "30s". A secret shows as "[redacted]" when set and "" when not,
-// and the user information of URLs (which may be a NATS token or password) as "xxxxx".
+// reconnect_min, ...). Durations read like "30s", sizes like "4GiB". A secret shows as "[redacted]" when
+// set and "" when not, and the user information of URLs (which may be a NATS token or password) as "xxxxx".
 func (c *Config) LogValue() slog.Value {
 	v := reflect.ValueOf(c).Elem()
 	attrs := make([]slog.Attr, 0, len(fields))
@@ -390,6 +408,8 @@ func (c *Config) LogValue() slog.Value {
 			}
 		case fv.Type() == durationType:
 			val = slog.StringValue(time.Duration(fv.Int()).String())
+		case fv.Type() == bytesType:
+			val = slog.StringValue(ByteSize(fv.Int()).String())
 		case fv.Kind() == reflect.String:
 			val = slog.StringValue(redactURLs(fv.String()))
 		case fv.Kind() == reflect.Bool:

@@ -68,45 +68,51 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := &Config{
-		UpstreamURL:         "https://api.example.com/v1.0",
-		TokenURL:            "https://auth.example.com/token",
-		ClientID:            "tracking-client",
-		Username:            "alice",
-		Password:            testPassword,
-		StreamPath:          "/tracking/events/stream",
-		ReportPath:          "/tracking/events",
-		InsecureHTTP:        false,
-		NATSURL:             "nats://127.0.0.1:4222",
-		SubjectPrefix:       "tracking",
-		HTTPAddr:            ":8080",
-		LogFormat:           "json",
-		LogLevel:            "info",
-		StreamIdleTimeout:   60 * time.Second,
-		StreamMaxEventBytes: 1 << 20,
-		ReconnectMin:        time.Second,
-		ReconnectMax:        60 * time.Second,
-		UnavailableRetry:    5 * time.Minute,
-		StreamRetryHintMax:  2 * time.Minute,
-		LoginRetry:          time.Minute,
-		RefreshMargin:       30 * time.Second,
-		HTTPTimeout:         30 * time.Second,
-		PublishWindow:       1024,
-		PublishTimeout:      10 * time.Second,
-		DuplicateWindow:     10 * time.Minute,
-		CreateStreams:       true,
-		StreamReplicas:      1,
-		LeaseTTL:            10 * time.Second,
-		ReportConcurrency:   16,
-		ReportMaxBytes:      256 << 10,
-		ReportMaxAge:        0,
-		ReportBackoffMin:    time.Second,
-		ReportBackoffMax:    5 * time.Minute,
-		ReportDurable:       "tracking-bridge-reports",
-		APIEnabled:          true,
-		APIConcurrency:      32,
-		APITimeout:          30 * time.Second,
-		ShutdownTimeout:     30 * time.Second,
-		NATSInboxPrefix:     "_INBOX",
+		UpstreamURL:           "https://api.example.com/v1.0",
+		TokenURL:              "https://auth.example.com/token",
+		ClientID:              "tracking-client",
+		Username:              "alice",
+		Password:              testPassword,
+		StreamPath:            "/tracking/events/stream",
+		ReportPath:            "/tracking/events",
+		InsecureHTTP:          false,
+		NATSURL:               "nats://127.0.0.1:4222",
+		SubjectPrefix:         "tracking",
+		HTTPAddr:              ":8080",
+		LogFormat:             "json",
+		LogLevel:              "info",
+		StreamIdleTimeout:     60 * time.Second,
+		StreamMaxEventBytes:   1 << 20,
+		ReconnectMin:          time.Second,
+		ReconnectMax:          60 * time.Second,
+		UnavailableRetry:      5 * time.Minute,
+		StreamRetryHintMax:    2 * time.Minute,
+		LoginRetry:            time.Minute,
+		RefreshMargin:         30 * time.Second,
+		HTTPTimeout:           30 * time.Second,
+		PublishWindow:         1024,
+		PublishTimeout:        10 * time.Second,
+		DuplicateWindow:       10 * time.Minute,
+		CreateStreams:         true,
+		StreamReplicas:        1,
+		EventsStreamMaxBytes:  4 << 30,
+		EventsStreamMaxAge:    0,
+		ReportsStreamMaxBytes: 1 << 30,
+		ReportsStreamMaxAge:   0,
+		DLQStreamMaxBytes:     1 << 30,
+		DLQStreamMaxAge:       30 * 24 * time.Hour,
+		LeaseTTL:              10 * time.Second,
+		ReportConcurrency:     16,
+		ReportMaxBytes:        256 << 10,
+		ReportMaxAge:          0,
+		ReportBackoffMin:      time.Second,
+		ReportBackoffMax:      5 * time.Minute,
+		ReportDurable:         "tracking-bridge-reports",
+		APIEnabled:            true,
+		APIConcurrency:        32,
+		APITimeout:            30 * time.Second,
+		NATSInboxPrefix:       "_INBOX",
+		ShutdownTimeout:       30 * time.Second,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load with only the required variables:\n got %#v\nwant %#v", *c, *want)
@@ -460,6 +466,38 @@ func TestLoadErrors(t *testing.T) {
 		{"negative report max age", map[string]string{"BRIDGE_REPORT_MAX_AGE": "-1h"},
 			[]string{"BRIDGE_REPORT_MAX_AGE"}, "must not be negative", nil},
 
+		// Stream limits.
+		{"size without unit garbage", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES": "4GB"},
+			[]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES"}, `"4GB" is not a size in bytes`, nil},
+		{"size overflow", map[string]string{"BRIDGE_DLQ_STREAM_MAX_BYTES": "9000000000TiB"},
+			[]string{"BRIDGE_DLQ_STREAM_MAX_BYTES"}, "fits in 64 bits", nil},
+		{"zero stream size", map[string]string{"BRIDGE_REPORTS_STREAM_MAX_BYTES": "0"},
+			[]string{"BRIDGE_REPORTS_STREAM_MAX_BYTES"}, "must be positive", nil},
+		{"negative stream size", map[string]string{"BRIDGE_DLQ_STREAM_MAX_BYTES": "-1GiB"},
+			[]string{"BRIDGE_DLQ_STREAM_MAX_BYTES"}, "must be positive", nil},
+		{"events stream below its largest event", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES": "1MiB"},
+			[]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES, BRIDGE_STREAM_MAX_EVENT_BYTES"}, "below its largest message, 1114112 bytes", nil},
+		{"reports stream below its largest report", map[string]string{"BRIDGE_REPORT_MAX_BYTES": "2000000",
+			"BRIDGE_REPORTS_STREAM_MAX_BYTES": "1MiB"},
+			[]string{"BRIDGE_REPORTS_STREAM_MAX_BYTES, BRIDGE_REPORT_MAX_BYTES"}, "below its largest message", nil},
+		{"dlq below its largest dead letter", map[string]string{"BRIDGE_DLQ_STREAM_MAX_BYTES": "1MiB"},
+			[]string{"BRIDGE_DLQ_STREAM_MAX_BYTES, BRIDGE_STREAM_MAX_EVENT_BYTES, BRIDGE_REPORT_MAX_BYTES"}, "below its largest message", nil},
+		{"event bound beyond int32", map[string]string{"BRIDGE_STREAM_MAX_EVENT_BYTES": "2147483000",
+			"BRIDGE_EVENTS_STREAM_MAX_BYTES": "8GiB", "BRIDGE_DLQ_STREAM_MAX_BYTES": "8GiB"},
+			[]string{"BRIDGE_STREAM_MAX_EVENT_BYTES"}, "holds in 32 bits", nil},
+		{"negative stream age", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_AGE": "-1h"},
+			[]string{"BRIDGE_EVENTS_STREAM_MAX_AGE"}, "must not be negative", nil},
+		{"stream age below the duplicate window", map[string]string{"BRIDGE_DLQ_STREAM_MAX_AGE": "5m"},
+			[]string{"BRIDGE_DLQ_STREAM_MAX_AGE, BRIDGE_DUPLICATE_WINDOW"}, "shorter than the stream's duplicate window 10m0s", nil},
+		{"reports age below its window", map[string]string{"BRIDGE_REPORTS_STREAM_MAX_AGE": "1m",
+			"BRIDGE_REPORT_MAX_AGE": "30s"},
+			[]string{"BRIDGE_REPORTS_STREAM_MAX_AGE"}, "duplicate window 2m0s", nil},
+		{"reports age while retrying forever", map[string]string{"BRIDGE_REPORTS_STREAM_MAX_AGE": "168h"},
+			[]string{"BRIDGE_REPORTS_STREAM_MAX_AGE, BRIDGE_REPORT_MAX_AGE"}, "must be set and shorter", nil},
+		{"reports age before the dead letter", map[string]string{"BRIDGE_REPORTS_STREAM_MAX_AGE": "24h",
+			"BRIDGE_REPORT_MAX_AGE": "24h"},
+			[]string{"BRIDGE_REPORTS_STREAM_MAX_AGE, BRIDGE_REPORT_MAX_AGE"}, "must be set and shorter", nil},
+
 		// Enumerations and names.
 		{"log format", map[string]string{"BRIDGE_LOG_FORMAT": "xml"},
 			[]string{"BRIDGE_LOG_FORMAT"}, "json, text", nil},
@@ -536,6 +574,11 @@ func TestLoadAccepts(t *testing.T) {
 		{"NATS token", map[string]string{"BRIDGE_NATS_TOKEN": "t"}},
 		{"upstream CA", map[string]string{"BRIDGE_UPSTREAM_CA_FILE": f.ca}},
 		{"CE source URN", map[string]string{"BRIDGE_CE_SOURCE": "urn:example:tracking"}},
+		{"stream sizes in bytes and units", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES": "10737418240",
+			"BRIDGE_REPORTS_STREAM_MAX_BYTES": "512MiB", "BRIDGE_DLQ_STREAM_MAX_BYTES": "1TiB"}},
+		{"stream ages", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_AGE": "720h", "BRIDGE_DLQ_STREAM_MAX_AGE": "0s",
+			"BRIDGE_REPORTS_STREAM_MAX_AGE": "168h", "BRIDGE_REPORT_MAX_AGE": "24h"}},
+		{"events stream exactly its largest message", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES": "1114112"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -685,6 +728,30 @@ func TestSlogLevel(t *testing.T) {
 	for in, want := range map[string]string{"debug": "DEBUG", "INFO": "INFO", "Warn": "WARN", "error": "ERROR", "": "INFO"} {
 		if got := (&Config{LogLevel: in}).SlogLevel().String(); got != want {
 			t.Errorf("SlogLevel(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want ByteSize
+		ok   bool
+	}{
+		{"0", 0, true}, {"1048576", 1 << 20, true}, {"512KiB", 512 << 10, true}, {"256MiB", 256 << 20, true},
+		{"4GiB", 4 << 30, true}, {"2TiB", 2 << 40, true}, {"-1GiB", -1 << 30, true},
+		{"", 0, false}, {"GiB", 0, false}, {"4 GiB", 0, false}, {"4GB", 0, false}, {"4gib", 0, false},
+		{"+4GiB", 0, false}, {"1.5GiB", 0, false}, {"0x10", 0, false}, {"8388608TiB", 0, false},
+	} {
+		got, err := ParseByteSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if tt.ok {
+			if back, err := ParseByteSize(got.String()); err != nil || back != got {
+				t.Errorf("%q: String %q reads back as %d, %v", tt.in, got.String(), back, err)
+			}
 		}
 	}
 }

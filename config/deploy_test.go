@@ -111,7 +111,7 @@ func deployEnvExample(vars []deployVar) string {
 # Kubernetes ConfigMap. As it is, it passes validation ('bridge check-config'): replace the example
 # values, and uncomment what you change; a variable set to the empty string counts as unset.
 # A secret can instead be read from a file: set X_FILE to its path and comment X out (never both).
-# Durations take a unit: 500ms, 30s, 5m, 1h.
+# Durations take a unit: 500ms, 30s, 5m, 1h. Sizes are bytes, or take a binary unit: 512KiB, 256MiB, 4GiB.
 `)
 	line := func(name, value string, active bool) {
 		if !active {

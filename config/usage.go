@@ -8,7 +8,8 @@ import (
 
 const usageHeader = `The bridge is configured through the environment. A variable set to the empty string counts as unset.
 A secret can instead be read from the file named by its _FILE variable (trailing CR and LF removed);
-setting both is an error. Durations are written with a unit: 500ms, 30s, 5m, 1h.
+setting both is an error. Durations are written with a unit: 500ms, 30s, 5m, 1h. Sizes of type Bytes
+are a number of bytes, or a number with a binary unit: 512KiB, 256MiB, 4GiB.
 
 `
 

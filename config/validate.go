@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"unicode"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // problem is one configuration problem: the variables it concerns and what is wrong with them. Its text is
@@ -150,6 +153,7 @@ func (c *Config) check() []error {
 	positive(&ck, "BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin)
 	positive(&ck, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
 	ck.ordered("BRIDGE_REPORT_BACKOFF_MIN", c.ReportBackoffMin, "BRIDGE_REPORT_BACKOFF_MAX", c.ReportBackoffMax)
+	c.checkStreamLimits(&ck)
 	positive(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency)
 	atMost(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency, MaxAPIConcurrency)
 	positive(&ck, "BRIDGE_API_TIMEOUT", c.APITimeout)
@@ -190,6 +194,60 @@ func (c *Config) check() []error {
 	}
 
 	return ck.errs
+}
+
+// checkStreamLimits checks the limits of the streams the bridge creates as JetStream would, and more:
+// each stream's total size holds at least its largest message, an age is no shorter than the stream's
+// duplicate window, and the reports stream removes no report before the consumer dead-letters it.
+func (c *Config) checkStreamLimits(ck *checker) {
+	l := streams.Layout{MaxEventBytes: c.StreamMaxEventBytes, MaxReportBytes: c.ReportMaxBytes}
+	events, reports, dlq := l.MsgSizes()
+	for _, s := range []struct {
+		bytesKey, ageKey, dataKey string
+		bytes                     ByteSize
+		age, dup                  time.Duration
+		data                      int
+		msgSize                   int32
+	}{
+		{"BRIDGE_EVENTS_STREAM_MAX_BYTES", "BRIDGE_EVENTS_STREAM_MAX_AGE", "BRIDGE_STREAM_MAX_EVENT_BYTES",
+			c.EventsStreamMaxBytes, c.EventsStreamMaxAge, c.DuplicateWindow, c.StreamMaxEventBytes, events},
+		{"BRIDGE_REPORTS_STREAM_MAX_BYTES", "BRIDGE_REPORTS_STREAM_MAX_AGE", "BRIDGE_REPORT_MAX_BYTES",
+			c.ReportsStreamMaxBytes, c.ReportsStreamMaxAge, streams.ReportsDuplicateWindow, c.ReportMaxBytes, reports},
+		{"BRIDGE_DLQ_STREAM_MAX_BYTES", "BRIDGE_DLQ_STREAM_MAX_AGE", "",
+			c.DLQStreamMaxBytes, c.DLQStreamMaxAge, c.DuplicateWindow, 0, dlq},
+	} {
+		positive(ck, s.bytesKey, s.bytes)
+		if s.data > 0 && int64(s.data)+streams.HeaderRoom > math.MaxInt32 {
+			ck.add(s.dataKey, "must be at most %d (got %d): with %d bytes for headers it is the stream's largest "+
+				"message, which JetStream holds in 32 bits", math.MaxInt32-streams.HeaderRoom, s.data, streams.HeaderRoom)
+		}
+		if s.bytes > 0 && s.msgSize > 0 && int64(s.bytes) < int64(s.msgSize) {
+			vars := []string{s.bytesKey, "BRIDGE_STREAM_MAX_EVENT_BYTES", "BRIDGE_REPORT_MAX_BYTES"}
+			if s.dataKey != "" {
+				vars = []string{s.bytesKey, s.dataKey}
+			}
+			ck.addVars(vars, "the stream's total size %v is below its largest message, %d bytes (the data bound "+
+				"plus %d for headers)", s.bytes, s.msgSize, streams.HeaderRoom)
+		}
+		switch {
+		case s.age < 0:
+			ck.add(s.ageKey, "must not be negative (got %v; 0 means no age limit)", s.age)
+		case s.age > 0 && s.age < s.dup:
+			// JetStream refuses a stream whose duplicate window outlasts its messages.
+			vars := []string{s.ageKey}
+			if s.dup == c.DuplicateWindow {
+				vars = append(vars, "BRIDGE_DUPLICATE_WINDOW")
+			}
+			ck.addVars(vars, "the age limit %v is shorter than the stream's duplicate window %v; use 0 (none) or "+
+				"at least the window", s.age, s.dup)
+		}
+	}
+	if c.ReportsStreamMaxAge > 0 && (c.ReportMaxAge <= 0 || c.ReportMaxAge >= c.ReportsStreamMaxAge) {
+		ck.addVars([]string{"BRIDGE_REPORTS_STREAM_MAX_AGE", "BRIDGE_REPORT_MAX_AGE"}, "JetStream removes a "+
+			"report older than %v from the work queue without a trace; BRIDGE_REPORT_MAX_AGE (%v) must be set "+
+			"and shorter, so that a report still failing is dead-lettered first (contract §5)",
+			c.ReportsStreamMaxAge, c.ReportMaxAge)
+	}
 }
 
 // httpURL checks an upstream URL: absolute, http(s), http only when insecure is allowed, no user

@@ -130,7 +130,9 @@ func TestEventConsumerNext(t *testing.T) {
 
 // TestEventConsumerConsume: Consume acknowledges what the handler took, has JetStream deliver again what
 // it refused, hands malformed events to Malformed and terminates them; without Malformed it returns the
-// malformed event's error; with ManualAck it leaves the acknowledgement to the handler.
+// malformed event's error; with ManualAck it leaves the acknowledgement to the handler. The bridge's fence
+// markers on P.leader.>, stored in the same stream before the first event, reach neither the handler nor
+// Malformed: the consumer filters on P.events.>.
 func TestEventConsumerConsume(t *testing.T) {
 	b := bridgetest.Start(t, bridgetest.Options{})
 	_, js := connect(t, b)
@@ -139,6 +141,17 @@ func TestEventConsumerConsume(t *testing.T) {
 	inject(b, "ev-2", "LOADED_ON_BARGE", "")                             // a type the document does not list
 	inject(b, "ev-3", "GATE_OUT", "")
 	ctx := ctxFor(t, 30*time.Second)
+	testutil.EventuallyState(t, 10*time.Second, "the leader's markers are in the events stream", func() (bool, string) {
+		s, err := js.Stream(ctx, tracking.Subjects{}.EventsStream())
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("tracking.leader.>"))
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(info.State.Subjects) > 0, fmt.Sprintf("markers on %d subjects", len(info.State.Subjects))
+	})
 
 	var (
 		mu        sync.Mutex

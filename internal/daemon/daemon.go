@@ -67,7 +67,10 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	}
 	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
 		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
-			Replicas: cfg.StreamReplicas},
+			Replicas: cfg.StreamReplicas, MaxEventBytes: cfg.StreamMaxEventBytes, MaxReportBytes: cfg.ReportMaxBytes,
+			EventsLimits:  streams.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
+			ReportsLimits: streams.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
+			DLQLimits:     streams.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
 		streamsLog: log.With("component", "streams")}
 	d.ops = newOps(d, log.With("component", "http"))
 
@@ -399,6 +402,10 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 		if attempt == 0 {
 			if why := d.natsSt.NotConnected(); why != "" {
 				err = fmt.Errorf("%w (NATS %s)", err, why)
+			}
+			if errors.Is(err, streams.ErrNoRoom) {
+				err = fmt.Errorf("%w: lower BRIDGE_EVENTS_STREAM_MAX_BYTES, BRIDGE_REPORTS_STREAM_MAX_BYTES and "+
+					"BRIDGE_DLQ_STREAM_MAX_BYTES, or raise the server's max_file_store", err)
 			}
 			log.Warn("JetStream not ready; retrying", "err", err)
 		}

@@ -145,3 +145,75 @@ func TestCursorShowAndRestart(t *testing.T) {
 		t.Error("a restart with neither an id nor the beginning was accepted")
 	}
 }
+
+// TestForeignLeaseValue: a value in the lease key that is not a bridge's lease (another client's write,
+// with no TTL) keeps no bridge from leading for long: one found at start-up, and one written while the
+// bridge leads (it stops leading at once), each counts as expired one TTL after the bridge saw it; the
+// bridge then leads again, and every event is stored once.
+func TestForeignLeaseValue(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "TRACKING_LEASES", History: 1,
+		Storage: jetstream.FileStorage, LimitMarkerTTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	forge := func(value string) time.Time {
+		t.Helper()
+		if _, err := js.Publish(ctx, "$KV.TRACKING_LEASES.events", []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+		return time.Now()
+	}
+	const n = 1500
+	up := simtest.Start(t, false, sim.Options{EventRate: 200, EventLimit: n})
+	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": ttl.String()})
+	written := forge("{}")
+	b := opsStartBridge(t, env)
+	testutil.EventuallyState(t, 2*ttl+3*time.Second, "the bridge leads despite the value found", func() (bool, string) {
+		return b.status(t).Role == "leader", ""
+	})
+	t.Logf("leading %v after the foreign value found at start was written", time.Since(written))
+	testutil.EventuallyState(t, 30*time.Second, "some events stored", func() (bool, string) {
+		return opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS") >= n/5, ""
+	})
+
+	written = forge("\x00garbage")
+	testutil.EventuallyState(t, 2*time.Second, "the leader stops leading", func() (bool, string) {
+		return b.status(t).Role == "standby", ""
+	})
+	testutil.EventuallyState(t, 2*ttl+3*time.Second, "the bridge leads again", func() (bool, string) {
+		return b.status(t).Role == "leader", ""
+	})
+	took := time.Since(written)
+	t.Logf("leading again %v after the foreign value was written", took)
+	if took < ttl {
+		t.Errorf("led again %v after the foreign value was written, before its TTL %v", took, ttl)
+	}
+	// An event the upstream sends after the takeover is stored too: the event path runs again.
+	up.Sim().Inject("demo", "after-takeover", "GATE_IN",
+		[]byte(`{"id":"after-takeover","timestamp":"2026-11-25T08:30:00Z","type":"GATE_IN"}`))
+	testutil.EventuallyState(t, 60*time.Second, "every event stored", func() (bool, string) {
+		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
+		return got >= n+1, fmt.Sprint(got)
+	})
+	seen := map[string]bool{}
+	for _, m := range testutil.StreamContents(t, js, "TRACKING_EVENTS") {
+		if id := m.Header.Get("Nats-Msg-Id"); seen[id] {
+			t.Errorf("event %s stored twice", id)
+		} else {
+			seen[id] = true
+		}
+	}
+	if len(seen) != n+1 || !seen["after-takeover"] {
+		t.Errorf("%d events stored (the one after the takeover: %v), want %d", len(seen), seen["after-takeover"], n+1)
+	}
+	if got := strings.Count(b.logs.String(), "the lease key holds a value that is not a bridge's lease"); got != 2 {
+		t.Errorf("%d log lines name a foreign value, want 2", got)
+	}
+}

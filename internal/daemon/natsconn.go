@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -213,6 +214,11 @@ func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if plain := plainCredentialServers(cfg); len(plain) > 0 {
+		log.Warn("NATS credentials may travel unencrypted: these servers are reached over plain nats:// or ws:// "+
+			"on a host other than loopback, and no TLS is configured; use tls:// (or wss://) URLs, or set "+
+			"BRIDGE_NATS_CA_FILE (a server that requires TLS gets it anyway)", "servers", redactServers(plain))
+	}
 	nc, err := nats.Connect(strings.Join(cfg.NATSServers(), ","), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("NATS: %w", err)
@@ -220,6 +226,44 @@ func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, 
 	// Unless a handler has told the state since (they run asynchronously, and in order).
 	state.status.CompareAndSwap(unknownStatus, int32(nc.Status()))
 	return nc, state, nil
+}
+
+// plainCredentialServers returns the configured servers to which NATS credentials would travel in clear
+// text: a NATS authentication method is set (or the URL carries user information), the URL is nats:// or
+// ws://, its host is not loopback (127.0.0.0/8, ::1, localhost), and no TLS is configured. nats.go turns
+// TLS on for every server when any URL is tls:// or wss://, or a CA or client certificate is set; a
+// server that requires TLS also gets it, which the configuration cannot tell.
+func plainCredentialServers(cfg *config.Config) []string {
+	creds := cfg.NATSCredsFile != "" || cfg.NATSNKeySeedFile != "" || cfg.NATSUser != "" || cfg.NATSToken != ""
+	servers := cfg.NATSServers()
+	var plain []string
+	for _, s := range servers {
+		u, err := url.Parse(s)
+		if err != nil {
+			continue // Validate refuses it
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "tls", "wss":
+			return nil
+		case "nats", "ws":
+			if (creds || u.User != nil) && !loopback(u.Hostname()) {
+				plain = append(plain, s)
+			}
+		}
+	}
+	if cfg.NATSCAFile != "" || cfg.NATSCertFile != "" {
+		return nil
+	}
+	return plain
+}
+
+// loopback reports whether host names this machine: localhost, or a loopback address.
+func loopback(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // natsClosedError explains a NATS connection that closed for good. The client gives up when the server

@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // TestClosedErrorHints: the error of a NATS connection closed for good points at the credentials only
@@ -55,5 +58,61 @@ func TestNATSFailuresLoggedOncePerReason(t *testing.T) {
 	s.logged = nil // connected again
 	if !s.failed(errA) {
 		t.Error("a failure after a connection succeeded was not logged")
+	}
+}
+
+// TestPlainCredentialServers: the servers to which credentials would travel in clear text are the
+// nats:// and ws:// ones off loopback, when credentials are set and no TLS is.
+func TestPlainCredentialServers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  config.Config
+		want []string
+	}{
+		{"password to a remote host", config.Config{NATSURL: "nats://nats.example.com:4222", NATSUser: "u", NATSPassword: "p"},
+			[]string{"nats://nats.example.com:4222"}},
+		{"token to remote hosts, loopback left out", config.Config{NATSURL: "nats://10.0.0.1:4222, nats://127.0.0.2:4222," +
+			"nats://[::1]:4222,nats://localhost:4222,NATS://LocalHost.:4222,ws://nats:8080", NATSToken: "t"},
+			[]string{"nats://10.0.0.1:4222", "ws://nats:8080"}},
+		{"nkey seed", config.Config{NATSURL: "nats://nats:4222", NATSNKeySeedFile: "seed.nk"}, []string{"nats://nats:4222"}},
+		{"creds file", config.Config{NATSURL: "nats://nats:4222", NATSCredsFile: "user.creds"}, []string{"nats://nats:4222"}},
+		{"user information in the URL", config.Config{NATSURL: "nats://u:p@nats:4222,nats://other:4222"},
+			[]string{"nats://u:p@nats:4222"}},
+		{"no credentials", config.Config{NATSURL: "nats://nats:4222"}, nil},
+		{"loopback only", config.Config{NATSURL: "nats://127.0.0.1:4222", NATSToken: "t"}, nil},
+		{"a tls:// URL makes every connection TLS", config.Config{NATSURL: "nats://a:4222,tls://b:4222", NATSToken: "t"}, nil},
+		{"wss", config.Config{NATSURL: "wss://a:443", NATSToken: "t"}, nil},
+		{"CA file", config.Config{NATSURL: "nats://a:4222", NATSToken: "t", NATSCAFile: "ca.pem"}, nil},
+		{"client certificate", config.Config{NATSURL: "nats://a:4222", NATSToken: "t", NATSCertFile: "c.pem", NATSKeyFile: "k.pem"}, nil},
+	} {
+		if got := plainCredentialServers(&tc.cfg); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPlainCredentialsWarning: connecting with credentials over plain nats:// to another host logs one
+// warning naming the servers without their credentials.
+func TestPlainCredentialsWarning(t *testing.T) {
+	logs := &testutil.Logs{}
+	cfg := config.Default()
+	cfg.NATSURL = "nats://bridge:s3cret@nats.invalid:4222,nats://127.0.0.1:1"
+	nc, _, err := connectNATS(cfg, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	var warnings []slog.Record
+	for _, r := range logs.Records() {
+		if r.Level == slog.LevelWarn && strings.Contains(r.Message, "credentials may travel unencrypted") {
+			warnings = append(warnings, r)
+		}
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("%d warnings about plain-text credentials, want 1:\n%s", len(warnings), logs)
+	}
+	servers, _ := logs.Attr(warnings[0].Message, "servers")
+	if got := servers.String(); got != "nats://xxxxx@nats.invalid:4222" || strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("servers %q, want nats://xxxxx@nats.invalid:4222, and no password in the log:\n%s", got, logs)
 	}
 }

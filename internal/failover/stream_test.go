@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,71 +87,107 @@ func (r *rig) tryReadStream() ([]stored, error) {
 	return out, nil
 }
 
-// term is one leader's period as the events stream records it: its markers (or an operator's, for a
-// restart) and the events stored under them.
+// term is one leader's period as the events stream records it. Each fence subject keeps only its newest
+// marker (a rollup), so a former term shows only in the checks its events carry: the events that check
+// one set of markers, which all precede every event of the next set (a leader that stores its markers
+// again within its term, ahead of the stream's limits, begins a new one here). The newest markers, still
+// stored, name their leader; a term they begin without events of its own is listed too.
 type term struct {
-	first   uint64 // the sequence of its marker on P.leader.0
-	leader  string // Bridge-Leader: the holder's name, or "operator" for a restart
-	holder  holder // the first marker's body, for a leader's markers
+	first  uint64 // the sequence of its first event; of its lowest marker for the newest markers' term without events
+	check  fenceCheck
+	leader string // Bridge-Leader of the newest markers: the holder's name, or "operator"; "" for earlier terms
+	holder holder // the newest markers' first body, for a leader's
+	// markers still stored, each the newest on its subject: FenceWidth for the newest term, 0 for earlier ones
 	markers int
 	events  int
 }
 
-// checkFencing checks that every event in msgs was stored under the newest marker on its fence subject:
-// its Nats-Expected-Last-Subject-Sequence names the sequence of the last marker on the subject that its
-// Nats-Expected-Last-Subject-Sequence-Subject names, one of P.leader.<n>. JetStream checks this at store
-// time; the test checks that the publisher asked for it on every event, and that the server kept to it
-// across every failover. It returns the terms in order (a term begins with a marker on P.leader.0).
+// fenceCheck is the fence check of an event: the fence subject and the marker sequence it names.
+type fenceCheck struct {
+	subject string
+	seq     uint64
+}
+
+// checkFencing checks that every event in msgs was stored under the newest marker on its fence subject
+// at the time: its Nats-Expected-Last-Subject-Sequence names a marker on the subject that its
+// Nats-Expected-Last-Subject-Sequence-Subject names (one of P.leader.<n>) stored before it, and when a
+// newer marker has replaced that one since, the event came before the newer marker. JetStream checks
+// this at store time; the test checks that the publisher asked for it on every event, and that the
+// server kept to it across every failover. It also checks that each fence subject holds one marker and
+// the restart subject at most one message (the rollups). It returns the terms in order.
 func checkFencing(t *testing.T, msgs []stored) []term {
 	t.Helper()
-	var terms []term
-	last := map[string]uint64{} // fence subject → its newest marker's sequence
-	termOf := map[uint64]int{}  // marker sequence → term
+	latest := map[string]stored{} // fence subject → its marker
+	present := map[uint64]bool{}
 	bad, directives := 0, 0
 	for _, m := range msgs {
+		present[m.seq] = true
 		switch {
 		case m.subject == fenceBase+".restart":
-			directives++
-			continue
+			if directives++; directives > 1 {
+				t.Errorf("another message on %s at %d: the directive's rollup failed", m.subject, m.seq)
+			}
 		case testutil.IsFence(m.subject):
-			if m.subject == fenceBase+".0" {
-				tm := term{first: m.seq, leader: m.header.Get("Bridge-Leader")}
-				_ = json.Unmarshal(m.data, &tm.holder)
-				terms = append(terms, tm)
+			if prev, ok := latest[m.subject]; ok {
+				if bad++; bad <= 20 {
+					t.Errorf("markers on %s at %d and %d: the marker's rollup failed", m.subject, prev.seq, m.seq)
+				}
 			}
-			if len(terms) == 0 {
-				t.Errorf("marker on %s at sequence %d before any on %s.0", m.subject, m.seq, fenceBase)
-				continue
-			}
-			terms[len(terms)-1].markers++
-			last[m.subject] = m.seq
-			termOf[m.seq] = len(terms) - 1
+			latest[m.subject] = m
+		}
+	}
+	var terms []term
+	for _, m := range msgs {
+		if testutil.IsFence(m.subject) {
 			continue
 		}
 		id := m.header.Get("Nats-Msg-Id")
-		fenceSubj := m.header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
-		fenceSeq := m.header.Get(jetstream.ExpectedLastSubjSeqHeader)
-		want, ok := last[fenceSubj]
-		if !ok || !testutil.IsFence(fenceSubj) || fenceSeq != strconv.FormatUint(want, 10) {
+		c := fenceCheck{subject: m.header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)}
+		c.seq, _ = strconv.ParseUint(m.header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
+		marker, ok := latest[c.subject]
+		switch {
+		case !ok || c.seq == 0 || c.seq >= m.seq:
 			if bad++; bad <= 20 {
-				t.Errorf("event %s at sequence %d stored under the fence %s=%q, %s=%q; the last marker on that subject "+
-					"before it is at %d", id, m.seq, jetstream.ExpectedLastSubjSeqSubjHeader, fenceSubj,
-					jetstream.ExpectedLastSubjSeqHeader, fenceSeq, want)
+				t.Errorf("event %s at sequence %d stored under the fence %s=%d, %s=%q; the marker on that subject is at %d",
+					id, m.seq, jetstream.ExpectedLastSubjSeqHeader, c.seq, jetstream.ExpectedLastSubjSeqSubjHeader,
+					c.subject, marker.seq)
+			}
+			continue
+		case c.seq != marker.seq && (m.seq > marker.seq || present[c.seq]):
+			if bad++; bad <= 20 {
+				t.Errorf("event %s at sequence %d checks the marker at %d on %s, but the marker at %d (newer) was stored "+
+					"before it, or %d is no replaced marker", id, m.seq, c.seq, c.subject, marker.seq, c.seq)
 			}
 			continue
 		}
-		terms[termOf[want]].events++
+		// The markers an event checks were all stored before the first event of their term.
+		if len(terms) == 0 || c.seq > terms[len(terms)-1].first {
+			terms = append(terms, term{first: m.seq, check: c})
+		}
+		terms[len(terms)-1].events++
 	}
 	if bad > 20 {
-		t.Errorf("... %d events stored under a fence other than the last marker's", bad)
+		t.Errorf("... %d events or markers in all against the fence", bad)
 	}
-	for i, tm := range terms {
-		if tm.markers != publish.FenceWidth {
-			t.Errorf("term %d (first marker at %d) has %d markers, want %d", i, tm.first, tm.markers, publish.FenceWidth)
+	if len(latest) > 0 {
+		newest := term{first: math.MaxUint64, markers: len(latest)}
+		for _, m := range latest {
+			newest.first = min(newest.first, m.seq)
+		}
+		first := latest[fenceBase+".0"]
+		newest.leader = first.header.Get("Bridge-Leader")
+		_ = json.Unmarshal(first.data, &newest.holder)
+		if n := len(terms); n > 0 && latest[terms[n-1].check.subject].seq == terms[n-1].check.seq {
+			terms[n-1].leader, terms[n-1].holder, terms[n-1].markers = newest.leader, newest.holder, newest.markers
+		} else {
+			terms = append(terms, newest)
+		}
+		if len(latest) != publish.FenceWidth {
+			t.Errorf("%d fence subjects hold a marker, want %d", len(latest), publish.FenceWidth)
 		}
 	}
 	if directives > 0 {
-		t.Logf("%d messages on %s.restart (directives, and their records as taken)", directives, fenceBase)
+		t.Logf("%d message on %s.restart (a directive, or its record as taken)", directives, fenceBase)
 	}
 	return terms
 }
@@ -160,10 +197,10 @@ func logTerms(t *testing.T, terms []term) {
 	t.Helper()
 	var b strings.Builder
 	for _, tm := range terms {
-		fmt.Fprintf(&b, "  markers from %6d  %-8s pid %-7d epoch %-5d %6d events\n", tm.first, tm.leader, tm.holder.PID,
-			tm.holder.Epoch, tm.events)
+		fmt.Fprintf(&b, "  from %6d  %6d events  checks %s=%-6d  %d markers stored  %-8s pid %-7d epoch %d\n",
+			tm.first, tm.events, tm.check.subject, tm.check.seq, tm.markers, tm.leader, tm.holder.PID, tm.holder.Epoch)
 	}
-	t.Logf("terms (fence markers and the events stored under each):\n%s", b.String())
+	t.Logf("terms (sets of fence markers and the events stored under each):\n%s", b.String())
 }
 
 // emitted returns the ids of the simulator's event log for user, in log order: each generated event and
@@ -293,22 +330,22 @@ func (r *rig) verify(within time.Duration) []term {
 	return terms
 }
 
-// checkStaleWriteRefused publishes an event with a former leader's fence (the second newest leader's
-// marker on P.leader.0), as that leader would after the takeover, and checks that JetStream refuses it for
-// the fence (10071) and that the stream does not change.
+// checkStaleWriteRefused publishes an event with a former leader's fence (the check of the last former
+// term's first event, whose marker a newer one replaced), as that leader would after the takeover, and
+// checks that JetStream refuses it for the fence (10071) and that the stream does not change.
 func (r *rig) checkStaleWriteRefused(terms []term) {
 	t := r.t
 	t.Helper()
-	var leaders []term
-	for _, tm := range terms {
-		if tm.leader != "operator" {
-			leaders = append(leaders, tm)
+	var former []term // terms with events whose markers were replaced since
+	for _, tm := range terms[:max(len(terms)-1, 0)] {
+		if tm.events > 0 {
+			former = append(former, tm)
 		}
 	}
-	if len(leaders) < 2 {
-		t.Fatalf("%d leaders' terms: no former leader", len(leaders))
+	if len(former) == 0 {
+		t.Fatalf("%d terms: no former leader's events", len(terms))
 	}
-	stale := leaders[len(leaders)-2]
+	stale := former[len(former)-1]
 	var before uint64
 	testutil.Eventually(t, 30*time.Second, "the events stream answers", func() bool {
 		last, err := r.lastSeq()
@@ -318,8 +355,8 @@ func (r *rig) checkStaleWriteRefused(terms []term) {
 	msg := &nats.Msg{Subject: "tracking.events.GATE_IN", Data: []byte(`{"id":"stale-write","type":"GATE_IN"}`),
 		Header: nats.Header{
 			"Nats-Msg-Id":                           {"stale-write"},
-			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(stale.first, 10)},
-			jetstream.ExpectedLastSubjSeqSubjHeader: {fenceBase + ".0"},
+			jetstream.ExpectedLastSubjSeqHeader:     {strconv.FormatUint(stale.check.seq, 10)},
+			jetstream.ExpectedLastSubjSeqSubjHeader: {stale.check.subject},
 		}}
 	// Sent again while JetStream gives no answer at all (no responders, a timeout), as a producer would.
 	var err error
@@ -331,8 +368,8 @@ func (r *rig) checkStaleWriteRefused(terms []term) {
 		return err == nil || errors.As(err, &api)
 	})
 	if api == nil || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		t.Errorf("an event with the fence of the term at marker %d: %v, want refused with error code %d", stale.first,
-			err, jetstream.JSErrCodeStreamWrongLastSequence)
+		t.Errorf("an event with the fence of the term from %d (%s=%d): %v, want refused with error code %d", stale.first,
+			stale.check.subject, stale.check.seq, err, jetstream.JSErrCodeStreamWrongLastSequence)
 	}
 	if after, err := r.lastSeq(); err != nil || after != before {
 		t.Errorf("events stream's last sequence %d after the stale write (%v), %d before", after, err, before)

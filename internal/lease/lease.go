@@ -2,7 +2,9 @@
 // JetStream key-value bucket with a per-key TTL (contract section 6). The leader renews the key well inside
 // the TTL and stops leading, by its own monotonic clock, before the key can have expired; a clean stop
 // deletes the key so that a standby takes over at once; standbys watch the key and create it when it is
-// deleted or expires.
+// deleted or expires. A key holding anything but a bridge's lease (another client's write, which has no
+// TTL and would never expire) counts as a lease never renewed: the bridges take it over one TTL after they
+// first saw it.
 package lease
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,9 +91,12 @@ func start(t *testing.T, nc *nats.Conn, name string, cfg Config, o *overlap) *co
 	c := &competitor{nc: nc, done: make(chan struct{})}
 	cfg.Bucket = bucket
 	cfg.Name = name
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
+	switch {
+	case cfg.Logger != nil:
+	case testing.Verbose():
 		cfg.Logger = slog.Default().With("test", t.Name())
+	default:
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.OnChange = func(leading bool) {
 		c.mu.Lock()
@@ -445,5 +449,140 @@ func TestResignHandsOver(t *testing.T) {
 	}
 	if n := o.most(); n != 1 {
 		t.Errorf("%d competitors led at once", n)
+	}
+}
+
+// writeForeign stores value in the lease key as another client would, without a TTL, and returns its
+// revision and when it was stored.
+func writeForeign(t *testing.T, nc *nats.Conn, value []byte) (uint64, time.Time) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, "$KV."+bucket+"."+DefaultKey, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence, time.Now()
+}
+
+// keyTTL returns the Nats-TTL header of the lease key's last message.
+func keyTTL(t *testing.T, nc *nats.Conn) string {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "$KV."+bucket+"."+DefaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Header.Get(jetstream.MsgTTLHeader)
+}
+
+// TestForeignValueIsNoHolder: a value in the lease key that is not a bridge's lease, written by another
+// client without a TTL while a bridge leads, ends that leadership at once, and counts as a lease never
+// renewed: one TTL after the bridges saw it, one of them takes the key over (with the lease's TTL, so
+// that it expires again when its new holder dies) and leads; what was found is logged, cut short.
+func TestForeignValueIsNoHolder(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: 2 * time.Second}
+	o := &overlap{}
+	logs := &testutil.Logs{}
+	withLogs := cfg
+	withLogs.Logger = slog.New(logs)
+	a, b := start(t, ns.Connect(), "a", withLogs, o), start(t, ns.Connect(), "b", cfg, o)
+	leader := waitLeader(t, 10*time.Second, a, b)
+	first, _ := leader.Holder()
+
+	garbage := append([]byte("{}\x1b[31m\n"), strings.Repeat("x", 1000)...)
+	rev, written := writeForeign(t, ns.Connect(), garbage)
+	testutil.Eventually(t, 2*time.Second, "the leader stops leading", func() bool { return !leader.Leading() })
+	if h := leader.history(); len(h) != 2 || h[1].leading {
+		t.Fatalf("leader's changes = %v, want [true false]", h)
+	}
+	next := waitLeader(t, 2*cfg.TTL+2*time.Second, a, b)
+	h, _ := next.Holder()
+	took := becameLeader(next).Sub(written)
+	t.Logf("a new leader %v after the foreign value was written", took)
+	if took < cfg.TTL {
+		t.Errorf("took over %v after the foreign value was written, before a TTL (%v)", took, cfg.TTL)
+	}
+	if h.Epoch <= rev || h.Epoch <= first.Epoch {
+		t.Errorf("new epoch %d, want one after the foreign value's revision %d", h.Epoch, rev)
+	}
+	if got := keyTTL(t, ns.Connect()); got != "2s" {
+		t.Errorf("the key taken over has %s %q, want 2s", jetstream.MsgTTLHeader, got)
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+	const found = "the lease key holds a value that is not a bridge's lease; it counts as expired one TTL from now"
+	v, ok := logs.Attr(found, "value")
+	if q := v.String(); !ok || !strings.HasPrefix(q, "{}[31mxxx") || !strings.HasSuffix(q, "…") || len(q) > maxQuotedValue+len("…") {
+		t.Errorf("logged value %q (found %v), want it without control characters and cut short", q, ok)
+	}
+
+	// The lease taken over expires like any: its holder killed, the other takes over after the TTL.
+	other := a
+	if next == a {
+		other = b
+	}
+	next.nc.Close()
+	waitLeader(t, cfg.TTL+3*time.Second, other)
+}
+
+// TestForeignValueAtStart: a foreign value found in the key at start-up keeps no bridge from leading for
+// longer than a TTL.
+func TestForeignValueAtStart(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: 2 * time.Second}
+	// The bucket as a bridge makes it, before any bridge runs.
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
+		LimitMarkerTTL: cfg.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	_, written := writeForeign(t, ns.Connect(), []byte("not a lease"))
+	o := &overlap{}
+	a, b := start(t, ns.Connect(), "a", cfg, o), start(t, ns.Connect(), "b", cfg, o)
+	leader := waitLeader(t, 2*cfg.TTL+2*time.Second, a, b)
+	t.Logf("a leader %v after start-up", time.Since(written))
+	if got := keyTTL(t, ns.Connect()); got != "2s" {
+		t.Errorf("the key taken over has %s %q, want 2s", jetstream.MsgTTLHeader, got)
+	}
+	if h, ok := leader.Holder(); !ok || h.Instance != leader.Self().Instance {
+		t.Errorf("holder %+v, want the leader", h)
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+}
+
+func TestQuoteValue(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"{}", "{}"},
+		{"a\x00b\tc\u2028d", "ab" + "c\u2028d"},
+		{"\xff\xfe", "\uFFFD"}, // a run of invalid bytes is one replacement
+		{strings.Repeat("é", 100), strings.Repeat("é", maxQuotedValue/2) + "…"},
+		{strings.Repeat("\x00", 10000), "…"},
+	} {
+		if got := quoteValue([]byte(tt.in)); got != tt.want {
+			t.Errorf("quoteValue(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

@@ -3,7 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,6 +24,12 @@ type runner struct {
 	// sitOutUntil: after a resignation, acquire nothing before then.
 	sitOutUntil time.Time
 	expire      *time.Timer // the end of leadership unless a renewal succeeds first, while leading
+
+	// A foreign value in the key (see foreignValue): its revision, when this process first saw it, and
+	// the time to take the key over.
+	foreignRev   uint64
+	foreignSince time.Time
+	takeover     *time.Timer
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -28,8 +37,11 @@ func (r *runner) run(ctx context.Context) error {
 	r.renew.Stop()
 	r.expire = time.NewTimer(time.Hour)
 	r.expire.Stop()
+	r.takeover = time.NewTimer(time.Hour)
+	r.takeover.Stop()
 	defer r.renew.Stop()
 	defer r.expire.Stop()
+	defer r.takeover.Stop()
 	retry := time.NewTicker(r.cfg.RetryInterval)
 	defer retry.Stop()
 
@@ -57,6 +69,10 @@ func (r *runner) run(ctx context.Context) error {
 			r.renewal(ctx)
 		case <-r.expire.C:
 			r.demote("could not renew in time")
+		case <-r.takeover.C:
+			if !r.isLeading() {
+				r.acquire(ctx) // finds the foreign value due, and takes the key over
+			}
 		case rq := <-r.resign:
 			if r.isLeading() && r.currentEpoch() == rq.epoch {
 				r.sitOutUntil = time.Now().Add(rq.sitOut)
@@ -109,6 +125,74 @@ func (r *runner) acquire(ctx context.Context) {
 	case ctx.Err() == nil:
 		r.log.Debug("cannot acquire the lease", "err", err)
 	}
+}
+
+// foreignValue takes in a value in the key that is not a bridge's lease (written by another client, with
+// no TTL: it would never expire, and no bridge could lead again). It counts as a lease that is never
+// renewed: one TTL after this process first saw that revision, by its own clock, the key is free to take
+// over. The first sight is logged, with the value cut short.
+func (r *runner) foreignValue(ctx context.Context, e jetstream.KeyValueEntry) {
+	if e.Revision() != r.foreignRev {
+		r.foreignRev, r.foreignSince = e.Revision(), time.Now()
+		r.log.Warn("the lease key holds a value that is not a bridge's lease; it counts as expired one TTL from now",
+			"revision", e.Revision(), "value", quoteValue(e.Value()), "bytes", len(e.Value()),
+			"created", e.Created().UTC().Format(time.RFC3339Nano), "ttl", r.cfg.TTL.String())
+		r.takeover.Reset(r.cfg.TTL)
+		return
+	}
+	if time.Since(r.foreignSince) >= r.cfg.TTL {
+		r.takeOver(ctx, e.Revision())
+	}
+}
+
+// takeOver writes this process's lease over the foreign value at revision rev, on condition that the key
+// is still at it, with the lease's TTL (not kv.Update, which would drop it: nats.go #1994). Another
+// bridge that got there first makes it fail; the key is then read again.
+func (r *runner) takeOver(ctx context.Context, rev uint64) {
+	sent := time.Now()
+	actx, cancel := context.WithTimeout(ctx, r.cfg.TTL-r.cfg.Margin)
+	defer cancel()
+	ack, err := r.js.PublishMsg(actx, r.natsMsg(valueFor(r.self)),
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(r.cfg.TTL))
+	switch {
+	case err == nil:
+		r.rev = ack.Sequence
+		r.log.Info("took the lease over from a foreign value", "foreign_revision", rev, "revision", ack.Sequence)
+		if time.Since(sent) >= r.cfg.TTL-r.cfg.Margin {
+			r.log.Warn("lease acquired too late to lead; releasing it", "revision", ack.Sequence)
+			r.release(ctx)
+			return
+		}
+		r.lead(ack.Sequence, sent)
+	case isWrongRevision(err):
+		if e, gerr := r.kv.Get(actx, r.cfg.Key); gerr == nil && e.Revision() != rev {
+			r.observe(ctx, e)
+		}
+	case ctx.Err() == nil:
+		r.log.Debug("cannot take the lease over from a foreign value", "err", err)
+	}
+}
+
+// maxQuotedValue bounds how much of a foreign value the log shows.
+const maxQuotedValue = 128
+
+// quoteValue renders a foreign value for the log: at most maxQuotedValue bytes of valid UTF-8, control
+// characters removed, "…" where it was cut.
+func quoteValue(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(string(b[:min(len(b), 4*maxQuotedValue)]), "\uFFFD"))
+	if len(s) <= maxQuotedValue && len(b) <= 4*maxQuotedValue {
+		return s
+	}
+	k := min(len(s), maxQuotedValue)
+	for k > 0 && k < len(s) && !utf8.RuneStart(s[k]) {
+		k--
+	}
+	return s[:k] + "…"
 }
 
 // lead makes this process the leader of epoch rev, acquired by a request sent at sent.
@@ -190,20 +274,24 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		return
 	}
 	h, put := holderOf(e)
+	foreign := !put && e.Operation() == jetstream.KeyValuePut // written by another client than a bridge
 	if r.isLeading() {
 		switch {
 		case e.Revision() <= r.rev:
 			// an older entry than this process's last write
 		case put && h.Instance == r.self.Instance:
 			r.rev = e.Revision() // a renewal whose answer has not arrived (yet)
+		case put:
+			r.rev = 0
+			r.demote("lease taken by " + h.Name)
+		case foreign:
+			r.rev = 0
+			r.demote("lease key overwritten with a value that is not a bridge's lease")
+			r.foreignValue(ctx, e)
 		default:
 			r.rev = 0
-			if put {
-				r.demote("lease taken by " + h.Name)
-			} else {
-				r.demote("lease deleted or expired")
-				r.acquire(ctx) // compete at once, as the standbys do
-			}
+			r.demote("lease deleted or expired")
+			r.acquire(ctx) // compete at once, as the standbys do
 		}
 		return
 	}
@@ -212,7 +300,7 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 	r.holder = h
 	r.sawHolder = r.sawHolder || h.Instance != ""
 	r.mu.Unlock()
-	if h.Instance != prev.Instance || h.Epoch != prev.Epoch {
+	if (h.Instance != prev.Instance || h.Epoch != prev.Epoch) && !foreign {
 		if put {
 			r.log.Info("standing by", "holder", h.Name, "pid", h.PID, "instance", h.Instance, "epoch", h.Epoch)
 		} else {
@@ -223,6 +311,8 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		r.rev = 0 // the key moved on without this process: nothing of its own left to release
 	}
 	switch {
+	case foreign:
+		r.foreignValue(ctx, e)
 	case !put:
 		r.acquire(ctx)
 	case h.Instance == r.self.Instance:

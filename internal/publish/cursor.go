@@ -219,7 +219,7 @@ func (p *Publisher) restartAt(after string) error {
 // last message, so that two leaders cannot both take it. ok is false when another took it first. A leader
 // that dies before storing an event of the replay loses the replay: the operator runs the command again.
 func (p *Publisher) takeDirective(ctx context.Context, seq uint64) (ok bool, err error) {
-	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: nats.Header{HeaderRestart: {restartTaken}}}
+	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}
 	_, err = p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream),
 		jetstream.WithExpectLastSequencePerSubject(seq))
 	var api *jetstream.APIError

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,6 +46,11 @@ const (
 type fence struct {
 	subjects []string // P.leader.<j>
 	seqs     []string // the stream sequence of this leader's marker on subjects[j], as the header carries it
+	// For keepFence: the lowest of the markers' sequences, when they were stored, and what they carry.
+	oldest uint64
+	at     time.Time
+	leader string
+	body   []byte
 }
 
 func (f *fence) on() bool { return len(f.subjects) > 0 }
@@ -73,29 +79,102 @@ func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error
 	if p.cfg.FenceSubject == "" {
 		return errors.New("publish: Claim without Config.FenceSubject")
 	}
-	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body)
+	at := time.Now()
+	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body, nil)
 	if err != nil {
 		return err
 	}
-	f := fence{subjects: make([]string, FenceWidth), seqs: make([]string, FenceWidth)}
+	f := fence{subjects: make([]string, FenceWidth), seqs: make([]string, FenceWidth),
+		leader: headerValue(leader), body: body}
 	for j := range FenceWidth {
 		f.subjects[j] = fenceSubject(p.cfg.FenceSubject, j)
-		f.seqs[j] = strconv.FormatUint(seqs[j], 10)
 	}
+	f.stored(seqs, at)
 	p.fence = f
 	p.log.Info("fence claimed", "subjects", p.cfg.FenceSubject+".>", "first_seq", seqs[0], "last_seq", seqs[FenceWidth-1])
 	return nil
 }
 
-// storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences.
-func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte) ([]uint64, error) {
+// stored records the sequences of a set of markers stored at (or just after) at.
+func (f *fence) stored(seqs []uint64, at time.Time) {
+	f.oldest, f.at = seqs[0], at
+	for j, seq := range seqs {
+		f.seqs[j] = strconv.FormatUint(seq, 10)
+		f.oldest = min(f.oldest, seq)
+	}
+}
+
+// keepFence stores this leader's markers again before the events stream's limits can remove them: a
+// stream that discards its oldest messages (max_bytes, max_msgs, max_age) would otherwise remove them in
+// a long term, after which every event's check fails and the term ends (ErrFenced), with a replay of the
+// events in flight. It acts when the markers are older than half the stream's max_age, or when the stream
+// is more than half full and the markers sit in its older half; so after each renewal half the stream
+// turns over before the next. Every event in flight settles first (one checking a marker being replaced
+// would be refused), and each new marker is stored on condition that the subject's last message is still
+// this leader's, so a renewal never replaces another leader's marker. Run calls it every second (one
+// look-up of the stream's state), with p.mu held.
+func (p *Publisher) keepFence(ctx context.Context) error {
+	if !p.fence.on() {
+		return nil
+	}
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	info := s.CachedInfo()
+	c, st := info.Config, info.State
+	aging := c.MaxAge > 0 && time.Since(p.fence.at) > c.MaxAge/2
+	full := c.MaxBytes > 0 && st.Bytes > uint64(c.MaxBytes)/2 || c.MaxMsgs > 0 && st.Msgs > uint64(c.MaxMsgs)/2
+	if !aging && !(full && p.fence.oldest < st.FirstSeq+(st.LastSeq-st.FirstSeq)/2) {
+		return nil
+	}
+	for p.n > 0 {
+		if err := p.settleFront(ctx); err != nil {
+			return err
+		}
+	}
+	expect := make([]uint64, FenceWidth)
+	for j, seq := range p.fence.seqs {
+		expect[j], _ = strconv.ParseUint(seq, 10, 64)
+	}
+	at := time.Now()
+	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, p.fence.leader, p.fence.body, expect)
+	if err != nil {
+		// Some markers may be stored anew: the events checking their subjects will be refused, and the
+		// term ends as if fenced out, which is safe. Another leader's marker makes the same happen.
+		return fmt.Errorf("renewing the fence markers: %w", err)
+	}
+	p.fence.stored(seqs, at)
+	p.log.Info("fence markers stored again ahead of the events stream's limits", "first_seq", seqs[0],
+		"stream_first_seq", st.FirstSeq, "stream_bytes", st.Bytes, "max_bytes", c.MaxBytes, "max_age", c.MaxAge.String())
+	return nil
+}
+
+// rollup is the header set of every message on the fence subjects: a subject rollup, with which JetStream
+// removes the subject's earlier messages once it stores this one. Each subject then holds only its latest
+// marker (or directive), so the events stream holds at most FenceWidth markers and one directive however
+// often the leader changes. The fence's check is unaffected: it asks that the subject's last message be a
+// given marker, and a rollup removes only messages before the last.
+func rollup(h nats.Header) nats.Header {
+	h.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	return h
+}
+
+// storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences. With
+// expect, the marker on subject j is stored only if the subject's last message is at expect[j].
+func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte,
+	expect []uint64) ([]uint64, error) {
 	futures := make([]jetstream.PubAckFuture, FenceWidth)
 	for j := range FenceWidth {
-		m := &nats.Msg{Subject: fenceSubject(base, j), Header: nats.Header{HeaderLeader: {leader}}}
+		m := &nats.Msg{Subject: fenceSubject(base, j), Header: rollup(nats.Header{HeaderLeader: {leader}})}
 		if j == 0 {
 			m.Data = body
 		}
-		f, err := js.PublishMsgAsync(m, jetstream.WithExpectStream(stream))
+		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(stream)}
+		if expect != nil {
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(expect[j]))
+		}
+		f, err := js.PublishMsgAsync(m, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
 		}
@@ -123,12 +202,12 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 	if err := CheckRestart(after, beginning); err != nil {
 		return 0, err
 	}
-	h := nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}}
+	h := rollup(nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}})
 	if !beginning {
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	if _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil); err != nil {
+	if _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil, nil); err != nil {
 		return 0, err
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))

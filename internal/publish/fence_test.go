@@ -120,8 +120,10 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 }
 
 // checkFenceOrder reads the events stream with its markers and checks that every event was stored under
-// a marker of the last leader before it: its fence check names the latest marker on its fence subject,
-// and that marker belongs to the newest set of markers (no event of a former leader after a new set).
+// a marker of the last leader before it, and that each fence subject holds only its latest marker (the
+// markers' rollup): an event checks a marker stored before it, and if a newer marker has since replaced
+// that one on its subject (and the rollup removed it), the event was stored before the newer marker. So no
+// event of a former leader got in after a new leader's marker on the subject it checked.
 func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -131,31 +133,135 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 		t.Fatal(err)
 	}
 	st := s.CachedInfo().State
-	latest := map[string]uint64{} // fence subject → its latest marker's sequence
-	var setStart uint64           // the sequence of the newest set's first marker
-	markers := 0
+	latest := map[string]uint64{} // fence subject → its marker's sequence
+	present := map[uint64]bool{}
+	var events []*jetstream.RawStreamMsg
+	piled := 0 // markers behind a later one on their subject
 	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed by a rollup
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if isFence(layout.FenceSubject(), m.Subject) {
-			if m.Subject == fenceSubject(layout.FenceSubject(), 0) {
-				setStart = seq
+		present[seq] = true
+		switch {
+		case m.Subject == restartSubject(layout.FenceSubject()):
+		case isFence(layout.FenceSubject(), m.Subject):
+			if prev, ok := latest[m.Subject]; ok {
+				if piled++; piled <= 3 {
+					t.Errorf("fence subject %s holds markers at %d and %d: no rollup", m.Subject, prev, seq)
+				}
 			}
 			latest[m.Subject] = seq
-			markers++
-			continue
-		}
-		subject := m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
-		got, _ := strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
-		if got == 0 || got != latest[subject] || got < setStart {
-			t.Errorf("event at %d checks marker %d on %q; the latest there is %d, the newest set starts at %d",
-				seq, got, subject, latest[subject], setStart)
+		default:
+			events = append(events, m)
 		}
 	}
-	if markers != 2*FenceWidth {
-		t.Errorf("%d markers, want %d", markers, 2*FenceWidth)
+	for _, m := range events {
+		subject := m.Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader)
+		got, _ := strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
+		last := latest[subject]
+		switch {
+		case got == 0 || last == 0 || got >= m.Sequence:
+			t.Errorf("event at %d checks marker %d on %q, whose marker is at %d", m.Sequence, got, subject, last)
+		case got != last && (m.Sequence > last || present[got]):
+			t.Errorf("event at %d checks marker %d on %q, but the marker there since %d is newer (and %d is still stored: %v)",
+				m.Sequence, got, subject, last, got, present[got])
+		}
+	}
+	if piled > 0 {
+		t.Errorf("%d markers are stored behind a later one on their subject", piled)
+	}
+	if len(latest) != FenceWidth {
+		t.Errorf("%d fence subjects hold a marker, want %d", len(latest), FenceWidth)
+	}
+}
+
+// TestFenceMarkersBounded: however often the leader changes, the events stream holds one marker per fence
+// subject and one restart directive (each a rollup of the one before), and every former leader is still
+// fenced out: five leaders in turn, an operator's restart between two of them, on one server and on an
+// R3 stream.
+func TestFenceMarkersBounded(t *testing.T) {
+	for _, backend := range []string{"server", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			var connect func() *nats.Conn
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
+			if backend == "server" {
+				connect = testutil.StartNATS(t, nil).Connect
+			} else {
+				connect = testutil.StartCluster(t).Connect
+				layout.Replicas = 3
+			}
+			nc := connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			const leaders, perTerm = 5, 10
+			var prev *Publisher
+			for k := range leaders {
+				p := fencedPublisher(t, connect(), layout, 64)
+				if err := p.Claim(ctx, fmt.Sprintf("leader-%d", k), nil); err != nil {
+					t.Fatal(err)
+				}
+				if prev != nil {
+					err := prev.Handle(ctx, ev(fmt.Sprintf("stale-%d", k), "GATE_IN"))
+					if err == nil {
+						_, err = prev.Resume(ctx)
+					}
+					if !errors.Is(err, ErrFenced) {
+						t.Fatalf("leader %d after leader %d claimed: %v, want ErrFenced", k-1, k, err)
+					}
+				}
+				if _, err := p.Resume(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for i := k * perTerm; i < (k+1)*perTerm; i++ {
+					if err := p.Handle(ctx, ev(fmt.Sprintf("e-%03d", i), "GATE_IN")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := p.Resume(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if k == 2 { // the operator restarts the stream after the last event: the next leader takes it
+					if _, err := RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(),
+						fmt.Sprintf("e-%03d", (k+1)*perTerm-1), false); err != nil {
+						t.Fatal(err)
+					}
+				}
+				prev = p
+			}
+
+			s, err := js.Stream(ctx, layout.Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(layout.FenceSubject()+".>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var markers uint64
+			for subject, n := range info.State.Subjects {
+				markers += n
+				if n != 1 {
+					t.Errorf("%s holds %d messages, want 1", subject, n)
+				}
+			}
+			t.Logf("%s: after %d leaders and a restart the stream holds %d messages on %s.>, %d in all",
+				backend, leaders, markers, layout.FenceSubject(), info.State.Msgs)
+			if markers != FenceWidth+1 {
+				t.Errorf("%d messages on %s.>, want %d markers and the directive", markers, layout.FenceSubject(), FenceWidth)
+			}
+			if n := testutil.StreamMsgs(t, js, layout.Events()); n != leaders*perTerm {
+				t.Errorf("%d events stored, want %d", n, leaders*perTerm)
+			}
+			checkFenceOrder(t, js, layout)
+		})
 	}
 }
 
@@ -260,4 +366,74 @@ func TestSettleReadsNoCursor(t *testing.T) {
 // isFence reports whether subject is one of the fence subjects under base (markers and directives).
 func isFence(base, subject string) bool {
 	return base != "" && len(subject) > len(base) && subject[len(base)] == '.' && strings.HasPrefix(subject, base)
+}
+
+// TestFenceOutlivesStreamLimits: in an events stream that discards its oldest messages, by size or by
+// age, a leader's markers would be removed in a long term, and every later event refused as if another
+// leader had taken over; Run stores them again in time, and the leader publishes on.
+func TestFenceOutlivesStreamLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits streams.Limits
+	}{
+		{"max_bytes", streams.Limits{MaxBytes: 600_000}},
+		{"max_age", streams.Limits{MaxAge: 2 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
+			nc := testutil.StartNATS(t, nil).Connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			p := fencedPublisher(t, nc, layout, 64)
+			if err := p.Claim(ctx, "long-term", []byte(`{"name":"long-term"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rctx, stop := context.WithCancel(ctx)
+			ran := make(chan struct{})
+			go func() { defer close(ran); _ = p.Run(rctx) }()
+			defer func() { stop(); <-ran }()
+
+			// About 250 events a second of ~700 bytes for 6 s: the stream of 600 kB turns over twice, and
+			// 2 s of max_age three times.
+			first := p.fence.seqs[0]
+			end := time.Now().Add(6 * time.Second)
+			for i := 0; time.Now().Before(end); i++ {
+				if err := p.Handle(ctx, ev(fmt.Sprintf("e-%05d", i), "GATE_IN")); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if i%50 == 49 {
+					if _, err := p.Resume(ctx); err != nil {
+						t.Fatalf("after event %d: %v", i, err)
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if p.fence.seqs[0] == first {
+				t.Error("the markers were never stored again")
+			}
+			s, err := js.Stream(ctx, layout.Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(layout.FenceSubject()+".>"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(info.State.Subjects) != FenceWidth {
+				t.Errorf("%d fence subjects hold a marker, want %d", len(info.State.Subjects), FenceWidth)
+			}
+			t.Logf("the stream holds %d messages (%d bytes) from %d to %d", info.State.Msgs, info.State.Bytes,
+				info.State.FirstSeq, info.State.LastSeq)
+		})
+	}
 }

@@ -219,7 +219,9 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 
 // Run keeps the window moving while no event comes: every second it settles what was acknowledged
 // meanwhile, and sends again what is overdue or was in flight when the connection was lost. Without it
-// such events would wait for the next event or reconnect. It returns nil when ctx is done.
+// such events would wait for the next event or reconnect. Once the fence is claimed it also stores the
+// markers again before the events stream's limits would remove them (keepFence). It returns nil when ctx
+// is done.
 func (p *Publisher) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -231,7 +233,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		p.mu.Lock()
 		p.checkConnection()
-		_ = p.settleReady(ctx) // fails only when ctx is done
+		err := p.settleReady(ctx) // fails when ctx is done, or the window does (Handle then says so)
+		if err == nil {
+			if err = p.keepFence(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("cannot store the fence markers again; the events stream's limits may remove them, "+
+					"which ends this term", "err", err)
+			}
+		}
 		p.mu.Unlock()
 	}
 }
