@@ -31,8 +31,11 @@ func Start(o Options) (*server.Server, error) {
 		Port:       o.Port,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
-		NoLog:      true,
-		NoSigs:     true,
+		// The bridge's streams reserve their max_bytes (6 GiB by default) against the store's limit, which
+		// is otherwise 75% of the disk's free space: the demo and the tests must not depend on it.
+		JetStreamMaxStore: 1 << 40,
+		NoLog:             true,
+		NoSigs:            true,
 	}
 	if o.Port == 0 {
 		opts.Port = -1

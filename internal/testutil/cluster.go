@@ -83,8 +83,10 @@ func (c *Cluster) startNode(i int) {
 		Port:       n.port,
 		JetStream:  true,
 		StoreDir:   n.dir,
-		NoLog:      true,
-		NoSigs:     true,
+		// As embedded.Start: the streams' reservations must not depend on the disk's free space.
+		JetStreamMaxStore: 1 << 40,
+		NoLog:             true,
+		NoSigs:            true,
 		Cluster: server.ClusterOpts{
 			Name: c.name,
 			Host: "127.0.0.1",

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The service speaks NATS micro's protocol (ADR-32: endpoints in a queue group, discovery on
+// $SRV.PING, $SRV.INFO and $SRV.STATS, errors in the Nats-Service-Error headers) with micro's own types,
+// but not through micro.AddService: micro answers every discovery request on whatever reply subject it
+// names, with no hook to refuse one, and the bridge's connection may publish on its events, fence and
+// lease subjects. A caller could make it write a PING answer into the lease key. Here every answer,
+// discovery included, goes through the service's reply check first.
+
+// discovery answers the discovery requests of one service instance.
+type discovery struct {
+	identity micro.ServiceIdentity
+	// answer publishes the reply to m, after the service's reply check; it reports whether it did.
+	answer func(m *nats.Msg, verb string, data []byte) bool
+	info   func() micro.Info
+	stats  func() micro.Stats
+}
+
+// subscribe subscribes the nine discovery subjects: each verb for all services, for this service's
+// name, and for this instance.
+func (d *discovery) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
+	for _, verb := range []micro.Verb{micro.PingVerb, micro.InfoVerb, micro.StatsVerb} {
+		for _, scope := range [][2]string{{"", ""}, {d.identity.Name, ""}, {d.identity.Name, d.identity.ID}} {
+			subj, err := micro.ControlSubject(verb, scope[0], scope[1])
+			if err != nil {
+				return subs, err
+			}
+			sub, err := nc.Subscribe(subj, func(m *nats.Msg) { d.handle(verb, m) })
+			if err != nil {
+				return subs, fmt.Errorf("subscribing %s: %w", subj, err)
+			}
+			subs = append(subs, sub)
+		}
+	}
+	return subs, nil
+}
+
+func (d *discovery) handle(verb micro.Verb, m *nats.Msg) {
+	var v any
+	switch verb {
+	case micro.PingVerb:
+		v = micro.Ping{ServiceIdentity: d.identity, Type: micro.PingResponseType}
+	case micro.InfoVerb:
+		v = d.info()
+	default:
+		v = d.stats()
+	}
+	data, err := json.Marshal(v)
+	if err != nil { // the types are micro's own, of strings, numbers and raw JSON
+		panic(err)
+	}
+	d.answer(m, verb.String(), data)
+}
