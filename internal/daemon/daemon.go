@@ -204,6 +204,10 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics,
+		// Who may call what (contract §7): the endpoints served, the reply subjects answered.
+		Endpoints:     d.cfg.APIEndpointList(),
+		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
+		MaxBody:       d.cfg.APIMaxBodyBytes,
 	})
 	return nil
 }

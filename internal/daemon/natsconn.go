@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // natsState mirrors the NATS connection's state from its event handlers, so that the health checks,
@@ -131,6 +132,7 @@ func (s *natsState) set(st nats.Status, err error) {
 // holding the connection's lock all the while, which stalls the event path and the shutdown behind a
 // server that stopped reading.)
 func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats.Option, error) {
+	errLimit := logging.NewLimiter(time.Minute, nil)
 	opts := []nats.Option{
 		nats.Name("tracking-bridge"),
 		nats.RetryOnFailedConnect(true),
@@ -173,11 +175,25 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 			state.set(nats.CLOSED, nc.LastError())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			// Some of these any NATS client can cause at will: a discovery request ($SRV.*) whose reply
+			// subject the bridge may not publish on is a permission violation, a flood of API requests
+			// makes a slow consumer. One line a minute per kind, with the number held back.
+			kind := "other"
+			switch {
+			case errors.Is(err, nats.ErrPermissionViolation):
+				kind = "permission"
+			case errors.Is(err, nats.ErrSlowConsumer):
+				kind = "slow_consumer"
+			}
+			ok, suppressed := errLimit.Allow(kind)
+			if !ok {
+				return
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
 			}
-			log.Error("NATS error", "err", err, "subject", subj)
+			log.Error("NATS error", "err", logging.Value(err.Error(), 512), "subject", subj, "suppressed", suppressed)
 		}),
 	}
 	switch {
