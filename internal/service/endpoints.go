@@ -30,6 +30,9 @@ type Operation struct {
 	Method, Path string
 	// Success is the status contract §1 gives a successful answer (any 2xx counts as success).
 	Success int
+	// MaxBody, when not 0, bounds the request's body below Config.MaxBody: the operations whose whole
+	// request is a few short members (MaxEnvelopeBytes) need no room for a booking order or a report.
+	MaxBody int
 
 	// build turns a request's body into the upstream request, or lists every problem of the body.
 	build func(b builder, body []byte) (upstream.APIRequest, []string)
@@ -54,15 +57,20 @@ func (b builder) checker() *checker {
 
 // Operations are the endpoints of the service, in the order of contract §7.
 var Operations = []Operation{
-	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, build: buildSearch},
-	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, build: buildList},
+	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
+	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
 	{Name: "orders.create", Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
-	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodGet)},
+	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
 	{Name: "orders.update", Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
-	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodDelete)},
-	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, build: buildQuery},
+	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
+	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
 	{Name: "tracking.report", Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
 }
+
+// MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most
+// MaxValueBytes each (search, list, get, delete, query): a valid one is well under a kilobyte, even
+// escaped and indented, so a flood of large bodies costs those endpoints nothing to refuse.
+const MaxEnvelopeBytes = 16 << 10
 
 // EndpointNames returns the Name of every operation, for metrics that are created up front.
 func EndpointNames() []string {
@@ -328,11 +336,15 @@ func buildList(b builder, body []byte) (upstream.APIRequest, []string) {
 	return upstream.APIRequest{Method: http.MethodGet, Path: "/orders"}, c.list()
 }
 
-// buildCreate: op 4.3, a BookingOrder sent verbatim.
+// buildCreate: op 4.3, a BookingOrder sent verbatim. The validator reads the body; only its kind is
+// checked here, so that a large one is not decoded twice.
 func buildCreate(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
-	if _, ok := c.envelope(body, false); ok {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
 		c.add(b.validator.Validate(SchemaBookingOrder, body)...)
+	} else {
+		c.envelope(body, false) // says what it is instead
 	}
 	return upstream.APIRequest{Method: http.MethodPost, Path: "/orders", Body: body}, c.list()
 }

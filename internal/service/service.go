@@ -22,7 +22,8 @@
 //     minute per reason, so that no caller can make the bridge publish on a subject of its choosing
 //     (a stream's, the lease's, $JS.API's) or flood its log.
 //   - Only the endpoints of Config.Endpoints are subscribed; a request to another gets "no responders".
-//   - Every size is bounded: the body (Config.MaxBody, else 413 before it is parsed), each string of the
+//   - Every size is bounded: the body (Config.MaxBody, or less where the operation's request is small:
+//     Operation.MaxBody; else 413 before it is parsed), each string of the
 //     request (MaxValueBytes), each header the service reads, the problems listed in a refusal
 //     (consume.MaxProblems), and the requests each endpoint's subscription holds while its handler is
 //     busy (micro's pending limits, derived from the body bound: beyond them the client drops requests
@@ -213,7 +214,6 @@ func (s *Service) Run(ctx, drain context.Context) error {
 	if s.err != nil {
 		return fmt.Errorf("API service: %w", s.err)
 	}
-	pendingMsgs, pendingBytes := pendingLimits(s.cfg.Concurrency, s.cfg.MaxBody, int(s.nc.MaxPayload()))
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        Name,
 		Version:     semver(s.cfg.Version),
@@ -241,6 +241,7 @@ func (s *Service) Run(ctx, drain context.Context) error {
 		if ep == nil {
 			continue // not in Config.Endpoints: no subscription, so its callers get no responders
 		}
+		pendingMsgs, pendingBytes := pendingLimits(s.cfg.Concurrency, ep.maxBody(s.cfg.MaxBody), int(s.nc.MaxPayload()))
 		err := svc.AddEndpoint(microName(op.Name), micro.HandlerFunc(func(r micro.Request) { s.handle(ep, r) }),
 			micro.WithEndpointSubject(s.Subject(op.Name)),
 			micro.WithEndpointMetadata(map[string]string{
@@ -256,8 +257,7 @@ func (s *Service) Run(ctx, drain context.Context) error {
 	}
 	s.up.Store(true)
 	s.log.Info("API service up", "subjects", s.Subject(">"), "endpoints", served, "reply_prefixes", s.cfg.ReplyPrefixes,
-		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody,
-		"pending_msgs", pendingMsgs, "pending_bytes", pendingBytes)
+		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody)
 
 	<-ctx.Done()
 	s.up.Store(false)
@@ -300,9 +300,9 @@ func (s *Service) handle(ep *endpoint, r micro.Request) {
 		s.drop(ep, reason, reply)
 		return
 	}
-	if n := len(r.Data()); n > s.cfg.MaxBody {
+	if n, max := len(r.Data()), ep.maxBody(s.cfg.MaxBody); n > max {
 		s.refuse(ep, r, failure(CodeTooLarge, fmt.Sprintf("the request body is %d bytes, more than the limit "+
-			"of %d bytes", n, s.cfg.MaxBody)), start)
+			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
 	hdr := nats.Header(r.Headers())
@@ -419,6 +419,14 @@ func (s *Service) drop(ep *endpoint, reason, reply string) {
 			"reason", reason, "subject", s.Subject(ep.Name), "reply", logging.Value(reply, 80),
 			"reply_prefixes", s.cfg.ReplyPrefixes, "suppressed", n)
 	}
+}
+
+// maxBody is the endpoint's body bound under the configured one.
+func (ep *endpoint) maxBody(configured int) int {
+	if ep.MaxBody > 0 {
+		return min(ep.MaxBody, configured)
+	}
+	return configured
 }
 
 // pendingLimits are the limits of each endpoint's subscription: the requests the client holds while the

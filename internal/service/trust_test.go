@@ -201,42 +201,62 @@ func TestBodyBound(t *testing.T) {
 	if n := h.calls.n.Load() - calls; n != 0 {
 		t.Errorf("%d upstream calls past the bound", n)
 	}
+
+	// Under the default bound, an endpoint whose request is a few members has its own.
+	h = start(t, options{})
+	at = "{}" + strings.Repeat(" ", service.MaxEnvelopeBytes-2)
+	h.ok("orders.list", at)
+	if r := h.request("orders.list", at+" "); r.code != 413 || !strings.Contains(r.desc, "16385 bytes, more than the limit of 16384 bytes for orders.list") {
+		t.Errorf("orders.list one byte past its bound: %d %q, want 413", r.code, r.desc)
+	}
 }
 
 // TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 413 under the default
-// bound, and, under a bound that lets it in, a short 400 listing consume.MaxProblems problems and a
-// count of the rest: never a reply beyond max_payload, never silence.
+// bound (an endpoint whose request is a few members has a far smaller one), and, under a bound that lets
+// it in, a short 400 listing consume.MaxProblems problems and a count of the rest: never a reply beyond
+// max_payload, never silence.
 func TestHostileBodies(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("{")
-	for i := 0; b.Len() < 900_000; i++ {
-		fmt.Fprintf(&b, `"m%06d":0,`, i)
+	hostile := func(size int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := 0; b.Len() < size-16; i++ {
+			fmt.Fprintf(&b, `"m%06d":0,`, i)
+		}
+		b.WriteString(`"id":"x"}`)
+		return b.String()
 	}
-	b.WriteString(`"id":"x"}`)
-	hostile := b.String()
+	big, small := hostile(900_000), hostile(service.MaxEnvelopeBytes)
 
 	h := start(t, options{})
-	if r := h.request("orders.update", hostile); r.code != 413 {
+	if r := h.request("orders.update", big); r.code != 413 || !strings.Contains(r.desc, "limit of 262144 bytes") {
 		t.Errorf("900 KB under the default bound: %d %q, want 413", r.code, r.desc)
 	}
 
 	h = start(t, options{svc: func(c *service.Config) { c.MaxBody = 1 << 20 }})
-	for _, op := range service.EndpointNames() {
+	for _, op := range service.Operations {
+		body := big
+		if op.MaxBody != 0 {
+			r := h.request(op.Name, big)
+			if want := fmt.Sprintf("limit of %d bytes for %s", service.MaxEnvelopeBytes, op.Name); r.code != 413 || !strings.Contains(r.desc, want) {
+				t.Errorf("%s: %d %q, want 413 with %q", op.Name, r.code, r.desc, want)
+			}
+			body = small
+		}
 		begin := time.Now()
-		r := h.request(op, hostile)
+		r := h.request(op.Name, body)
 		if r.code != 400 {
-			t.Errorf("%s: %d %q, want 400", op, r.code, r.desc)
+			t.Errorf("%s: %d %q, want 400", op.Name, r.code, r.desc)
 			continue
 		}
 		msgs := r.messages(t)
 		if len(msgs) > 51 || len(r.msg.Data) > 16<<10 || len(r.desc) > 2<<10 {
-			t.Errorf("%s: %d messages, %d bytes, description %d bytes", op, len(msgs), len(r.msg.Data), len(r.desc))
+			t.Errorf("%s: %d messages, %d bytes, description %d bytes", op.Name, len(msgs), len(r.msg.Data), len(r.desc))
 		}
 		// A booking order may have members the spec does not name, and a report's size is bound first.
-		if op != "orders.create" && op != "tracking.report" && !strings.HasPrefix(msgs[len(msgs)-1], "and ") {
-			t.Errorf("%s: last message %q, want a count of the rest", op, msgs[len(msgs)-1])
+		if op.Name != "orders.create" && op.Name != "tracking.report" && !strings.HasPrefix(msgs[len(msgs)-1], "and ") {
+			t.Errorf("%s: last message %q, want a count of the rest", op.Name, msgs[len(msgs)-1])
 		}
-		t.Logf("%s: %d messages, %d bytes, in %v", op, len(msgs), len(r.msg.Data), time.Since(begin))
+		t.Logf("%s: %d bytes: %d messages, %d bytes, in %v", op.Name, len(body), len(msgs), len(r.msg.Data), time.Since(begin))
 	}
 	if n := h.calls.n.Load(); n != 0 {
 		t.Errorf("%d upstream calls", n)
