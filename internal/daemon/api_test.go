@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -149,4 +150,43 @@ func TestAPIServiceLeastPrivilege(t *testing.T) {
 	if strings.Contains(strings.ToLower(ob.logs.String()), "permission") {
 		t.Errorf("permission trouble in the bridge's log:\n%s", ob.logs)
 	}
+}
+
+// TestAPIFloodSparesEventConnection: a burst of large requests to every API endpoint, faster than a
+// client reads, may make the server cut the API service's connection as a slow consumer; the
+// connection the events, the lease and the reports use is another, and stays up.
+func TestAPIFloodSparesEventConnection(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{})
+	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob.waitReady(t, 15*time.Second, http.StatusOK)
+	body := []byte(`{"x":"` + strings.Repeat("x", 900_000) + `"}`)
+	var flooders []*nats.Conn
+	for range config.APIEndpointNames {
+		flooders = append(flooders, ns.Connect())
+	}
+	done := make(chan struct{})
+	for i, ep := range config.APIEndpointNames {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 60 {
+				if err := flooders[i].PublishRequest("tracking.api."+ep, "_INBOX.flood", body); err != nil {
+					return
+				}
+			}
+			_ = flooders[i].Flush()
+		}()
+	}
+	for range config.APIEndpointNames {
+		<-done
+	}
+	nc := ns.Connect()
+	testutil.EventuallyState(t, 30*time.Second, "the API answering after the flood", func() (bool, string) {
+		_, err := nc.Request("tracking.api.orders.list", nil, 2*time.Second)
+		return err == nil, fmt.Sprint(err)
+	})
+	if n := ob.b.natsSt.Reconnects(); n != 0 {
+		t.Errorf("the event path's connection reconnected %d times during an API flood", n)
+	}
+	t.Logf("server slow consumers: %d; API connection reconnects: %d", ns.Srv.NumSlowConsumers(), ob.b.apiNC.Stats().Reconnects)
 }

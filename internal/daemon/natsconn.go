@@ -131,10 +131,10 @@ func (s *natsState) set(st nats.Status, err error) {
 // client reconnects, and the publishes in flight are sent again. (nats.go waits a minute by default,
 // holding the connection's lock all the while, which stalls the event path and the shutdown behind a
 // server that stopped reading.)
-func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats.Option, error) {
+func natsOptions(cfg *config.Config, name string, log *slog.Logger, state *natsState) ([]nats.Option, error) {
 	errLimit := logging.NewLimiter(time.Minute, nil)
 	opts := []nats.Option{
-		nats.Name("tracking-bridge"),
+		nats.Name(name),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
@@ -219,11 +219,17 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 	return opts, nil
 }
 
-// connectNATS connects to the configured servers. With RetryOnFailedConnect it returns at once even
-// while no server is reachable; the connection then keeps trying in the background.
-func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, error) {
+// Names of the bridge's NATS connections, as the server shows them (nats server report connections).
+const (
+	natsName    = "tracking-bridge"
+	natsAPIName = "tracking-bridge-api"
+)
+
+// connectNATS connects to the configured servers as name. With RetryOnFailedConnect it returns at once
+// even while no server is reachable; the connection then keeps trying in the background.
+func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn, *natsState, error) {
 	state := newNATSState(cfg.NATSServers())
-	opts, err := natsOptions(cfg, log, state)
+	opts, err := natsOptions(cfg, name, log, state)
 	if err != nil {
 		return nil, nil, err
 	}
