@@ -30,6 +30,12 @@
 //     rather than holding them in memory).
 //   - Every call that changes something upstream (create, update, delete, report) is logged at info as
 //     one "API audit" line, after the upstream answered or failed.
+//
+// micro answers its discovery requests ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, to whatever reply
+// subject they name; they carry no upstream data and call nothing. That they cannot be aimed elsewhere
+// is the NATS permissions' part: the bridge may publish on inbox subjects only (no allow_responses), so
+// a discovery reply to any other subject is refused by the server (a permission violation the daemon
+// logs once a minute).
 package service
 
 import (
