@@ -45,6 +45,18 @@ const (
 	MaxAPIConcurrency    = 4096
 )
 
+// MaxAPIBodyBytes is the largest BRIDGE_API_MAX_BODY_BYTES, the largest max_payload a NATS server accepts.
+const MaxAPIBodyBytes = 64 << 20
+
+// APIEndpointNames are the operations BRIDGE_API_ENDPOINTS may name, the subjects' tails after P.api. (contract
+// §7). The API service defines them; a test keeps the two lists equal, so that this package need not
+// import the service.
+var APIEndpointNames = []string{"locations.search", "orders.list", "orders.create", "orders.get",
+	"orders.update", "orders.delete", "tracking.query", "tracking.report"}
+
+// AllEndpoints is the BRIDGE_API_ENDPOINTS value that serves every endpoint, its default.
+const AllEndpoints = "all"
+
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
 const maxSecretFileBytes = 64 << 10
 
@@ -117,6 +129,10 @@ type Config struct {
 	APIEnabled     bool          `envconfig:"API_ENABLED" default:"true" desc:"serve the upstream's API to NATS clients as the micro service tracking-bridge on P.api.*"`
 	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096); a request beyond them is answered 503 at once"`
 	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included; a caller's Bridge-Timeout header can shorten it"`
+	// Who may call what: the endpoints served and the reply subjects answered (contract §7).
+	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report; the others are not subscribed (their callers get no responders)"`
+	APIReplyPrefixes string `envconfig:"API_REPLY_PREFIXES" default:"_INBOX." desc:"comma-separated subject prefixes (whole tokens) of the reply subjects the API answers: the callers' inbox prefixes (add _R_. for callers in other accounts that import the service); a request with any other reply subject, or none, gets no answer and no upstream call, and is counted in bridge_api_requests_refused_total"`
+	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 413 before it is parsed (locations.search, orders.list, orders.get, orders.delete and tracking.query, whose requests are a few short members, allow at most 16384)"`
 
 	// Lifecycle.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time from SIGINT or SIGTERM (or a fatal error) to exit, for in-flight reports and publishes and the NATS drain"`
@@ -369,6 +385,48 @@ func (c *Config) NATSServers() []string {
 	for s := range strings.SplitSeq(c.NATSURL, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// APIEndpointList returns the endpoints BRIDGE_API_ENDPOINTS names, in the order of APIEndpointNames
+// (every one for "all"), each once. Names are matched without regard to case; unknown ones, which
+// Validate reports, are left out.
+func (c *Config) APIEndpointList() []string {
+	want := map[string]bool{}
+	for _, e := range listEntries(c.APIEndpoints) {
+		want[strings.ToLower(e)] = true
+	}
+	var out []string
+	for _, name := range APIEndpointNames {
+		if want[AllEndpoints] || want[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// APIReplyPrefixList returns the entries of BRIDGE_API_REPLY_PREFIXES, trimmed of white space, empty ones
+// left out, each ending in "." (a prefix is made of whole tokens: "_INBOX_alice" answers
+// "_INBOX_alice.x", never "_INBOX_alicex.y").
+func (c *Config) APIReplyPrefixList() []string {
+	var out []string
+	for _, p := range listEntries(c.APIReplyPrefixes) {
+		if !strings.HasSuffix(p, ".") {
+			p += "."
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// listEntries returns the comma-separated entries of s, trimmed of white space, empty ones left out.
+func listEntries(s string) []string {
+	var out []string
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
 		}
 	}
 	return out

@@ -111,6 +111,9 @@ func TestLoadDefaults(t *testing.T) {
 		APIEnabled:            true,
 		APIConcurrency:        32,
 		APITimeout:            30 * time.Second,
+		APIEndpoints:          "all",
+		APIReplyPrefixes:      "_INBOX.",
+		APIMaxBodyBytes:       256 << 10,
 		NATSInboxPrefix:       "_INBOX",
 		ShutdownTimeout:       30 * time.Second,
 	}
@@ -497,6 +500,45 @@ func TestLoadErrors(t *testing.T) {
 		{"reports age before the dead letter", map[string]string{"BRIDGE_REPORTS_STREAM_MAX_AGE": "24h",
 			"BRIDGE_REPORT_MAX_AGE": "24h"},
 			[]string{"BRIDGE_REPORTS_STREAM_MAX_AGE, BRIDGE_REPORT_MAX_AGE"}, "must be set and shorter", nil},
+		// The API's endpoints, reply prefixes and body bound.
+		{"unknown endpoint", map[string]string{"BRIDGE_API_ENDPOINTS": "orders.get,orders.fetch"},
+			[]string{"BRIDGE_API_ENDPOINTS"}, `an unknown endpoint "orders.fetch"; use all, or a comma-separated list of: locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report`, nil},
+		{"unknown endpoints, one problem", map[string]string{"BRIDGE_API_ENDPOINTS": "orders.fetch, *"},
+			[]string{"BRIDGE_API_ENDPOINTS"}, `unknown endpoints "orders.fetch", "*"`, nil},
+		{"empty endpoint entry", map[string]string{"BRIDGE_API_ENDPOINTS": "orders.get,,orders.list"},
+			[]string{"BRIDGE_API_ENDPOINTS"}, "entry 2 of 3 is empty", nil},
+		{"no endpoint", map[string]string{"BRIDGE_API_ENDPOINTS": " , "},
+			[]string{"BRIDGE_API_ENDPOINTS", "BRIDGE_API_ENDPOINTS"}, "entry 1 of 2 is empty", nil},
+		{"all and more", map[string]string{"BRIDGE_API_ENDPOINTS": "all,orders.get"},
+			[]string{"BRIDGE_API_ENDPOINTS"}, `"all" stands alone`, nil},
+		{"reply prefix wildcard", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX.>"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, `"_INBOX.>" must not contain the wildcards`, nil},
+		{"reply prefix star", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX.*.x"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "wildcards", nil},
+		{"reply prefix space", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX., my inbox"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, `"my inbox" must not contain white space`, nil},
+		{"reply prefix empty token", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX..x"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "empty token", nil},
+		{"reply prefix leading dot", map[string]string{"BRIDGE_API_REPLY_PREFIXES": ".x"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "empty token", nil},
+		{"reply prefix only a dot", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "."},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "empty token", nil},
+		{"reply prefix empty entry", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX.,"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "entry 2 of 2 is empty", nil},
+		{"reply prefixes blank", map[string]string{"BRIDGE_API_REPLY_PREFIXES": " "},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "names no prefix", nil},
+		{"reply prefix system subject", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX.,$KV."},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, `"$KV." is a system subject prefix`, nil},
+		{"reply prefix the bridge's own", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "tracking"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES"}, "covers the bridge's own subjects", nil},
+		{"reply prefix under the bridge's own", map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.tracking",
+			"BRIDGE_API_REPLY_PREFIXES": "acme.tracking.events."}, []string{"BRIDGE_API_REPLY_PREFIXES"}, "covers the bridge's own subjects", nil},
+		{"reply prefix every problem", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "a b.*, ,$SYS"},
+			[]string{"BRIDGE_API_REPLY_PREFIXES", "BRIDGE_API_REPLY_PREFIXES", "BRIDGE_API_REPLY_PREFIXES", "BRIDGE_API_REPLY_PREFIXES"}, "entry 2 of 3 is empty", nil},
+		{"zero API body bound", map[string]string{"BRIDGE_API_MAX_BODY_BYTES": "0"},
+			[]string{"BRIDGE_API_MAX_BODY_BYTES"}, "must be positive", nil},
+		{"huge API body bound", map[string]string{"BRIDGE_API_MAX_BODY_BYTES": "100000000000"},
+			[]string{"BRIDGE_API_MAX_BODY_BYTES"}, "must be at most 67108864", nil},
 
 		// Enumerations and names.
 		{"log format", map[string]string{"BRIDGE_LOG_FORMAT": "xml"},
@@ -579,6 +621,12 @@ func TestLoadAccepts(t *testing.T) {
 		{"stream ages", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_AGE": "720h", "BRIDGE_DLQ_STREAM_MAX_AGE": "0s",
 			"BRIDGE_REPORTS_STREAM_MAX_AGE": "168h", "BRIDGE_REPORT_MAX_AGE": "24h"}},
 		{"events stream exactly its largest message", map[string]string{"BRIDGE_EVENTS_STREAM_MAX_BYTES": "1114112"}},
+		{"read endpoints", map[string]string{"BRIDGE_API_ENDPOINTS": " locations.search, ORDERS.GET,orders.list,tracking.query"}},
+		{"all in capitals", map[string]string{"BRIDGE_API_ENDPOINTS": "ALL"}},
+		{"per-user inbox prefixes", map[string]string{"BRIDGE_API_REPLY_PREFIXES": "_INBOX_alice, _INBOX.bob., _R_."}},
+		{"a prefix sharing the bridge's first token", map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.tracking",
+			"BRIDGE_API_REPLY_PREFIXES": "acme.inbox"}},
+		{"API body bound of 64 MiB", map[string]string{"BRIDGE_API_MAX_BODY_BYTES": "67108864"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -719,6 +767,41 @@ func TestNATSServers(t *testing.T) {
 		c := &Config{NATSURL: tt.in}
 		if got := c.NATSServers(); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("NATSServers(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestAPIEndpointList(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"all", APIEndpointNames},
+		{"ALL", APIEndpointNames},
+		{"tracking.query, orders.get,Orders.Get", []string{"orders.get", "tracking.query"}},
+		{"orders.fetch", nil},
+	} {
+		c := &Config{APIEndpoints: tt.in}
+		if got := c.APIEndpointList(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("APIEndpointList(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestAPIReplyPrefixList(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"_INBOX.", []string{"_INBOX."}},
+		{" _INBOX_alice , _R_.,", []string{"_INBOX_alice.", "_R_."}},
+		{"", nil},
+	} {
+		c := &Config{APIReplyPrefixes: tt.in}
+		if got := c.APIReplyPrefixList(); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("APIReplyPrefixList(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

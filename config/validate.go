@@ -157,6 +157,10 @@ func (c *Config) check() []error {
 	positive(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency)
 	atMost(&ck, "BRIDGE_API_CONCURRENCY", c.APIConcurrency, MaxAPIConcurrency)
 	positive(&ck, "BRIDGE_API_TIMEOUT", c.APITimeout)
+	positive(&ck, "BRIDGE_API_MAX_BODY_BYTES", c.APIMaxBodyBytes)
+	atMost(&ck, "BRIDGE_API_MAX_BODY_BYTES", c.APIMaxBodyBytes, MaxAPIBodyBytes)
+	ck.apiEndpoints("BRIDGE_API_ENDPOINTS", c.APIEndpoints)
+	ck.replyPrefixes("BRIDGE_API_REPLY_PREFIXES", c.APIReplyPrefixes, c.SubjectPrefix)
 	positive(&ck, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 
 	// NATS authentication and TLS.
@@ -361,6 +365,92 @@ func (ck *checker) subjectPrefix(key, p string) {
 	if space {
 		ck.add(key, "%q must not contain white space or control characters", p)
 	}
+}
+
+// apiEndpoints checks BRIDGE_API_ENDPOINTS: "all", or a comma-separated list of APIEndpointNames
+// (matched without regard to case), every entry known and none empty.
+func (ck *checker) apiEndpoints(key, list string) {
+	valid := "use " + AllEndpoints + ", or a comma-separated list of: " + strings.Join(APIEndpointNames, ", ")
+	if strings.TrimSpace(list) == "" {
+		ck.add(key, "names no endpoint; %s (or set BRIDGE_API_ENABLED=false to serve none)", valid)
+		return
+	}
+	entries := strings.Split(list, ",")
+	var unknown []string
+	all := false
+	for i, e := range entries {
+		e = strings.ToLower(strings.TrimSpace(e))
+		switch {
+		case e == "":
+			ck.add(key, "entry %d of %d is empty", i+1, len(entries))
+		case e == AllEndpoints:
+			all = true
+		case !slices.Contains(APIEndpointNames, e):
+			unknown = append(unknown, strconv.Quote(cutValue(e)))
+		}
+	}
+	if len(unknown) > 0 {
+		noun := "an unknown endpoint"
+		if len(unknown) > 1 {
+			noun = "unknown endpoints"
+		}
+		ck.add(key, "%s %s; %s", noun, strings.Join(unknown, ", "), valid)
+	}
+	if all && len(entries) > 1 {
+		ck.add(key, "%q stands alone; %s", AllEndpoints, valid)
+	}
+}
+
+// replyPrefixes checks BRIDGE_API_REPLY_PREFIXES: one or more subject prefixes of whole tokens (a trailing
+// dot is implied), without wildcards, white space or empty tokens. A prefix must not cover a system
+// subject ($JS, $KV, $SRV, ...) or the bridge's own subjects under prefix: answering there is exactly
+// what the reply check is for.
+func (ck *checker) replyPrefixes(key, list, prefix string) {
+	if strings.TrimSpace(list) == "" {
+		ck.add(key, "names no prefix; the callers' inbox prefix, _INBOX. by default, is needed")
+		return
+	}
+	entries := strings.Split(list, ",")
+	for i, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			ck.add(key, "entry %d of %d is empty", i+1, len(entries))
+			continue
+		}
+		q := strconv.Quote(cutValue(e))
+		var empty, wildcard, space bool
+		for tok := range strings.SplitSeq(strings.TrimSuffix(e, "."), ".") {
+			empty = empty || tok == ""
+			wildcard = wildcard || strings.ContainsAny(tok, "*>")
+			space = space || strings.ContainsFunc(tok, badRune)
+		}
+		if empty {
+			ck.add(key, "%s has an empty token (a leading or doubled dot)", q)
+		}
+		if wildcard {
+			ck.add(key, "%s must not contain the wildcards * or >", q)
+		}
+		if space {
+			ck.add(key, "%s must not contain white space or control characters", q)
+		}
+		if empty || wildcard || space {
+			continue
+		}
+		norm := strings.TrimSuffix(e, ".") + "."
+		if strings.HasPrefix(norm, "$") {
+			ck.add(key, "%s is a system subject prefix ($JS, $KV, $SRV, ...), not an inbox", q)
+		} else if own := prefix + "."; prefix != "" && (strings.HasPrefix(own, norm) || strings.HasPrefix(norm, own)) {
+			ck.add(key, "%s covers the bridge's own subjects (BRIDGE_SUBJECT_PREFIX %q), not an inbox", q, prefix)
+		}
+	}
+}
+
+// cutValue shortens a value quoted in a problem.
+func cutValue(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // consumerName checks a JetStream durable consumer name.

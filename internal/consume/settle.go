@@ -181,20 +181,11 @@ func reportKey(meta *jetstream.MsgMetadata) string {
 		strconv.FormatInt(meta.Timestamp.UnixNano(), 10)
 }
 
-// idempotencyKey is the producer's Nats-Msg-Id when it is usable as an HTTP header value, else reportKey:
-// the same for every delivery of the report.
+// idempotencyKey is the producer's Nats-Msg-Id when it is usable as an Idempotency-Key
+// (delivery.ValidIdempotencyKey), else reportKey: the same for every delivery of the report.
 func idempotencyKey(msg jetstream.Msg, meta *jetstream.MsgMetadata) string {
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" && len(id) <= 256 && printableASCII(id) {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); delivery.ValidIdempotencyKey(id) {
 		return id
 	}
 	return reportKey(meta)
-}
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }

@@ -11,8 +11,13 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// maxProblems bounds the problems Validate lists; further ones are counted in a last entry.
-const maxProblems = 50
+// MaxProblems bounds every problem list the bridge gives back, here Validate's and Schema.Validate's and in
+// the API service its refusals: further problems are counted in a last entry (MoreProblems), so that a
+// body of thousands of faults gets an answer of bounded size.
+const MaxProblems = 50
+
+// MoreProblems is the last entry of a problem list cut at MaxProblems: n problems were left out.
+func MoreProblems(n int) string { return fmt.Sprintf("and %d more problems", n) }
 
 // Validate checks that body is a TrackingEventReport (spec 2.17) the upstream can be asked to take, and
 // returns every problem found, in the spirit of the spec's ApiResponseMessage ("event.timestamp is
@@ -107,7 +112,7 @@ type problems struct {
 }
 
 func (p *problems) addf(format string, args ...any) {
-	if len(p.msgs) < maxProblems {
+	if len(p.msgs) < MaxProblems {
 		p.msgs = append(p.msgs, fmt.Sprintf(format, args...))
 	} else {
 		p.extra++
@@ -116,7 +121,7 @@ func (p *problems) addf(format string, args ...any) {
 
 func (p *problems) list() []string {
 	if p.extra > 0 {
-		return append(p.msgs, fmt.Sprintf("and %d more problems", p.extra))
+		return append(p.msgs, MoreProblems(p.extra))
 	}
 	return p.msgs
 }

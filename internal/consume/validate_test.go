@@ -178,7 +178,7 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 		want := validateWalker(body, 1<<16)
-		if len(want) >= maxProblems || len(got) >= maxProblems || hasDuplicateKeys(body) {
+		if len(want) >= MaxProblems || len(got) >= MaxProblems || hasDuplicateKeys(body) {
 			return
 		}
 		got = slices.DeleteFunc(got, func(p string) bool {

@@ -109,7 +109,7 @@ func RequestRestart(ctx context.Context, cfg *config.Config, after string, begin
 // operatorConn connects to NATS for an operator's command, failing rather than waiting for a server.
 func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, streams.Layout, error) {
 	layout := streams.Layout{Prefix: cfg.SubjectPrefix}
-	nc, _, err := connectNATS(cfg, slog.New(slog.DiscardHandler))
+	nc, _, err := connectNATS(cfg, natsName, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, layout, err
 	}

@@ -50,7 +50,11 @@ type Daemon struct {
 	reports *consume.Consumer
 	// api is the request-reply service of contract §7 (P.api.* → ops 4.1–4.8); nil when disabled.
 	api *service.Service
-	ops *ops // metrics, health checks and the HTTP endpoint (http.go)
+	// apiNC is the API service's own NATS connection. Any caller can flood P.api.* faster than a client
+	// reads, and the server then cuts the connection as a slow consumer: this one, not the one the
+	// events, the lease and the reports travel on.
+	apiNC *nats.Conn
+	ops   *ops // metrics, health checks and the HTTP endpoint (http.go)
 	// streamsLog is for provisioning the JetStream streams (component "streams").
 	streamsLog *slog.Logger
 }
@@ -108,7 +112,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Observer:         d.ops.streamObserver(),
 	})
 
-	d.nc, d.natsSt, err = connectNATS(cfg, log.With("component", "nats"))
+	d.nc, d.natsSt, err = connectNATS(cfg, natsName, log.With("component", "nats"))
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +196,19 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		return err
 	}
 	d.ops.instrument(client)
+	nc, _, err := connectNATS(d.cfg, natsAPIName, log.With("component", "nats-api"))
+	if err != nil {
+		return err
+	}
+	d.apiNC = nc
 	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.tokens,
 		Client: client, Logger: log.With("component", "api")})
 	validator, err := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)
 	if err != nil {
+		d.apiNC.Close()
 		return err
 	}
-	d.api = service.New(d.nc, caller, service.Config{
+	d.api = service.New(d.apiNC, caller, service.Config{
 		Prefix:      d.cfg.SubjectPrefix,
 		Concurrency: d.cfg.APIConcurrency,
 		Timeout:     d.cfg.APITimeout,
@@ -207,6 +217,10 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics,
+		// Who may call what (contract §7): the endpoints served, the reply subjects answered.
+		Endpoints:     d.cfg.APIEndpointList(),
+		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
+		MaxBody:       d.cfg.APIMaxBodyBytes,
 	})
 	return nil
 }
@@ -231,6 +245,9 @@ func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 // and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.nc.Close()
+	if d.apiNC != nil {
+		defer d.apiNC.Close()
+	}
 	stopHTTP, err := d.ops.start(ctx)
 	if err != nil {
 		return err
@@ -310,6 +327,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	// Ingress has stopped and the publishes in flight are settled (the lease's stop): drain, within the
 	// shutdown timeout.
+	if d.apiNC != nil {
+		if derr := drain(dctx, d.apiNC); derr != nil {
+			d.log.Warn("NATS drain of the API connection incomplete", "err", derr)
+		}
+	}
 	if derr := drain(dctx, d.nc); derr != nil {
 		d.log.Warn("NATS drain incomplete", "err", derr)
 	}

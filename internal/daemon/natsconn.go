@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // natsState mirrors the NATS connection's state from its event handlers, so that the health checks,
@@ -131,9 +132,10 @@ func (s *natsState) set(st nats.Status, err error) {
 // client reconnects, and the publishes in flight are sent again. (nats.go waits a minute by default,
 // holding the connection's lock all the while, which stalls the event path and the shutdown behind a
 // server that stopped reading.)
-func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats.Option, error) {
+func natsOptions(cfg *config.Config, name string, log *slog.Logger, state *natsState) ([]nats.Option, error) {
+	errLimit := logging.NewLimiter(time.Minute, nil)
 	opts := []nats.Option{
-		nats.Name("tracking-bridge"),
+		nats.Name(name),
 		// The bridge's own reply subjects; the API service refuses a caller's reply subject under them.
 		nats.CustomInboxPrefix(cfg.NATSInboxPrefix),
 		nats.RetryOnFailedConnect(true),
@@ -176,11 +178,25 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 			state.set(nats.CLOSED, nc.LastError())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			// Some of these any NATS client can cause at will: a discovery request ($SRV.*) whose reply
+			// subject the bridge may not publish on is a permission violation, a flood of API requests
+			// makes a slow consumer. One line a minute per kind, with the number held back.
+			kind := "other"
+			switch {
+			case errors.Is(err, nats.ErrPermissionViolation):
+				kind = "permission"
+			case errors.Is(err, nats.ErrSlowConsumer):
+				kind = "slow_consumer"
+			}
+			ok, suppressed := errLimit.Allow(kind)
+			if !ok {
+				return
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
 			}
-			log.Error("NATS error", "err", err, "subject", subj)
+			log.Error("NATS error", "err", logging.Value(err.Error(), 512), "subject", subj, "suppressed", suppressed)
 		}),
 	}
 	switch {
@@ -206,11 +222,17 @@ func natsOptions(cfg *config.Config, log *slog.Logger, state *natsState) ([]nats
 	return opts, nil
 }
 
-// connectNATS connects to the configured servers. With RetryOnFailedConnect it returns at once even
-// while no server is reachable; the connection then keeps trying in the background.
-func connectNATS(cfg *config.Config, log *slog.Logger) (*nats.Conn, *natsState, error) {
+// Names of the bridge's NATS connections, as the server shows them (nats server report connections).
+const (
+	natsName    = "tracking-bridge"
+	natsAPIName = "tracking-bridge-api"
+)
+
+// connectNATS connects to the configured servers as name. With RetryOnFailedConnect it returns at once
+// even while no server is reachable; the connection then keeps trying in the background.
+func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn, *natsState, error) {
 	state := newNATSState(cfg.NATSServers())
-	opts, err := natsOptions(cfg, log, state)
+	opts, err := natsOptions(cfg, name, log, state)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
@@ -31,6 +32,27 @@ func TestKindString(t *testing.T) {
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("OutcomeKind(%d).String() = %q, want %q", int(k), got, want)
+		}
+	}
+}
+
+func TestValidIdempotencyKey(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{
+		{"k-1", true},
+		{"urn:uuid:0e0a8a3c-6a8b-4a5e-9f7e-0c5d1c1f2b3a", true},
+		{strings.Repeat("k", delivery.MaxIdempotencyKeyBytes), true},
+		{strings.Repeat("k", delivery.MaxIdempotencyKeyBytes+1), false},
+		{"", false},
+		{"k\x00", false},
+		{"k\r\nX-Injected: 1", false},
+		{"k\x7f", false},
+		{"clé", false},
+	} {
+		if got := delivery.ValidIdempotencyKey(tc.key); got != tc.want {
+			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", tc.key, got, tc.want)
 		}
 	}
 }

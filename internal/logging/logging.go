@@ -1,5 +1,6 @@
 // Package logging builds the process logger of the commands (the daemon, the simulator, the demo and the
-// benchmark), so that every one of them logs the same way.
+// benchmark), so that every one of them logs the same way, and holds what components need to log input
+// from outside safely: a per-reason rate limit (Limiter) and a cleaner for quoted values (Value).
 package logging
 
 import (

@@ -118,6 +118,8 @@ type Metrics struct {
 	// The API service (contract §7).
 	apiRequests *prometheus.CounterVec
 	apiDuration *prometheus.HistogramVec
+	apiRefused  map[string]prometheus.Counter
+	refusedVec  *prometheus.CounterVec
 
 	src atomic.Pointer[Sources]
 }
@@ -136,6 +138,7 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 		deadLetters: map[string]prometheus.Counter{},
 		tokens:      map[[2]string]prometheus.Counter{},
 		outcomes:    map[[2]string]prometheus.Counter{},
+		apiRefused:  map[string]prometheus.Counter{},
 	}
 	m.lastEvent.Store(m.start.UnixNano())
 	m.lastBytes.Store(m.start.UnixNano())
@@ -229,7 +232,7 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "api_requests_total",
 		Help: "Requests answered by the API service (P.api.*), by endpoint and code: the upstream's status " +
-			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, 502 unusable " +
+			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, 413 body too large, 502 unusable " +
 			"answer, 503 unreachable, no token or busy, 504 timeout, else the upstream's status).",
 	}, []string{"endpoint", "code"})
 	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -241,9 +244,19 @@ func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
 		m.apiDuration.WithLabelValues(op.Name)
 		m.apiRequests.WithLabelValues(op.Name, strconv.Itoa(op.Success))
 	}
+	m.refusedVec = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "api_requests_refused_total",
+		Help: "API service requests dropped without an answer and without an upstream call, by reason: " +
+			"no_reply (none), reply_invalid (not a literal subject), reply_not_inbox (not under " +
+			"BRIDGE_API_REPLY_PREFIXES).",
+	}, []string{"reason"})
+	for _, r := range service.RefusalReasons {
+		m.apiRefused[r] = m.refusedVec.WithLabelValues(r)
+	}
 
 	reg.MustRegister(buildInfo, m.received, m.publishedBy, deadVec, m.ackSeconds, m.retries, m.duplicates, m.connects,
-		m.disconnectVec, tokVec, m.consumed, m.outVec, m.requests, m.apiRequests, m.apiDuration, &scrapeCollector{m: m})
+		m.disconnectVec, tokVec, m.consumed, m.outVec, m.requests, m.apiRequests, m.apiDuration, m.refusedVec,
+		&scrapeCollector{m: m})
 	return m
 }
 
@@ -383,6 +396,15 @@ func (m *Metrics) Outcome(kind, statusClass string) {
 func (m *Metrics) APIServed(endpoint string, code int, d time.Duration) {
 	m.apiRequests.WithLabelValues(endpoint, statusCode(code)).Inc()
 	m.apiDuration.WithLabelValues(endpoint).Observe(d.Seconds())
+}
+
+// APIRefused implements service.Observer: one API request was dropped without an answer.
+func (m *Metrics) APIRefused(reason string) {
+	c, ok := m.apiRefused[reason]
+	if !ok {
+		c = m.refusedVec.WithLabelValues(reason) // a reason added to service: still bounded
+	}
+	c.Inc()
 }
 
 // InstrumentTransport returns rt wrapped so that every request is observed in

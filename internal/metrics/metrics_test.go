@@ -116,6 +116,8 @@ func TestObserverLabels(t *testing.T) {
 	m.Outcome("retry", "5xx")
 	m.Outcome("new_kind", "none")
 	m.PublishRetried(errors.New("timeout"))
+	m.APIRefused("reply_not_inbox")
+	m.APIRefused("reply_not_inbox")
 
 	got := series(t, reg)
 	for k, v := range map[string]float64{
@@ -133,6 +135,9 @@ func TestObserverLabels(t *testing.T) {
 		"bridge_reports_outcomes_total{outcome=retry,status_class=5xx}":     1,
 		"bridge_reports_outcomes_total{outcome=new_kind,status_class=none}": 1,
 		"bridge_publish_retries_total{}":                                    1,
+		"bridge_api_requests_refused_total{reason=no_reply}":                0,
+		"bridge_api_requests_refused_total{reason=reply_invalid}":           0,
+		"bridge_api_requests_refused_total{reason=reply_not_inbox}":         2,
 	} {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)

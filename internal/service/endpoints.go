@@ -10,7 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -26,6 +30,9 @@ type Operation struct {
 	Method, Path string
 	// Success is the status contract §1 gives a successful answer (any 2xx counts as success).
 	Success int
+	// MaxBody, when not 0, bounds the request's body below Config.MaxBody: the operations whose whole
+	// request is a few short members (MaxEnvelopeBytes) need no room for a booking order or a report.
+	MaxBody int
 
 	// build turns a request's body into the upstream request, or lists every problem of the body.
 	build func(b builder, body []byte) (upstream.APIRequest, []string)
@@ -35,20 +42,35 @@ type Operation struct {
 type builder struct {
 	reportPath string
 	validator  RequestValidator
-	idemKey    string // the caller's Idempotency-Key header, for the report operation
+	idemKey    string   // the caller's Idempotency-Key header, for the report operation
+	c          *checker // holds the problems found before the body (headers); nil for none
+}
+
+// checker returns the checker a build adds the body's problems to, after those found before, so that
+// the cap and the count of the rest cover the whole request.
+func (b builder) checker() *checker {
+	if b.c == nil {
+		return &checker{}
+	}
+	return b.c
 }
 
 // Operations are the endpoints of the service, in the order of contract §7.
 var Operations = []Operation{
-	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, build: buildSearch},
-	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, build: buildList},
+	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
+	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
 	{Name: "orders.create", Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
-	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodGet)},
+	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
 	{Name: "orders.update", Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
-	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, build: buildByID(http.MethodDelete)},
-	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, build: buildQuery},
+	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
+	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
 	{Name: "tracking.report", Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
 }
+
+// MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most
+// MaxValueBytes each (search, list, get, delete, query): a valid one is well under a kilobyte, even
+// escaped and indented, so a flood of large bodies costs those endpoints nothing to refuse.
+const MaxEnvelopeBytes = 16 << 10
 
 // EndpointNames returns the Name of every operation, for metrics that are created up front.
 func EndpointNames() []string {
@@ -84,6 +106,13 @@ func parseEnvelope(body []byte, allowEmpty bool) (envelope, []string) {
 	return env, nil
 }
 
+// envelope is parseEnvelope adding its problem to c; ok is false when there is no object to check further.
+func (c *checker) envelope(body []byte, allowEmpty bool) (env envelope, ok bool) {
+	env, problems := parseEnvelope(body, allowEmpty)
+	c.add(problems...)
+	return env, problems == nil
+}
+
 // jsonType names the type of a valid JSON value by its first byte.
 func jsonType(v []byte) string {
 	switch v[0] {
@@ -105,11 +134,52 @@ func jsonType(v []byte) string {
 // isNull reports whether a member is null, which counts as absent.
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
 
-// checker collects the problems of one request.
-type checker struct{ problems []string }
+// MaxValueBytes bounds each string member of a request the service reads (an order id, a reference, a
+// search term): far longer than any the upstream hands out, and short enough to quote in a log line.
+const MaxValueBytes = 128
+
+// checker collects the problems of one request: the first consume.MaxProblems of them, and a count of
+// the rest, so that a body of thousands of faults gets a short answer.
+type checker struct {
+	problems []string
+	extra    int
+}
 
 func (c *checker) addf(format string, args ...any) {
+	if len(c.problems) >= consume.MaxProblems {
+		c.extra++ // not formatted: a flood of problems costs a count
+		return
+	}
 	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+// add adds problems found elsewhere (a RequestValidator's).
+func (c *checker) add(problems ...string) {
+	for _, p := range problems {
+		c.addf("%s", p)
+	}
+}
+
+// list returns the problems, the last entry counting those left out.
+func (c *checker) list() []string {
+	if c.extra > 0 {
+		return append(c.problems, consume.MoreProblems(c.extra))
+	}
+	return c.problems
+}
+
+// header returns the value of the caller's header name; ok is false when it is absent. A header given
+// more than once is a problem: which value would count is not the caller's guess to make.
+func (c *checker) header(hdr nats.Header, name string) (v string, ok bool) {
+	vs := hdr.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	}
+	c.addf("the %s header is given %d times; give it once", name, len(vs))
+	return "", false
 }
 
 // unknown reports every member of env not in allowed, in name order.
@@ -155,6 +225,14 @@ func (c *checker) str(env envelope, key string, required bool) (string, bool) {
 	}
 	if required && s == "" {
 		c.addf("%s must not be empty", key)
+		return "", false
+	}
+	if len(s) > MaxValueBytes {
+		c.addf("%s is %d bytes long, more than the limit of %d: %s", key, len(s), MaxValueBytes, strQuote(s))
+		return "", false
+	}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		c.addf("%s must not contain control characters: %s", key, strQuote(s))
 		return "", false
 	}
 	return s, true
@@ -219,13 +297,17 @@ func withQuery(path string, q url.Values) string {
 	return path + "?" + q.Encode()
 }
 
+// changes reports whether the operation changes something upstream (create, update, delete, report):
+// those are audited.
+func (op Operation) changes() bool { return op.Method != http.MethodGet }
+
 // buildSearch: op 4.1, {"type","name","page","pageSize"}, each optional.
-func buildSearch(_ builder, body []byte) (upstream.APIRequest, []string) {
-	env, problems := parseEnvelope(body, true)
-	if problems != nil {
-		return upstream.APIRequest{}, problems
+func buildSearch(b builder, body []byte) (upstream.APIRequest, []string) {
+	c := b.checker()
+	env, ok := c.envelope(body, true)
+	if !ok {
+		return upstream.APIRequest{}, c.list()
 	}
-	var c checker
 	c.unknown(env, "type", "name", "page", "pageSize")
 	q := url.Values{}
 	if s, ok := c.str(env, "type", false); ok && s != "" {
@@ -240,29 +322,31 @@ func buildSearch(_ builder, body []byte) (upstream.APIRequest, []string) {
 	if n, ok := c.integer(env, "pageSize", 1); ok {
 		q.Set("pageSize", strconv.FormatInt(n, 10))
 	}
-	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/locations", q)}, c.problems
+	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/locations", q)}, c.list()
 }
 
 // buildList: op 4.2, an empty body or {}.
-func buildList(_ builder, body []byte) (upstream.APIRequest, []string) {
-	env, problems := parseEnvelope(body, true)
-	if problems != nil {
-		return upstream.APIRequest{}, problems
+func buildList(b builder, body []byte) (upstream.APIRequest, []string) {
+	c := b.checker()
+	env, ok := c.envelope(body, true)
+	if !ok {
+		return upstream.APIRequest{}, c.list()
 	}
-	var c checker
 	c.unknown(env)
-	return upstream.APIRequest{Method: http.MethodGet, Path: "/orders"}, c.problems
+	return upstream.APIRequest{Method: http.MethodGet, Path: "/orders"}, c.list()
 }
 
-// buildCreate: op 4.3, a BookingOrder sent verbatim.
+// buildCreate: op 4.3, a BookingOrder sent verbatim. The validator reads the body; only its kind is
+// checked here, so that a large one is not decoded twice.
 func buildCreate(b builder, body []byte) (upstream.APIRequest, []string) {
-	if _, problems := parseEnvelope(body, false); problems != nil {
-		return upstream.APIRequest{}, problems
+	c := b.checker()
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		c.add(b.validator.Validate(SchemaBookingOrder, body)...)
+	} else {
+		c.envelope(body, false) // says what it is instead
 	}
-	if problems := b.validator.Validate(SchemaBookingOrder, body); len(problems) > 0 {
-		return upstream.APIRequest{}, problems
-	}
-	return upstream.APIRequest{Method: http.MethodPost, Path: "/orders", Body: body}, nil
+	return upstream.APIRequest{Method: http.MethodPost, Path: "/orders", Body: body}, c.list()
 }
 
 // orderID checks the id member and returns the order's path.
@@ -280,43 +364,43 @@ func orderID(c *checker, env envelope) string {
 
 // buildByID: ops 4.4 and 4.6, {"id"}.
 func buildByID(method string) func(builder, []byte) (upstream.APIRequest, []string) {
-	return func(_ builder, body []byte) (upstream.APIRequest, []string) {
-		env, problems := parseEnvelope(body, false)
-		if problems != nil {
-			return upstream.APIRequest{}, problems
+	return func(b builder, body []byte) (upstream.APIRequest, []string) {
+		c := b.checker()
+		env, ok := c.envelope(body, false)
+		if !ok {
+			return upstream.APIRequest{}, c.list()
 		}
-		var c checker
 		c.unknown(env, "id")
-		path := orderID(&c, env)
-		return upstream.APIRequest{Method: method, Path: path}, c.problems
+		path := orderID(c, env)
+		return upstream.APIRequest{Method: method, Path: path}, c.list()
 	}
 }
 
 // buildUpdate: op 4.5, {"id", "order": BookingOrder}; the order member is sent verbatim.
 func buildUpdate(b builder, body []byte) (upstream.APIRequest, []string) {
-	env, problems := parseEnvelope(body, false)
-	if problems != nil {
-		return upstream.APIRequest{}, problems
+	c := b.checker()
+	env, ok := c.envelope(body, false)
+	if !ok {
+		return upstream.APIRequest{}, c.list()
 	}
-	var c checker
 	c.unknown(env, "id", "order")
-	path := orderID(&c, env)
+	path := orderID(c, env)
 	order, ok := c.object(env, "order", true)
 	if ok {
 		for _, p := range b.validator.Validate(SchemaBookingOrder, order) {
 			c.addf("order: %s", p)
 		}
 	}
-	return upstream.APIRequest{Method: http.MethodPut, Path: path, Body: order}, c.problems
+	return upstream.APIRequest{Method: http.MethodPut, Path: path, Body: order}, c.list()
 }
 
 // buildQuery: op 4.7, {"orderId","positionId"} or {"clientOrderReference","clientPositionReference"}.
-func buildQuery(_ builder, body []byte) (upstream.APIRequest, []string) {
-	env, problems := parseEnvelope(body, false)
-	if problems != nil {
-		return upstream.APIRequest{}, problems
+func buildQuery(b builder, body []byte) (upstream.APIRequest, []string) {
+	c := b.checker()
+	env, ok := c.envelope(body, false)
+	if !ok {
+		return upstream.APIRequest{}, c.list()
 	}
-	var c checker
 	keys := []string{"orderId", "positionId", "clientOrderReference", "clientPositionReference"}
 	c.unknown(env, keys...)
 	q := url.Values{}
@@ -335,13 +419,12 @@ func buildQuery(_ builder, body []byte) (upstream.APIRequest, []string) {
 	if len(q) == 0 {
 		c.addf("either orderId and positionId or clientOrderReference and clientPositionReference must be given")
 	}
-	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/tracking", q)}, c.problems
+	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/tracking", q)}, c.list()
 }
 
 // buildReport: op 4.8, a TrackingEventReport sent verbatim to the configured report path.
 func buildReport(b builder, body []byte) (upstream.APIRequest, []string) {
-	if problems := b.validator.Validate(SchemaTrackingEventReport, body); len(problems) > 0 {
-		return upstream.APIRequest{}, problems
-	}
-	return upstream.APIRequest{Method: http.MethodPost, Path: b.reportPath, Body: body, IdempotencyKey: b.idemKey}, nil
+	c := b.checker()
+	c.add(b.validator.Validate(SchemaTrackingEventReport, body)...)
+	return upstream.APIRequest{Method: http.MethodPost, Path: b.reportPath, Body: body, IdempotencyKey: b.idemKey}, c.list()
 }

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,9 @@ type harness struct {
 	calls  *countingCaller
 	obs    *recorder
 	svc    *service.Service
-	nc     *nats.Conn // the caller's
-	stop   func()     // stops the service and waits for Run
+	logs   *testutil.Logs // the service's
+	nc     *nats.Conn     // the caller's
+	stop   func()         // stops the service and waits for Run
 }
 
 type options struct {
@@ -38,7 +40,8 @@ type options struct {
 	nats        func(*server.Options)
 	concurrency int
 	timeout     time.Duration
-	upstreamURL string // instead of the simulator's
+	upstreamURL string                // instead of the simulator's
+	svc         func(*service.Config) // adjusts the service's configuration
 }
 
 // countingCaller counts the upstream calls the service makes.
@@ -52,10 +55,26 @@ func (c *countingCaller) Call(ctx context.Context, r upstream.APIRequest) (*upst
 	return c.next.Call(ctx, r)
 }
 
-// recorder is a service.Observer keeping the codes per endpoint.
+// recorder is a service.Observer keeping the codes per endpoint and the drops per reason.
 type recorder struct {
-	mu    sync.Mutex
-	codes map[string][]int
+	mu      sync.Mutex
+	codes   map[string][]int
+	refused map[string]int
+}
+
+func (r *recorder) APIRefused(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = map[string]int{}
+	}
+	r.refused[reason]++
+}
+
+func (r *recorder) refusals(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[reason]
 }
 
 func (r *recorder) APIServed(endpoint string, code int, _ time.Duration) {
@@ -89,7 +108,8 @@ func start(t *testing.T, o options) *harness {
 	if o.sim.Users == nil {
 		o.sim.Users = map[string]string{"demo": "demo", "other": "other"}
 	}
-	h := &harness{t: t, ns: testutil.StartNATS(t, o.nats), up: simtest.Start(t, false, o.sim), obs: &recorder{}}
+	h := &harness{t: t, ns: testutil.StartNATS(t, o.nats), up: simtest.Start(t, false, o.sim), obs: &recorder{},
+		logs: &testutil.Logs{}}
 	h.tokens = newTokens(h.up.Srv.URL, "demo", "demo")
 	base := h.up.Srv.URL + sim.DefaultBasePath
 	if o.upstreamURL != "" {
@@ -105,10 +125,14 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	bridgeNC := h.ns.Connect()
-	h.svc = service.New(bridgeNC, h.calls, service.Config{
+	cfg := service.Config{
 		Prefix: "tracking", Concurrency: o.concurrency, Timeout: o.timeout, Version: "dev",
-		Validator: validator, Observer: h.obs,
-	})
+		Validator: validator, Observer: h.obs, Logger: slog.New(h.logs),
+	}
+	if o.svc != nil {
+		o.svc(&cfg)
+	}
+	h.svc = service.New(bridgeNC, h.calls, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.svc.Run(ctx, context.Background()) }()

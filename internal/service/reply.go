@@ -29,15 +29,22 @@ const (
 	IdempotencyKeyHeader = "Idempotency-Key"
 	// RetryAfterHeader carries the upstream's Retry-After on a failure reply.
 	RetryAfterHeader = "Retry-After"
+	// RequestInfoHeader is set by the NATS server on a request that reached the service through a
+	// service import from another account: JSON naming the caller's account (and, on an import with
+	// share, its user and connection). The server replaces any value a caller set; within one account it
+	// adds none, and what a caller set arrives unchanged, so it names the caller only where the API is
+	// imported across accounts.
+	RequestInfoHeader = "Nats-Request-Info"
 )
 
 // Codes of Nats-Service-Error-Code the service sets itself (contract §7); any other is the upstream's
 // HTTP status.
 const (
-	CodeInvalid     = http.StatusBadRequest         // refused before calling the upstream
-	CodeBadAnswer   = http.StatusBadGateway         // the upstream's answer is unusable (or cannot travel on NATS)
-	CodeUnavailable = http.StatusServiceUnavailable // upstream unreachable, no token, or the bridge busy or stopping
-	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
+	CodeInvalid     = http.StatusBadRequest            // refused before calling the upstream
+	CodeTooLarge    = http.StatusRequestEntityTooLarge // the body is larger than the bound; refused before parsing it
+	CodeBadAnswer   = http.StatusBadGateway            // the upstream's answer is unusable (or cannot travel on NATS)
+	CodeUnavailable = http.StatusServiceUnavailable    // upstream unreachable, no token, or the bridge busy or stopping
+	CodeTimeout     = http.StatusGatewayTimeout        // the upstream did not answer in time
 )
 
 // result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
@@ -89,7 +96,7 @@ func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post 
 		} else {
 			r = failure(st, httpStatus(st)+" (the upstream's body is not an ApiResponseMessage)")
 		}
-		r.upstream, r.retry = st, resp.Header.Get(RetryAfterHeader)
+		r.upstream, r.retry = st, retryAfter(resp.Header.Get(RetryAfterHeader))
 		return r
 	default:
 		r := failure(CodeBadAnswer, fmt.Sprintf("the upstream answered with the unexpected %s", httpStatus(st)))
@@ -124,6 +131,20 @@ func errorOutcome(resp *upstream.APIResponse, err error, timeout time.Duration, 
 		r.upstream = resp.Status
 	}
 	return r
+}
+
+// retryAfter returns the upstream's Retry-After value when it can travel as a NATS header: a number of
+// seconds or an HTTP date, printable ASCII of at most 64 bytes. Anything else is left out.
+func retryAfter(v string) string {
+	if len(v) > 64 {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return ""
+		}
+	}
+	return v
 }
 
 // isAPIMessage reports whether body is an ApiResponseMessage: an object whose messages member is an

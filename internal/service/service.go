@@ -14,6 +14,28 @@
 // a new token and one repeat (upstream.APIClient); nothing else is ever repeated, POST or not. The reply
 // to a success is the upstream's body verbatim; a failure carries micro's error headers with the code of
 // contract §7 and an ApiResponseMessage body.
+//
+// A request's reply subject, headers and body are the caller's, so the service trusts none of them:
+//   - It answers only reply subjects under Config.ReplyPrefixes (the callers' inboxes). A request with
+//     any other reply subject, or none, is dropped before anything else is looked at: no answer, not even
+//     an error, and no upstream call. It is counted (Observer.APIRefused) and logged at most once a
+//     minute per reason, so that no caller can make the bridge publish on a subject of its choosing
+//     (a stream's, the lease's, $JS.API's) or flood its log.
+//   - Only the endpoints of Config.Endpoints are subscribed; a request to another gets "no responders".
+//   - Every size is bounded: the body (Config.MaxBody, or less where the operation's request is small:
+//     Operation.MaxBody; else 413 before it is parsed), each string of the
+//     request (MaxValueBytes), each header the service reads, the problems listed in a refusal
+//     (consume.MaxProblems), and the requests each endpoint's subscription holds while its handler is
+//     busy (micro's pending limits, derived from the body bound: beyond them the client drops requests
+//     rather than holding them in memory).
+//   - Every call that changes something upstream (create, update, delete, report) is logged at info as
+//     one "API audit" line, after the upstream answered or failed.
+//
+// micro answers its discovery requests ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, to whatever reply
+// subject they name; they carry no upstream data and call nothing. That they cannot be aimed elsewhere
+// is the NATS permissions' part: the bridge may publish on inbox subjects only (no allow_responses), so
+// a discovery reply to any other subject is refused by the server (a permission violation the daemon
+// logs once a minute).
 package service
 
 import (
@@ -22,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +53,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -45,11 +70,34 @@ type Caller interface {
 }
 
 // Observer is told of every request answered: the endpoint's Operation.Name, the reply's code (the
-// upstream's status on success, Nats-Service-Error-Code on failure) and the time from receipt to reply.
-// It must be safe for concurrent use.
+// upstream's status on success, Nats-Service-Error-Code on failure) and the time from receipt to reply;
+// and of every request dropped without an answer, with its reason (one of RefusalReasons). It must be
+// safe for concurrent use.
 type Observer interface {
 	APIServed(endpoint string, code int, d time.Duration)
+	APIRefused(reason string)
 }
+
+// Reasons a request is dropped without an answer, the reason label of bridge_api_requests_refused_total.
+const (
+	// RefusedNoReply: the request has no reply subject (a publish, not a request).
+	RefusedNoReply = "no_reply"
+	// RefusedReplyInvalid: the reply subject is not a subject one may publish on (a wildcard, white space
+	// or a control character, an empty token).
+	RefusedReplyInvalid = "reply_invalid"
+	// RefusedReplyNotInbox: the reply subject is not under any of the configured inbox prefixes.
+	RefusedReplyNotInbox = "reply_not_inbox"
+)
+
+// RefusalReasons are every reason of Observer.APIRefused, for metrics created up front.
+var RefusalReasons = []string{RefusedNoReply, RefusedReplyInvalid, RefusedReplyNotInbox}
+
+// DefaultReplyPrefix is the inbox prefix of the NATS clients (nats.go, the nats CLI), the reply prefix
+// answered when Config.ReplyPrefixes is empty.
+const DefaultReplyPrefix = "_INBOX."
+
+// DefaultMaxBody is the body bound of a Config without one, BRIDGE_API_MAX_BODY_BYTES's default.
+const DefaultMaxBody = 256 << 10
 
 // Config configures a Service.
 type Config struct {
@@ -68,8 +116,19 @@ type Config struct {
 	Version string
 	// Logger receives the service's logs; nil discards them.
 	Logger *slog.Logger
-	// Observer, when set, is told of every request answered.
+	// Observer, when set, is told of every request answered and every request dropped.
 	Observer Observer
+	// Endpoints names the operations served (Operation.Name, BRIDGE_API_ENDPOINTS); nil serves every one.
+	// The others are not subscribed at all.
+	Endpoints []string
+	// ReplyPrefixes are the prefixes of the reply subjects answered (BRIDGE_API_REPLY_PREFIXES), each made
+	// of whole tokens and ending in "."; nil means DefaultReplyPrefix alone.
+	ReplyPrefixes []string
+	// MaxBody bounds a request's body in bytes (BRIDGE_API_MAX_BODY_BYTES); 0 means DefaultMaxBody.
+	MaxBody int
+	// RefusalLogEvery is the least time between two log lines about dropped requests of one reason; 0
+	// means a minute.
+	RefusalLogEvery time.Duration
 }
 
 // Service is the request-reply service. Create it with New and run it with Run.
@@ -80,17 +139,19 @@ type Service struct {
 	log   *slog.Logger
 	sem   chan struct{} // one slot per upstream call in flight
 	base  context.Context
-	abort context.CancelFunc // ends every call in flight (shutdown past its drain deadline)
-	eps   map[string]*endpoint
+	abort context.CancelFunc   // ends every call in flight (shutdown past its drain deadline)
+	eps   map[string]*endpoint // the endpoints served, by micro name
 	up    atomic.Bool
+	limit *logging.Limiter // the log lines anyone can cause, one per reason a minute
+	err   error            // a Config that cannot be served, returned by Run
 }
 
 // endpoint is one Operation as served, with its counters for micro's STATS data.
 type endpoint struct {
 	Operation
-	calls, errs, busy atomic.Int64
-	mu                sync.Mutex
-	lastErr           string
+	calls, errs, busy, dropped atomic.Int64
+	mu                         sync.Mutex
+	lastErr                    string
 }
 
 // New returns a Service answering on nc through api. It subscribes nothing until Run.
@@ -110,10 +171,31 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(cfg.ReplyPrefixes) == 0 {
+		cfg.ReplyPrefixes = []string{DefaultReplyPrefix}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
 	s := &Service{cfg: cfg, nc: nc, api: api, log: cfg.Logger, sem: make(chan struct{}, cfg.Concurrency),
-		eps: map[string]*endpoint{}}
+		eps: map[string]*endpoint{}, limit: logging.NewLimiter(cfg.RefusalLogEvery, nil)}
 	s.base, s.abort = context.WithCancel(context.Background())
+	var errs []error
+	for _, p := range cfg.ReplyPrefixes {
+		if !validReplyPrefix(p) {
+			errs = append(errs, fmt.Errorf("reply prefix %q: not whole subject tokens ending in a dot, without wildcards or white space", p))
+		}
+	}
+	for _, name := range cfg.Endpoints {
+		if !slices.Contains(EndpointNames(), name) {
+			errs = append(errs, fmt.Errorf("endpoint %q: unknown; the endpoints are %s", name, strings.Join(EndpointNames(), ", ")))
+		}
+	}
+	s.err = errors.Join(errs...)
 	for _, op := range Operations {
+		if cfg.Endpoints != nil && !slices.Contains(cfg.Endpoints, op.Name) {
+			continue
+		}
 		if op.Name == "tracking.report" {
 			op.Path = cfg.ReportPath
 		}
@@ -135,6 +217,9 @@ func (s *Service) Ready() bool { return s.up.Load() }
 // the calls in flight until drain is done, cancels those still running (their callers get 503) and
 // returns. It returns an error when the service cannot be set up.
 func (s *Service) Run(ctx, drain context.Context) error {
+	if s.err != nil {
+		return fmt.Errorf("API service: %w", s.err)
+	}
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        Name,
 		Version:     semver(s.cfg.Version),
@@ -147,27 +232,38 @@ func (s *Service) Run(ctx, drain context.Context) error {
 			return nil
 		},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
-			s.log.Error("service subscription error", "subject", e.Subject, "err", e.Description)
+			// A flood makes a subscription a slow consumer again and again: one line a minute.
+			if ok, n := s.limit.Allow("subscription_error"); ok {
+				s.log.Error("service subscription error", "subject", e.Subject, "err", e.Description, "suppressed", n)
+			}
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("API service: %w", err)
 	}
+	var served []string
 	for _, op := range Operations {
 		ep := s.eps[microName(op.Name)]
+		if ep == nil {
+			continue // not in Config.Endpoints: no subscription, so its callers get no responders
+		}
+		pendingMsgs, pendingBytes := pendingLimits(s.cfg.Concurrency, ep.maxBody(s.cfg.MaxBody), int(s.nc.MaxPayload()))
 		err := svc.AddEndpoint(microName(op.Name), micro.HandlerFunc(func(r micro.Request) { s.handle(ep, r) }),
 			micro.WithEndpointSubject(s.Subject(op.Name)),
 			micro.WithEndpointMetadata(map[string]string{
 				"operation": op.Spec + " " + op.Summary,
 				"upstream":  op.Method + " " + ep.Path,
-			}))
+			}),
+			micro.WithEndpointPendingLimits(pendingMsgs, pendingBytes))
 		if err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("API service endpoint %s: %w", op.Name, err)
 		}
+		served = append(served, op.Name)
 	}
 	s.up.Store(true)
-	s.log.Info("API service up", "subjects", s.Subject(">"), "concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout)
+	s.log.Info("API service up", "subjects", s.Subject(">"), "endpoints", served, "reply_prefixes", s.cfg.ReplyPrefixes,
+		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody)
 
 	<-ctx.Done()
 	s.up.Store(false)
@@ -202,30 +298,44 @@ func (s *Service) Run(ctx, drain context.Context) error {
 // hands the call to a worker.
 func (s *Service) handle(ep *endpoint, r micro.Request) {
 	start := time.Now()
+	// The reply subject before anything else: no reply at all, not even micro's error reply, goes to a
+	// subject that is not a caller's inbox.
 	reply := r.Reply()
-	if reply == "" {
-		s.log.Warn("API request without a reply subject ignored: use a request, not a publish", "subject", r.Subject())
+	prefix, reason := s.replyPrefix(reply)
+	if reason != "" {
+		s.drop(ep, reason, reply)
+		return
+	}
+	if n, max := len(r.Data()), ep.maxBody(s.cfg.MaxBody); n > max {
+		s.refuse(ep, r, failure(CodeTooLarge, fmt.Sprintf("the request body is %d bytes, more than the limit "+
+			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
 	hdr := nats.Header(r.Headers())
 	var c checker
 	timeout := s.cfg.Timeout
-	if v := hdr.Get(TimeoutHeader); v != "" {
+	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > maxTimeoutHeader {
+		c.addf("the %s header %s is %d bytes long; a duration with a unit is expected (e.g. 2s, 1500ms)",
+			TimeoutHeader, strQuote(v), len(v))
+	} else if ok {
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil:
 			c.addf("the %s header %s is not a duration with a unit (e.g. 2s, 1500ms)", TimeoutHeader, strQuote(v))
 		case d <= 0:
-			c.addf("the %s header must be positive, not %s", TimeoutHeader, v)
+			c.addf("the %s header must be positive, not %s", TimeoutHeader, strQuote(v))
 		default:
 			timeout = min(d, timeout)
 		}
 	}
-	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator,
-		idemKey: hdr.Get(IdempotencyKeyHeader)}, r.Data())
-	c.problems = append(c.problems, problems...)
-	if len(c.problems) > 0 {
-		s.refuse(ep, r, failure(CodeInvalid, c.problems...), start)
+	key, ok := c.header(hdr, IdempotencyKeyHeader)
+	if ok && !delivery.ValidIdempotencyKey(key) {
+		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
+			strQuote(key), len(key), delivery.MaxIdempotencyKeyBytes)
+	}
+	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data())
+	if len(problems) > 0 {
+		s.refuse(ep, r, failure(CodeInvalid, problems...), start)
 		return
 	}
 	select {
@@ -241,7 +351,100 @@ func (s *Service) handle(ep *endpoint, r micro.Request) {
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
-	go s.work(ep, req, reply, timeout, start)
+	cl := call{req: req, reply: reply, prefix: prefix, timeout: timeout, start: start}
+	if ep.changes() {
+		cl.caller, cl.named = callerAttr(hdr)
+	}
+	go s.work(ep, cl)
+}
+
+// maxTimeoutHeader bounds a Bridge-Timeout value: a duration is written in far fewer bytes.
+const maxTimeoutHeader = 32
+
+// call is a checked request, handed to a worker.
+type call struct {
+	req     upstream.APIRequest
+	reply   string // the caller's inbox
+	prefix  string // the configured prefix reply is under
+	timeout time.Duration
+	start   time.Time // of handling, for the duration observed
+	caller  slog.Attr // from Nats-Request-Info, for the audit line; when named
+	named   bool
+}
+
+// replyPrefix returns the configured prefix the reply subject is under, or the reason to drop the
+// request. A reply subject must be one a client could subscribe to and the bridge publish on: tokens
+// separated by dots, none empty, no wildcard, no white space or control character.
+func (s *Service) replyPrefix(reply string) (prefix, reason string) {
+	if reply == "" {
+		return "", RefusedNoReply
+	}
+	if !validSubject(reply) {
+		return "", RefusedReplyInvalid
+	}
+	for _, p := range s.cfg.ReplyPrefixes {
+		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
+			return p, ""
+		}
+	}
+	return "", RefusedReplyNotInbox
+}
+
+// validSubject reports whether subj is a literal subject: non-empty tokens of bytes other than white
+// space, control characters and the wildcards * and >.
+func validSubject(subj string) bool {
+	if subj == "" || subj[0] == '.' || subj[len(subj)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(subj); i++ {
+		switch b := subj[i]; {
+		case b <= ' ' || b == 0x7f || b == '*' || b == '>':
+			return false
+		case b == '.' && subj[i+1] == '.':
+			return false
+		}
+	}
+	return true
+}
+
+// validReplyPrefix reports whether p can be a Config.ReplyPrefixes entry: a literal subject followed by
+// a dot.
+func validReplyPrefix(p string) bool {
+	return strings.HasSuffix(p, ".") && validSubject(strings.TrimSuffix(p, "."))
+}
+
+// drop counts a request dropped without an answer and logs it, at most once per reason per
+// RefusalLogEvery, with the number of drops not logged since.
+func (s *Service) drop(ep *endpoint, reason, reply string) {
+	ep.dropped.Add(1)
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.APIRefused(reason)
+	}
+	if ok, n := s.limit.Allow(reason); ok {
+		s.log.Warn("API request dropped without an answer: no reply subject, or not under a configured inbox prefix",
+			"reason", reason, "subject", s.Subject(ep.Name), "reply", logging.Value(reply, 80),
+			"reply_prefixes", s.cfg.ReplyPrefixes, "suppressed", n)
+	}
+}
+
+// maxBody is the endpoint's body bound under the configured one.
+func (ep *endpoint) maxBody(configured int) int {
+	if ep.MaxBody > 0 {
+		return min(ep.MaxBody, configured)
+	}
+	return configured
+}
+
+// pendingLimits are the limits of each endpoint's subscription: the requests the client holds while the
+// endpoint's handler is busy. The handler answers a request at the bound at once (413) and hands a
+// checked one to a worker, so a few bodies at the bound plus one of max_payload (so that it still gets
+// its 413) are enough; a flood beyond them is dropped by the client instead of held in memory (micro's
+// default is 64 MB per endpoint).
+func pendingLimits(concurrency, maxBody, maxPayload int) (msgs, bytes int) {
+	if maxPayload <= 0 {
+		maxPayload = 1 << 20 // not connected yet: the server's default
+	}
+	return 256 + 2*concurrency, 4*maxBody + maxPayload
 }
 
 func strQuote(v string) string { return fmt.Sprintf("%q", cut(v, 40)) }
@@ -253,38 +456,49 @@ func (s *Service) refuse(ep *endpoint, r micro.Request, res result, start time.T
 	s.observe(ep, res.code, start)
 	m := res.message("")
 	if err := r.Error(m.Header.Get(micro.ErrorCodeHeader), res.desc, res.body, micro.WithHeaders(micro.Headers(m.Header))); err != nil {
-		s.log.Warn("API reply not sent", "subject", r.Subject(), "err", err)
+		s.replyNotSent(ep, err)
 	}
 }
 
 // work makes the upstream call and answers it. It runs in its own goroutine holding a slot of s.sem.
-func (s *Service) work(ep *endpoint, req upstream.APIRequest, reply string, timeout time.Duration, start time.Time) {
+func (s *Service) work(ep *endpoint, c call) {
 	defer func() { <-s.sem }()
 	ep.calls.Add(1)
-	ctx, cancel := context.WithTimeout(s.base, timeout)
+	req := c.req
+	ctx, cancel := context.WithTimeout(s.base, c.timeout)
 	resp, err := s.api.Call(ctx, req)
 	cancel()
-	res := outcome(resp, err, timeout, req.Method == "POST")
+	res := outcome(resp, err, c.timeout, req.Method == "POST")
 	if errors.Is(err, upstream.ErrAnswerTooLarge) {
 		res = tooLarge(res, 0, req.MaxBody)
 	}
-	m := res.message(reply)
+	if ep.changes() {
+		s.audit(ep, c, res)
+	}
+	m := res.message(c.reply)
 	if max := int(s.nc.MaxPayload()); size(m) > max {
 		res = tooLarge(res, size(m), max)
-		m = res.message(reply)
+		m = res.message(c.reply)
 	}
 	if !res.ok {
 		ep.failed(res)
 		s.log.Debug("API request failed", "subject", s.Subject(ep.Name), "status", res.code, "err", res.desc)
 	}
-	s.observe(ep, res.code, start) // before the reply, so that a caller that got it sees it counted
+	s.observe(ep, res.code, c.start) // before the reply, so that a caller that got it sees it counted
 	err = s.nc.PublishMsg(m)
 	if errors.Is(err, nats.ErrMaxPayload) { // the server's limit changed under us
 		res = tooLarge(res, size(m), int(s.nc.MaxPayload()))
-		err = s.nc.PublishMsg(res.message(reply))
+		err = s.nc.PublishMsg(res.message(c.reply))
 	}
 	if err != nil {
-		s.log.Warn("API reply not sent", "subject", s.Subject(ep.Name), "err", err)
+		s.replyNotSent(ep, err)
+	}
+}
+
+// replyNotSent logs a reply that could not be sent, once a minute at most.
+func (s *Service) replyNotSent(ep *endpoint, err error) {
+	if ok, n := s.limit.Allow("reply_not_sent"); ok {
+		s.log.Warn("API reply not sent", "subject", s.Subject(ep.Name), "err", err, "suppressed", n)
 	}
 }
 
@@ -315,17 +529,22 @@ func (s *Service) observe(ep *endpoint, code int, start time.Time) {
 func (ep *endpoint) failed(res result) {
 	ep.errs.Add(1)
 	ep.mu.Lock()
-	ep.lastErr = fmt.Sprintf("%d:%s", res.code, res.desc)
+	ep.lastErr = fmt.Sprintf("%d:%s", res.code, logging.Value(res.desc, maxLastError))
 	ep.mu.Unlock()
 }
 
+// maxLastError bounds the description kept as an endpoint's last error: it may quote the upstream.
+const maxLastError = 256
+
 // EndpointStats is the data of an endpoint in micro's STATS answer (nats micro stats): micro's own
-// counters see only the replies made before an upstream call, these see every one.
+// counters see only the replies made before an upstream call, these see every one, and the requests
+// dropped without an answer.
 type EndpointStats struct {
 	Operation     string `json:"operation"`
 	UpstreamCalls int64  `json:"upstream_calls"`
 	Errors        int64  `json:"errors"`
 	Busy          int64  `json:"busy_refusals"`
+	Dropped       int64  `json:"dropped_not_inbox"`
 	LastError     string `json:"last_error,omitempty"`
 }
 
@@ -334,7 +553,7 @@ func (ep *endpoint) stats() EndpointStats {
 	last := ep.lastErr
 	ep.mu.Unlock()
 	return EndpointStats{Operation: ep.Spec + " " + ep.Summary, UpstreamCalls: ep.calls.Load(),
-		Errors: ep.errs.Load(), Busy: ep.busy.Load(), LastError: last}
+		Errors: ep.errs.Load(), Busy: ep.busy.Load(), Dropped: ep.dropped.Load(), LastError: last}
 }
 
 // semverRE is the expression semver.org suggests, as micro checks it.

@@ -1,0 +1,64 @@
+package logging
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLimiter: one line per key per interval, the next one carrying the count held back.
+func TestLimiter(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	l := NewLimiter(time.Minute, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	if ok, n := l.Allow("a"); !ok || n != 0 {
+		t.Fatalf("first a: %v %d", ok, n)
+	}
+	for range 5 {
+		if ok, _ := l.Allow("a"); ok {
+			t.Fatal("a let through twice within the interval")
+		}
+	}
+	if ok, n := l.Allow("b"); !ok || n != 0 {
+		t.Fatalf("first b (another key): %v %d", ok, n)
+	}
+	advance(59 * time.Second)
+	if ok, _ := l.Allow("a"); ok {
+		t.Fatal("a let through after 59s")
+	}
+	advance(time.Second)
+	if ok, n := l.Allow("a"); !ok || n != 6 {
+		t.Fatalf("a after a minute: %v, suppressed %d, want true 6", ok, n)
+	}
+	if ok, _ := l.Allow("a"); ok {
+		t.Fatal("a let through twice in the second interval")
+	}
+	advance(time.Hour)
+	if ok, n := l.Allow("a"); !ok || n != 1 {
+		t.Fatalf("a an hour later: %v %d, want true 1", ok, n)
+	}
+}
+
+func TestValue(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"tab\there\r\nnul\x00", "tabherenul"},
+		{"bidi\u202etxt\u200b", "biditxt"},
+		{"bad\xffutf8", "bad\ufffdutf8"},
+		{strings.Repeat("x", 20), strings.Repeat("x", 10) + "…"},
+		{strings.Repeat("é", 20), strings.Repeat("é", 5) + "…"}, // 10 bytes: five two-byte runes
+		{"é" + strings.Repeat("é", 20), strings.Repeat("é", 5) + "…"},
+		{strings.Repeat("\x01", 100) + "ok", "ok"},
+		{"ab" + strings.Repeat("\x01", 100), "ab"},
+	} {
+		if got := Value(tc.in, 10); got != tc.want {
+			t.Errorf("Value(%q, 10) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := Value(strings.Repeat("x", 1<<20), 64); len(got) != 64+len("…") {
+		t.Errorf("a megabyte cut to %d bytes", len(got))
+	}
+}
