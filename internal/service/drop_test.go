@@ -42,20 +42,20 @@ func TestDropLoggedOncePerMinute(t *testing.T) {
 	}
 
 	for range 1000 {
-		s.drop(ep, RefusedNoReply, "")
+		s.drop(s.Subject(ep.Name), RefusedNoReply, "")
 	}
-	s.drop(ep, RefusedReplyNotInbox, "$KV.TRACKING_LEASES.events\x00"+string(make([]byte, 200)))
+	s.drop(s.Subject(ep.Name), RefusedReplyNotInbox, "$KV.TRACKING_LEASES.events\x00"+string(make([]byte, 200)))
 	mu.Lock()
 	now = now.Add(59 * time.Second)
 	mu.Unlock()
-	s.drop(ep, RefusedNoReply, "")
+	s.drop(s.Subject(ep.Name), RefusedNoReply, "")
 	if got := lines(); len(got) != 2 {
 		t.Fatalf("%d lines within the minute, want 2 (one per reason):\n%s", len(got), logs)
 	}
 	mu.Lock()
 	now = now.Add(time.Second)
 	mu.Unlock()
-	s.drop(ep, RefusedNoReply, "")
+	s.drop(s.Subject(ep.Name), RefusedNoReply, "")
 	got := lines()
 	if len(got) != 3 || attr(got[2], "reason") != RefusedNoReply || attr(got[2], "suppressed") != "1000" {
 		t.Fatalf("after a minute: %d lines, want a third with suppressed=1000:\n%s", len(got), logs)
@@ -63,8 +63,8 @@ func TestDropLoggedOncePerMinute(t *testing.T) {
 	if r := attr(got[1], "reply"); r != "$KV.TRACKING_LEASES.events" {
 		t.Errorf("reply quoted as %q: control characters must go", r)
 	}
-	if obs.n != 1003 || ep.dropped.Load() != 1003 {
-		t.Errorf("counted %d drops (stats %d), want 1003", obs.n, ep.dropped.Load())
+	if obs.n != 1003 {
+		t.Errorf("counted %d drops, want 1003", obs.n)
 	}
 }
 

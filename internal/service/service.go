@@ -31,15 +31,14 @@
 //   - Every call that changes something upstream (create, update, delete, report) is logged at info as
 //     one "API audit" line, after the upstream answered or failed.
 //
-// micro answers its discovery requests ($SRV.PING, $SRV.INFO, $SRV.STATS) itself, to whatever reply
-// subject they name; they carry no upstream data and call nothing. That they cannot be aimed elsewhere
-// is the NATS permissions' part: the bridge may publish on inbox subjects only (no allow_responses), so
-// a discovery reply to any other subject is refused by the server (a permission violation the daemon
-// logs once a minute).
+// The service speaks NATS micro's protocol with micro's own types (discovery.go says why not through
+// micro.AddService): discovery requests ($SRV.PING, $SRV.INFO, $SRV.STATS) go through the same reply
+// check as the endpoints' requests, so no request of any kind makes the bridge publish outside an inbox.
 package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +51,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
@@ -146,12 +146,13 @@ type Service struct {
 	err   error            // a Config that cannot be served, returned by Run
 }
 
-// endpoint is one Operation as served, with its counters for micro's STATS data.
+// endpoint is one Operation as served, with its counters for micro's STATS answer.
 type endpoint struct {
 	Operation
-	calls, errs, busy, dropped atomic.Int64
-	mu                         sync.Mutex
-	lastErr                    string
+	requests, calls, errs, busy, dropped atomic.Int64
+	busyNanos                            atomic.Int64 // time from receipt to reply, summed
+	mu                                   sync.Mutex
+	lastErr                              string
 }
 
 // New returns a Service answering on nc through api. It subscribes nothing until Run.
@@ -220,56 +221,57 @@ func (s *Service) Run(ctx, drain context.Context) error {
 	if s.err != nil {
 		return fmt.Errorf("API service: %w", s.err)
 	}
-	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        Name,
-		Version:     semver(s.cfg.Version),
-		Description: "The container-logistics provider's partner API, served by tracking-bridge (contract §7)",
-		QueueGroup:  QueueGroup,
-		StatsHandler: func(e *micro.Endpoint) any {
-			if ep := s.eps[e.Name]; ep != nil {
-				return ep.stats()
-			}
-			return nil
-		},
-		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
-			// A flood makes a subscription a slow consumer again and again: one line a minute.
-			if ok, n := s.limit.Allow("subscription_error"); ok {
-				s.log.Error("service subscription error", "subject", e.Subject, "err", e.Description, "suppressed", n)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("API service: %w", err)
+	started := time.Now().UTC()
+	d := &discovery{
+		identity: micro.ServiceIdentity{Name: Name, ID: nuid.Next(), Version: semver(s.cfg.Version), Metadata: map[string]string{}},
+		answer:   s.answerDiscovery,
 	}
-	var served []string
+	var infos []micro.EndpointInfo
+	var subs []*nats.Subscription
+	stop := func() {
+		for _, sub := range subs {
+			_ = sub.Drain() // the requests already received are still handled
+		}
+	}
 	for _, op := range Operations {
 		ep := s.eps[microName(op.Name)]
 		if ep == nil {
 			continue // not in Config.Endpoints: no subscription, so its callers get no responders
 		}
-		pendingMsgs, pendingBytes := pendingLimits(s.cfg.Concurrency, ep.maxBody(s.cfg.MaxBody), int(s.nc.MaxPayload()))
-		err := svc.AddEndpoint(microName(op.Name), micro.HandlerFunc(func(r micro.Request) { s.handle(ep, r) }),
-			micro.WithEndpointSubject(s.Subject(op.Name)),
-			micro.WithEndpointMetadata(map[string]string{
-				"operation": op.Spec + " " + op.Summary,
-				"upstream":  op.Method + " " + ep.Path,
-			}),
-			micro.WithEndpointPendingLimits(pendingMsgs, pendingBytes))
+		sub, err := s.nc.QueueSubscribe(s.Subject(op.Name), QueueGroup, func(m *nats.Msg) { s.handle(ep, m) })
+		if err == nil {
+			err = sub.SetPendingLimits(pendingLimits(s.cfg.Concurrency, ep.maxBody(s.cfg.MaxBody), int(s.nc.MaxPayload())))
+		}
 		if err != nil {
-			_ = svc.Stop()
+			stop()
 			return fmt.Errorf("API service endpoint %s: %w", op.Name, err)
 		}
-		served = append(served, op.Name)
+		subs = append(subs, sub)
+		infos = append(infos, micro.EndpointInfo{Name: microName(op.Name), Subject: s.Subject(op.Name), QueueGroup: QueueGroup,
+			Metadata: map[string]string{"operation": op.Spec + " " + op.Summary, "upstream": op.Method + " " + ep.Path}})
+	}
+	d.info = func() micro.Info {
+		return micro.Info{ServiceIdentity: d.identity, Type: micro.InfoResponseType,
+			Description: "The container-logistics provider's partner API on NATS, served by tracking-bridge", Endpoints: infos}
+	}
+	d.stats = func() micro.Stats { return s.stats(d.identity, started, infos) }
+	ds, err := d.subscribe(s.nc)
+	subs = append(subs, ds...)
+	if err != nil {
+		stop()
+		return fmt.Errorf("API service discovery: %w", err)
 	}
 	s.up.Store(true)
+	var served []string
+	for _, e := range infos {
+		served = append(served, strings.TrimPrefix(e.Subject, s.Subject("")))
+	}
 	s.log.Info("API service up", "subjects", s.Subject(">"), "endpoints", served, "reply_prefixes", s.cfg.ReplyPrefixes,
-		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody)
+		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody, "instance", d.identity.ID)
 
 	<-ctx.Done()
 	s.up.Store(false)
-	if err := svc.Stop(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		s.log.Warn("stopping the API service", "err", err)
-	}
+	stop()
 	// Taking every slot waits for the calls in flight, and makes a request still arriving from the
 	// drained subscriptions get 503 rather than a call that could outlive the connection.
 	taken := 0
@@ -294,24 +296,26 @@ func (s *Service) Run(ctx, drain context.Context) error {
 	return nil
 }
 
-// handle is micro's handler of every endpoint: it checks the request, answers a refusal at once, and
-// hands the call to a worker.
-func (s *Service) handle(ep *endpoint, r micro.Request) {
+// handle is the message handler of every endpoint's subscription, called one request at a time per
+// endpoint: it checks the request, answers a refusal at once, and hands the call to a worker.
+func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	start := time.Now()
-	// The reply subject before anything else: no reply at all, not even micro's error reply, goes to a
-	// subject that is not a caller's inbox.
-	reply := r.Reply()
+	ep.requests.Add(1)
+	// The reply subject before anything else: no reply at all, not even an error, goes to a subject that
+	// is not a caller's inbox.
+	reply := r.Reply
 	prefix, reason := s.replyPrefix(reply)
 	if reason != "" {
-		s.drop(ep, reason, reply)
+		s.drop(s.Subject(ep.Name), reason, reply)
+		ep.dropped.Add(1)
 		return
 	}
-	if n, max := len(r.Data()), ep.maxBody(s.cfg.MaxBody); n > max {
+	if n, max := len(r.Data), ep.maxBody(s.cfg.MaxBody); n > max {
 		s.refuse(ep, r, failure(CodeTooLarge, fmt.Sprintf("the request body is %d bytes, more than the limit "+
 			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
-	hdr := nats.Header(r.Headers())
+	hdr := r.Header
 	var c checker
 	timeout := s.cfg.Timeout
 	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > maxTimeoutHeader {
@@ -333,7 +337,7 @@ func (s *Service) handle(ep *endpoint, r micro.Request) {
 		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
 			strQuote(key), len(key), delivery.MaxIdempotencyKeyBytes)
 	}
-	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data())
+	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	if len(problems) > 0 {
 		s.refuse(ep, r, failure(CodeInvalid, problems...), start)
 		return
@@ -382,6 +386,12 @@ func (s *Service) replyPrefix(reply string) (prefix, reason string) {
 	if !validSubject(reply) {
 		return "", RefusedReplyInvalid
 	}
+	// The bridge's own inboxes (its JetStream acknowledgements, fetches, the lease's watch) are never a
+	// caller's, unless a reply prefix is exactly their prefix (nats.go's default _INBOX, which the daemon
+	// warns about at start-up).
+	if own := s.nc.Opts.InboxPrefix + "."; strings.HasPrefix(reply, own) && !slices.Contains(s.cfg.ReplyPrefixes, own) {
+		return "", RefusedReplyNotInbox
+	}
 	for _, p := range s.cfg.ReplyPrefixes {
 		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
 			return p, ""
@@ -413,18 +423,52 @@ func validReplyPrefix(p string) bool {
 	return strings.HasSuffix(p, ".") && validSubject(strings.TrimSuffix(p, "."))
 }
 
-// drop counts a request dropped without an answer and logs it, at most once per reason per
+// drop counts a request to subject dropped without an answer and logs it, at most once per reason per
 // RefusalLogEvery, with the number of drops not logged since.
-func (s *Service) drop(ep *endpoint, reason, reply string) {
-	ep.dropped.Add(1)
+func (s *Service) drop(subject, reason, reply string) {
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.APIRefused(reason)
 	}
 	if ok, n := s.limit.Allow(reason); ok {
 		s.log.Warn("API request dropped without an answer: no reply subject, or not under a configured inbox prefix",
-			"reason", reason, "subject", s.Subject(ep.Name), "reply", logging.Value(reply, 80),
+			"reason", reason, "subject", subject, "reply", logging.Value(reply, 80),
 			"reply_prefixes", s.cfg.ReplyPrefixes, "suppressed", n)
 	}
+}
+
+// answerDiscovery sends a discovery answer after the reply check; a request it refuses is dropped as
+// an endpoint's would be.
+func (s *Service) answerDiscovery(m *nats.Msg, verb string, data []byte) bool {
+	if _, reason := s.replyPrefix(m.Reply); reason != "" {
+		s.drop(m.Subject, reason, m.Reply)
+		return false
+	}
+	if err := s.nc.Publish(m.Reply, data); err != nil {
+		if ok, n := s.limit.Allow("reply_not_sent"); ok {
+			s.log.Warn("API reply not sent", "subject", m.Subject, "verb", verb, "err", err, "suppressed", n)
+		}
+		return false
+	}
+	return true
+}
+
+// stats is the STATS answer: per endpoint, micro's counts (requests received, failures answered, the
+// time from receipt to reply) and the bridge's own in Data.
+func (s *Service) stats(id micro.ServiceIdentity, started time.Time, infos []micro.EndpointInfo) micro.Stats {
+	out := micro.Stats{ServiceIdentity: id, Type: micro.StatsResponseType, Started: started}
+	for _, e := range infos {
+		ep := s.eps[e.Name]
+		st := &micro.EndpointStats{Name: e.Name, Subject: e.Subject, QueueGroup: e.QueueGroup,
+			NumRequests: int(ep.requests.Load()), NumErrors: int(ep.errs.Load()), ProcessingTime: time.Duration(ep.busyNanos.Load())}
+		if answered := ep.requests.Load() - ep.dropped.Load(); answered > 0 {
+			st.AverageProcessingTime = st.ProcessingTime / time.Duration(answered)
+		}
+		data := ep.stats()
+		st.LastError = data.LastError
+		st.Data, _ = json.Marshal(data)
+		out.Endpoints = append(out.Endpoints, st)
+	}
+	return out
 }
 
 // maxBody is the endpoint's body bound under the configured one.
@@ -449,13 +493,11 @@ func pendingLimits(concurrency, maxBody, maxPayload int) (msgs, bytes int) {
 
 func strQuote(v string) string { return fmt.Sprintf("%q", cut(v, 40)) }
 
-// refuse answers a request the service did not send upstream, from micro's handler (so that micro
-// counts the error).
-func (s *Service) refuse(ep *endpoint, r micro.Request, res result, start time.Time) {
+// refuse answers a request the service did not send upstream.
+func (s *Service) refuse(ep *endpoint, r *nats.Msg, res result, start time.Time) {
 	ep.failed(res)
 	s.observe(ep, res.code, start)
-	m := res.message("")
-	if err := r.Error(m.Header.Get(micro.ErrorCodeHeader), res.desc, res.body, micro.WithHeaders(micro.Headers(m.Header))); err != nil {
+	if err := s.nc.PublishMsg(res.message(r.Reply)); err != nil {
 		s.replyNotSent(ep, err)
 	}
 }
@@ -520,6 +562,7 @@ func tooLarge(res result, n, max int) result {
 }
 
 func (s *Service) observe(ep *endpoint, code int, start time.Time) {
+	ep.busyNanos.Add(int64(time.Since(start)))
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.APIServed(ep.Name, code, time.Since(start))
 	}
@@ -536,9 +579,8 @@ func (ep *endpoint) failed(res result) {
 // maxLastError bounds the description kept as an endpoint's last error: it may quote the upstream.
 const maxLastError = 256
 
-// EndpointStats is the data of an endpoint in micro's STATS answer (nats micro stats): micro's own
-// counters see only the replies made before an upstream call, these see every one, and the requests
-// dropped without an answer.
+// EndpointStats is the data of an endpoint in the STATS answer (nats micro stats): the upstream calls,
+// every failure answered, the busy refusals, and the requests dropped without an answer.
 type EndpointStats struct {
 	Operation     string `json:"operation"`
 	UpstreamCalls int64  `json:"upstream_calls"`

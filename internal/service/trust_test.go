@@ -25,9 +25,13 @@ import (
 // dropMessage is the log line of a request dropped without an answer.
 const dropMessage = "API request dropped without an answer: no reply subject, or not under a configured inbox prefix"
 
+// discoverySubjects are the micro discovery subjects of every service and of this one.
+var discoverySubjects = []string{"$SRV.PING", "$SRV.INFO", "$SRV.STATS",
+	"$SRV.PING." + service.Name, "$SRV.INFO." + service.Name, "$SRV.STATS." + service.Name}
+
 // TestReplyOnlyToInboxes: a request whose reply subject is not under a configured inbox prefix, or is
 // not a literal subject, gets no answer on it, no upstream call, and is counted by reason; the same
-// request with an inbox gets its answer.
+// request with an inbox gets its answer. Discovery requests ($SRV.*) are held to the same rule.
 func TestReplyOnlyToInboxes(t *testing.T) {
 	h := start(t, options{svc: func(c *service.Config) { c.ReplyPrefixes = []string{"_INBOX.", "_INBOX_alice."} }})
 	id := h.create("KEEP") // one upstream call for the terminal, one for the create
@@ -71,6 +75,17 @@ func TestReplyOnlyToInboxes(t *testing.T) {
 				t.Fatalf("%s reply %q: %v", op, tc.reply, err)
 			}
 		}
+		// And discovery, which calls nothing upstream but would publish its answer there.
+		for _, subj := range discoverySubjects {
+			if err := h.nc.PublishRequest(subj, tc.reply, nil); err != nil {
+				t.Fatalf("%s reply %q: %v", subj, tc.reply, err)
+			}
+		}
+	}
+	for _, subj := range discoverySubjects {
+		if _, err := h.nc.Request(subj, nil, 5*time.Second); err != nil {
+			t.Fatalf("%s with an inbox: %v", subj, err)
+		}
 	}
 	// A request with an inbox on each endpoint after them: the subscription handles its requests in
 	// order, so once these are answered the ones before were handled.
@@ -82,10 +97,11 @@ func TestReplyOnlyToInboxes(t *testing.T) {
 	if n := h.calls.n.Load() - calls; n != 0 {
 		t.Errorf("%d upstream calls for requests without an inbox", n)
 	}
-	if got, want := h.obs.refusals(service.RefusedReplyNotInbox), 10*5; got != want {
+	perReply := 5 + len(discoverySubjects)
+	if got, want := h.obs.refusals(service.RefusedReplyNotInbox), 10*perReply; got != want {
 		t.Errorf("refused as reply_not_inbox: %d, want %d", got, want)
 	}
-	if got, want := h.obs.refusals(service.RefusedReplyInvalid), 7*5; got != want {
+	if got, want := h.obs.refusals(service.RefusedReplyInvalid), 7*perReply; got != want {
 		t.Errorf("refused as reply_invalid: %d, want %d", got, want)
 	}
 	for {
@@ -93,7 +109,7 @@ func TestReplyOnlyToInboxes(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if !strings.HasPrefix(m.Subject, "tracking.api.") && !strings.HasPrefix(m.Subject, "_INBOX.") {
+		if !strings.HasPrefix(m.Subject, "tracking.api.") && !strings.HasPrefix(m.Subject, "$SRV.") && !strings.HasPrefix(m.Subject, "_INBOX.") {
 			t.Errorf("the service published on %s: %q", m.Subject, m.Data)
 		}
 	}

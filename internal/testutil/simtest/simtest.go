@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,8 @@ type Upstream struct {
 	cur    atomic.Pointer[sim.Server]
 	mu     sync.Mutex
 	tokens []string
+	// calls counts the requests other than the token endpoint's and the event stream's: the API calls.
+	calls atomic.Int64
 }
 
 // Start serves a simulator with options o until the test ends.
@@ -29,6 +32,9 @@ func Start(t testing.TB, tlsServer bool, o sim.Options) *Upstream {
 	u.cur.Store(sim.New(o))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := u.cur.Load()
+		if r.URL.Path != sim.TokenPath && !strings.HasSuffix(r.URL.Path, "/stream") {
+			u.calls.Add(1)
+		}
 		if r.URL.Path != sim.TokenPath {
 			s.Handler().ServeHTTP(w, r)
 			return
@@ -74,6 +80,10 @@ func (u *Upstream) IssuedTokens() []string {
 	defer u.mu.Unlock()
 	return append([]string(nil), u.tokens...)
 }
+
+// APICalls returns the number of requests made to the upstream other than logins, token refreshes and
+// event-stream connections.
+func (u *Upstream) APICalls() int64 { return u.calls.Load() }
 
 // Sim returns the simulator serving now.
 func (u *Upstream) Sim() *sim.Server { return u.cur.Load() }
