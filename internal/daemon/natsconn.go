@@ -236,7 +236,7 @@ func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn,
 	if err != nil {
 		return nil, nil, err
 	}
-	if plain := plainCredentialServers(cfg); len(plain) > 0 {
+	if plain := plainCredentialServers(cfg); len(plain) > 0 && name == natsName { // once, not per connection
 		log.Warn("NATS credentials may travel unencrypted: these servers are reached over plain nats:// or ws:// "+
 			"on a host other than loopback, and no TLS is configured; use tls:// (or wss://) URLs, or set "+
 			"BRIDGE_NATS_CA_FILE (a server that requires TLS gets it anyway)", "servers", redactServers(plain))

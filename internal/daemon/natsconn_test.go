@@ -97,7 +97,7 @@ func TestPlainCredentialsWarning(t *testing.T) {
 	logs := &testutil.Logs{}
 	cfg := config.Default()
 	cfg.NATSURL = "nats://bridge:s3cret@nats.invalid:4222,nats://127.0.0.1:1"
-	nc, _, err := connectNATS(cfg, slog.New(logs))
+	nc, _, err := connectNATS(cfg, natsName, slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
