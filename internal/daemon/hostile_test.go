@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -239,4 +240,103 @@ func TestHostileReplySubjects(t *testing.T) {
 	if strings.Contains(strings.ToLower(logs), "permission") {
 		t.Errorf("permission trouble in the bridge's log:\n%s", logs)
 	}
+}
+
+// TestHostileInputs: as the example API writer, against a bridge that serves every endpoint but
+// orders.delete: the disabled endpoint has no responders; every endpoint takes a body exactly at its
+// bound and answers one byte past it 413, and one past the NATS server's max_payload is refused by the
+// client; control characters and long values in every header a caller may send are answered 400; none
+// of it reaches the upstream, and the leader's events keep flowing.
+func TestHostileInputs(t *testing.T) {
+	ns := secPermissionedNATS(t)
+	up := simtest.Start(t, false, sim.Options{EventRate: 50})
+	env := up.Env(ns.URL(), secBridgeEnv)
+	env["BRIDGE_API_ENDPOINTS"] = "locations.search,orders.list,orders.create,orders.get,orders.update,tracking.query,tracking.report"
+	ob := opsStartBridge(t, env)
+	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	nc := hostileConnect(t, ns.URL(), "api-writer")
+	testutil.EventuallyState(t, 5*time.Second, "the API served", func() (bool, string) {
+		_, err := nc.Request("tracking.api.orders.list", nil, time.Second)
+		return err == nil, fmt.Sprint(err)
+	})
+	code := func(m *nats.Msg) string { return m.Header.Get("Nats-Service-Error-Code") }
+
+	// The disabled endpoint: nobody answers, nothing is called.
+	calls := up.APICalls()
+	if _, err := nc.Request("tracking.api.orders.delete", []byte(`{"id":"o-1"}`), time.Second); err != nats.ErrNoResponders {
+		t.Errorf("orders.delete, disabled: %v, want no responders", err)
+	}
+
+	// Bodies at and one byte past each bound: a valid JSON object padded with spaces.
+	requests := hostileRequests(up)
+	bounds := map[string]int{}
+	for _, op := range service.Operations {
+		bounds[op.Name] = 256 << 10 // BRIDGE_API_MAX_BODY_BYTES's default
+		if op.MaxBody > 0 {
+			bounds[op.Name] = op.MaxBody
+		}
+	}
+	for op, max := range bounds {
+		if op == "orders.delete" {
+			continue
+		}
+		body := requests[op]
+		at := body + strings.Repeat(" ", max-len(body))
+		m, err := nc.Request("tracking.api."+op, []byte(at), 5*time.Second)
+		if err != nil || code(m) == "413" {
+			t.Errorf("%s, %d bytes (at the bound): %v %v", op, len(at), err, m.Header)
+		}
+		m, err = nc.Request("tracking.api."+op, []byte(at+" "), 5*time.Second)
+		if err != nil || code(m) != "413" {
+			t.Errorf("%s, %d bytes (past the bound): %v %v, want 413", op, len(at)+1, err, m.Header)
+		}
+	}
+	// Past max_payload the client refuses to send it; the server would cut the connection otherwise.
+	if err := nc.Publish("tracking.api.orders.create", make([]byte, nc.MaxPayload()+1)); err != nats.ErrMaxPayload {
+		t.Errorf("a body past max_payload: %v", err)
+	}
+	calls = up.APICalls() - calls
+
+	// Hostile headers on every endpoint: each is refused 400 before any upstream call. (A CR LF in a value
+	// never arrives as such: NATS's header block would read it as a second header.)
+	long := strings.Repeat("k", 100<<10)
+	before := up.APICalls()
+	for _, hdr := range []struct{ name, value string }{
+		{"Idempotency-Key", "key\x00with-nul"},
+		{"Idempotency-Key", long},
+		{"Bridge-Timeout", "2s\x7f"},
+		{"Bridge-Timeout", long},
+		{"Bridge-Timeout", "-1s"},
+	} {
+		for op, body := range requests {
+			if op == "orders.delete" {
+				continue
+			}
+			msg := &nats.Msg{Subject: "tracking.api." + op, Data: []byte(body), Header: nats.Header{hdr.name: []string{hdr.value}}}
+			m, err := nc.RequestMsg(msg, 5*time.Second)
+			if err != nil || code(m) != "400" {
+				t.Errorf("%s with %s %.40q: %v %v, want 400", op, hdr.name, hdr.value, err, m.Header)
+				continue
+			}
+			if d := m.Header.Get("Nats-Service-Error"); len(d) > 2048 || strings.ContainsAny(d, "\x00\r\n") {
+				t.Errorf("%s: the error quotes the header unbounded or raw: %.200q", op, d)
+			}
+		}
+	}
+	if n := up.APICalls() - before; n != 0 {
+		t.Errorf("%d upstream calls for requests with hostile headers", n)
+	}
+	t.Logf("%d upstream calls for the bodies at their bounds", calls)
+
+	// The leader leads on and its events flow.
+	if st := ob.status(t); st.Role != "leader" {
+		t.Errorf("role %q, want leader", st.Role)
+	}
+	admin := nats.UserInfo("admin", "admin")
+	n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
+	testutil.EventuallyState(t, 10*time.Second, "events flowing", func() (bool, string) {
+		m := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
+		return m > n, fmt.Sprint(m)
+	})
+	ob.requireAlive(t)
 }
