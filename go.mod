@@ -5,6 +5,7 @@ go 1.26.7
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/launchdarkly/eventsource v1.14.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

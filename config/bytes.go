@@ -17,7 +17,7 @@ var byteUnits = []struct {
 	size   int64
 }{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
 
-// ParseByteSize reads a size as Load does: decimal digits, optionally followed by one of KiB, MiB, GiB
+// ParseByteSize reads a size as Load does (through Decode): decimal digits, optionally followed by one of KiB, MiB, GiB
 // or TiB (case matters, no space); a sign is allowed, so that Validate can name a negative size.
 func ParseByteSize(s string) (ByteSize, error) {
 	unit := int64(1)
@@ -36,6 +36,16 @@ func ParseByteSize(s string) (ByteSize, error) {
 		return 0, errNotA("a size that fits in 64 bits")
 	}
 	return ByteSize(n * unit), nil
+}
+
+// Decode implements envconfig.Decoder: it reads s as ParseByteSize does, and keeps its error.
+func (b *ByteSize) Decode(s string) error {
+	n, err := ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = n
+	return nil
 }
 
 // String writes the size with the largest binary unit that divides it, as Usage and the log show it.

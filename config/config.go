@@ -1,7 +1,9 @@
 // Package config is the bridge's configuration, read from BRIDGE_* environment variables.
 //
-// The variables are the fields of Config; their names, defaults and meanings are in the struct tags and in
-// the table Usage prints (bridge -h). Contract §2 fixes the names of the first eleven. The rules:
+// The variables are the fields of Config; their names, defaults and meanings are in the struct tags, which
+// github.com/kelseyhightower/envconfig reads (Load calls envconfig.Process with Prefix), and in the table
+// Usage prints (bridge -h) and docs/configuration.md holds. Contract §2 fixes the names of the first
+// eleven. The rules, which Load keeps around envconfig.Process:
 //
 //   - A variable set to the empty string counts as unset: the default applies, and a required variable
 //     is reported as missing.
@@ -14,15 +16,9 @@
 package config
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"net/url"
-	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -60,8 +56,9 @@ const AllEndpoints = "all"
 // maxSecretFileBytes bounds a _FILE secret, so that a mistaken path (a log, a device) fails clearly.
 const maxSecretFileBytes = 64 << 10
 
-// Config is the bridge's configuration. The variable of a field is Prefix + "_" + its envconfig tag, and
-// its default, required and desc tags feed Load and Usage. A Config built by hand should start from
+// Config is the bridge's configuration. The variable of a field is Prefix + "_" + its envconfig tag, as
+// envconfig.Process names it; its default, required and desc tags feed Load (through Process), Validate
+// and Usage. A Config built by hand should start from
 // Default and be checked with Validate.
 type Config struct {
 	// Upstream API (contract §2).
@@ -149,13 +146,16 @@ type Config struct {
 	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease); give it one outside the API callers' inboxes (e.g. _INBOX_bridge) and allow the bridge to subscribe only there"`
 }
 
-// field describes one variable of Config.
+// field describes one variable of Config, read from the field's tags as envconfig reads them: the name
+// (Prefix + "_" + the envconfig tag), the default and required tags, and the desc tag (envconfig's usage
+// tag) that Usage prints. Load's pre-pass, Validate, Usage and LogValue walk these; a test checks that
+// envconfig names the same variables in the same order.
 type field struct {
-	index    int    // in Config
-	key      string // the variable, e.g. BRIDGE_UPSTREAM_URL
-	def      string // default tag
-	desc     string // desc tag
-	typ      string // the type column of Usage: String, Secret, True or False, Integer or Duration
+	index    int          // in Config
+	key      string       // the variable, e.g. BRIDGE_UPSTREAM_URL
+	def      string       // default tag
+	desc     string       // desc tag
+	typ      reflect.Type // the field's
 	required bool
 	secret   bool
 }
@@ -167,7 +167,9 @@ var (
 	fields       = configFields()
 )
 
-// configFields reads Config's tags. A malformed tag is a programming error, so it panics (at init).
+// configFields reads Config's tags and checks that envconfig and Load read them alike: every field has an
+// upper-case envconfig tag (so its variable is Prefix_TAG), a desc tag, and one of the types Load knows. A
+// malformed tag is a programming error, so it panics (at init).
 func configFields() []field {
 	t := reflect.TypeFor[Config]()
 	out := make([]field, 0, t.NumField())
@@ -177,12 +179,16 @@ func configFields() []field {
 		if name == "" || name != strings.ToUpper(name) || sf.Tag.Get("desc") == "" {
 			panic("config: field " + sf.Name + " needs an upper-case envconfig tag and a desc tag")
 		}
-		switch sf.Type.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int64:
-		default:
-			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
+		if r := sf.Tag.Get("required"); r != "" && r != "true" {
+			panic("config: field " + sf.Name + ": the required tag is \"true\" or absent")
 		}
-		if sf.Type.Kind() == reflect.Int64 && sf.Type != durationType && sf.Type != bytesType {
+		switch sf.Type.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int:
+		case reflect.Int64:
+			if sf.Type != durationType && sf.Type != bytesType {
+				panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
+			}
+		default:
 			panic("config: field " + sf.Name + " has an unsupported type " + sf.Type.String())
 		}
 		out = append(out, field{
@@ -190,7 +196,7 @@ func configFields() []field {
 			key:      Prefix + "_" + name,
 			def:      sf.Tag.Get("default"),
 			desc:     sf.Tag.Get("desc"),
-			typ:      typeName(sf.Type),
+			typ:      sf.Type,
 			required: sf.Tag.Get("required") == "true",
 			secret:   sf.Type == secretType,
 		})
@@ -198,7 +204,7 @@ func configFields() []field {
 	return out
 }
 
-// typeName names a field's type in Usage's TYPE column, in the words envconfig's usage table used.
+// typeName names a field's type in Usage's TYPE column, in the words of envconfig's own usage table.
 func typeName(t reflect.Type) string {
 	switch {
 	case t == secretType:
@@ -216,156 +222,14 @@ func typeName(t reflect.Type) string {
 	}
 }
 
-// Default returns a Config holding every default value. The required fields are empty, so it does not
-// pass Validate until they are filled in.
+// Default returns a Config holding every default value, as envconfig reads the default tags. The required
+// fields are empty, so it does not pass Validate until they are filled in.
 func Default() *Config {
 	c := new(Config)
-	v := reflect.ValueOf(c).Elem()
-	for _, f := range fields {
-		if err := setField(v.Field(f.index), f.def); err != nil {
-			panic(fmt.Sprintf("config: default of %s: %v", f.key, err))
-		}
+	if err := process(nil, c); err != nil {
+		panic("config: a default does not load: " + err.Error())
 	}
 	return c
-}
-
-// LoadFromEnv is Load reading the process environment.
-func LoadFromEnv() (*Config, error) { return Load(os.LookupEnv) }
-
-// Load reads the configuration through lookup, which has the signature of os.LookupEnv (nil means
-// os.LookupEnv), reads the _FILE variants of secrets, applies the defaults (a variable set to "" counts as
-// unset) and validates the result. The error, if any, joins every problem found (values that do not
-// parse, unreadable secret files, and everything Validate reports), one per line, each naming its
-// variable and none showing a secret's value.
-//
-// Load is the package's only loader. It does not use envconfig.Process, which would change behaviour:
-// Process reads the process environment only (tests and the demo pass a map), stops at the first error,
-// lets a set-but-empty variable skip its default and satisfy required, falls back to the unprefixed name
-// (USERNAME for BRIDGE_USERNAME), parses integers in any base ("010" is 8) and has no _FILE variants.
-func Load(lookup func(string) (string, bool)) (*Config, error) {
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	get := func(key string) (string, bool) {
-		v, ok := lookup(key)
-		return v, ok && v != ""
-	}
-
-	c := Default()
-	v := reflect.ValueOf(c).Elem()
-	var errs []error
-	failed := make(map[string]bool) // variables with a load error; Validate's findings on them are noise
-	for _, f := range fields {
-		raw, ok := get(f.key)
-		if f.secret {
-			path, fromFile := get(f.key + "_FILE")
-			switch {
-			case ok && fromFile:
-				errs = append(errs, problemf([]string{f.key, f.key + "_FILE"}, nil, "both are set; set only one"))
-				failed[f.key] = true
-				continue
-			case fromFile:
-				s, err := readSecretFile(path)
-				if err != nil {
-					errs = append(errs, problemf([]string{f.key + "_FILE"}, err, "cannot read %v", err))
-					failed[f.key] = true
-					continue
-				}
-				// An empty file is like an unset variable: the default, or "required".
-				raw, ok = s, s != ""
-			}
-		}
-		if !ok {
-			continue // the default is in place
-		}
-		if err := setField(v.Field(f.index), raw); err != nil {
-			// Only non-secret fields can fail to parse, so echoing the value is safe.
-			errs = append(errs, problemf([]string{f.key}, err, "%q is not %v", raw, err))
-			failed[f.key] = true
-		}
-	}
-
-	// The enumerations are matched without regard to case; hand them on in the documented spelling.
-	c.LogFormat, c.LogLevel = strings.ToLower(c.LogFormat), strings.ToLower(c.LogLevel)
-
-	for _, err := range c.check() {
-		if p, ok := err.(*problem); ok && p.concerns(failed) {
-			continue
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return c, nil
-}
-
-// errNotA describes what a value failed to parse as; Load's message reads `"x" is not <errNotA>`.
-type errNotA string
-
-func (e errNotA) Error() string { return string(e) }
-
-// setField parses raw into the field v: a string, Secret, bool, int, time.Duration or ByteSize.
-func setField(v reflect.Value, raw string) error {
-	switch {
-	case v.Type() == bytesType:
-		b, err := ParseByteSize(raw)
-		if err != nil {
-			return err
-		}
-		v.SetInt(int64(b))
-	case v.Type() == durationType:
-		d, err := time.ParseDuration(raw)
-		if err != nil {
-			return errNotA("a duration (use a unit, e.g. 500ms, 30s, 5m, 1h)")
-		}
-		v.SetInt(int64(d))
-	case v.Kind() == reflect.String:
-		v.SetString(raw)
-	case v.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(raw)
-		if err != nil {
-			return errNotA("a boolean (use true or false)")
-		}
-		v.SetBool(b)
-	case v.Kind() == reflect.Int:
-		n, err := strconv.ParseInt(raw, 10, 0)
-		if err != nil {
-			return errNotA("an integer")
-		}
-		v.SetInt(n)
-	default:
-		return errNotA("a supported type") // configFields rules this out
-	}
-	return nil
-}
-
-// readSecretFile returns the content of a _FILE secret without trailing CR and LF characters. Its errors
-// name the path, never the content.
-func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", pathError(path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
-	if err != nil {
-		return "", pathError(path, err)
-	}
-	if len(b) > maxSecretFileBytes {
-		return "", fmt.Errorf("%s: larger than %d bytes, not a secret file", path, maxSecretFileBytes)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
-
-// pathError renders err as "path: reason", without repeating the operation and path an *fs.PathError
-// carries, and keeps it matchable with errors.Is (fs.ErrNotExist, fs.ErrPermission).
-func pathError(path string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return fmt.Errorf("%s: %w", path, err)
 }
 
 // StreamURL is the URL of the event stream: UpstreamURL joined with StreamPath.

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
 )
 
 // testPassword is the account password of the test environments; no error or output may contain it.
@@ -660,6 +664,162 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"BRIDGE_STREAM_IDLE_TIMEOUT",
 	}
 	checkErr(t, err, want, "", nil)
+}
+
+// TestLoadEveryParseErrorAtOnce: envconfig.Process stops at the first value that does not parse; Load
+// reports them all, with the _FILE problems and Validate's, in the order of the fields, each once, in the
+// words of the decoders (ByteSize's own).
+func TestLoadEveryParseErrorAtOnce(t *testing.T) {
+	t.Parallel()
+	env := minimalEnv(map[string]string{
+		"BRIDGE_PASSWORD_FILE":           filepath.Join(t.TempDir(), "missing"),
+		"BRIDGE_INSECURE_HTTP":           "yes",
+		"BRIDGE_LOG_LEVEL":               "loud",
+		"BRIDGE_RECONNECT_MIN":           "5",
+		"BRIDGE_RECONNECT_MAX":           "1m",
+		"BRIDGE_PUBLISH_WINDOW":          "0x10", // envconfig alone would read 16
+		"BRIDGE_STREAM_REPLICAS":         "1_000",
+		"BRIDGE_EVENTS_STREAM_MAX_BYTES": "4GB",
+		"BRIDGE_DLQ_STREAM_MAX_BYTES":    "9000000000TiB",
+		"BRIDGE_REPORT_BACKOFF_MAX":      "soon",
+		"BRIDGE_NATS_TOKEN":              testPassword,
+		"BRIDGE_NATS_TOKEN_FILE":         writeFile(t, "token", testPassword),
+	})
+	delete(env, "BRIDGE_PASSWORD")
+	_, err := Load(lookup(env))
+	want := []string{
+		"BRIDGE_PASSWORD_FILE: cannot read ",
+		`BRIDGE_INSECURE_HTTP: "yes" is not a boolean (use true or false)`,
+		`BRIDGE_RECONNECT_MIN: "5" is not a duration (use a unit, e.g. 500ms, 30s, 5m, 1h)`,
+		`BRIDGE_PUBLISH_WINDOW: "0x10" is not an integer`,
+		`BRIDGE_STREAM_REPLICAS: "1_000" is not an integer`,
+		`BRIDGE_EVENTS_STREAM_MAX_BYTES: "4GB" is not a size in bytes (a whole number, or with a unit: 512KiB, 256MiB, 4GiB)`,
+		`BRIDGE_DLQ_STREAM_MAX_BYTES: "9000000000TiB" is not a size that fits in 64 bits`,
+		`BRIDGE_REPORT_BACKOFF_MAX: "soon" is not a duration`,
+		"BRIDGE_NATS_TOKEN, BRIDGE_NATS_TOKEN_FILE: both are set; set only one",
+		`BRIDGE_LOG_LEVEL: "loud" is not one of debug, info, warn, error`,
+	}
+	ps := problems(t, err)
+	if len(ps) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ps), len(want), err)
+	}
+	for i, p := range ps {
+		if !strings.HasPrefix(p.Error(), want[i]) {
+			t.Errorf("problem %d is %q, want it to start with %q", i, p, want[i])
+		}
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(err, fs.ErrNotExist) = false:\n%v", err)
+	}
+	if strings.Contains(err.Error(), testPassword) {
+		t.Errorf("error contains the password:\n%v", err)
+	}
+}
+
+// TestLoadDecimalIntegers: integers are read in decimal, as before envconfig, whose Process reads
+// "010" as octal.
+func TestLoadDecimalIntegers(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{"010": 10, "+64": 64, "0100": 100, "65536": 65536} {
+		c, err := Load(lookup(minimalEnv(map[string]string{"BRIDGE_PUBLISH_WINDOW": in})))
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if c.PublishWindow != want {
+			t.Errorf("BRIDGE_PUBLISH_WINDOW=%q gives %d, want %d", in, c.PublishWindow, want)
+		}
+	}
+}
+
+// TestLoadSecretFileThroughEnvconfig: a secret read from X_FILE reaches the field through
+// envconfig.Process and Secret.Decode, for the required password and an optional NATS password alike,
+// and an empty variable beside the _FILE one counts as unset.
+func TestLoadSecretFileThroughEnvconfig(t *testing.T) {
+	t.Parallel()
+	env := minimalEnv(map[string]string{
+		"BRIDGE_PASSWORD":           "",
+		"BRIDGE_PASSWORD_FILE":      writeFile(t, "pw", testPassword+"\r\n"),
+		"BRIDGE_NATS_USER":          "bridge",
+		"BRIDGE_NATS_PASSWORD_FILE": writeFile(t, "nats", "nats-pw\n"),
+	})
+	c, err := Load(lookup(env))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.Password.Reveal() != testPassword || c.NATSPassword.Reveal() != "nats-pw" || c.NATSToken != "" {
+		t.Errorf("secrets not loaded from their files: %q %q %q", c.Password.Reveal(), c.NATSPassword.Reveal(), c.NATSToken.Reveal())
+	}
+}
+
+// TestLoadIgnoresProcessEnvironment: Load reads its lookup and nothing else, although envconfig.Process
+// reads the process environment, with a fallback to the name without the prefix (USERNAME for
+// BRIDGE_USERNAME); and envconfig reads the process environment again once Load is done. Not parallel:
+// it sets variables of the process.
+func TestLoadIgnoresProcessEnvironment(t *testing.T) {
+	t.Setenv("BRIDGE_LOG_LEVEL", "debug")
+	t.Setenv("LOG_LEVEL", "debug")
+	t.Setenv("USERNAME", "mallory")
+	t.Setenv("BRIDGE_PUBLISH_WINDOW", "garbage")
+	env := minimalEnv(nil)
+	delete(env, "BRIDGE_USERNAME")
+	_, err := Load(lookup(env))
+	checkErr(t, err, []string{"BRIDGE_USERNAME"}, "is required", nil)
+
+	c, err := Load(lookup(minimalEnv(nil)))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if c.LogLevel != "info" || c.PublishWindow != 1024 {
+		t.Errorf("Load read the process environment: log level %q, publish window %d", c.LogLevel, c.PublishWindow)
+	}
+
+	var spec struct {
+		LogLevel string `envconfig:"LOG_LEVEL"`
+	}
+	if err := envconfig.Process(Prefix, &spec); err != nil || spec.LogLevel != "debug" {
+		t.Errorf("envconfig.Process after Load = %q, %v; want it to read the process environment again", spec.LogLevel, err)
+	}
+}
+
+// TestEnvconfigNamesTheFields: envconfig names the same variables as Load's pre-pass, Validate and Usage
+// (fields), in the same order, with the same defaults and required tags.
+func TestEnvconfigNamesTheFields(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	err := envconfig.Usagef(Prefix, new(Config), &buf,
+		"{{range .}}{{usage_key .}}|{{usage_default .}}|{{usage_required .}}\n{{end}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, f := range fields {
+		req := ""
+		if f.required {
+			req = "true"
+		}
+		fmt.Fprintf(&want, "%s|%s|%s\n", f.key, f.def, req)
+	}
+	if got := buf.String(); got != want.String() {
+		t.Errorf("envconfig reads\n%s\nLoad's fields are\n%s", got, want.String())
+	}
+}
+
+// TestDecoders: the types of their own implement envconfig.Decoder and keep their parse errors.
+func TestDecoders(t *testing.T) {
+	t.Parallel()
+	var b ByteSize
+	if err := b.Decode("256MiB"); err != nil || b != 256<<20 {
+		t.Errorf("ByteSize.Decode(256MiB) = %v, %v", b, err)
+	}
+	if err := b.Decode("4GB"); err == nil || !strings.HasPrefix(err.Error(), "a size in bytes") || b != 256<<20 {
+		t.Errorf("ByteSize.Decode(4GB) = %v, %v; want ParseByteSize's error and the value unchanged", b, err)
+	}
+	var s Secret
+	if err := s.Decode(testPassword); err != nil || s.Reveal() != testPassword {
+		t.Errorf("Secret.Decode = %v", err)
+	}
+	var _, _ envconfig.Decoder = &b, &s
 }
 
 // TestNoSecretInErrors puts known secrets everywhere a careless message could echo them.

@@ -19,6 +19,13 @@ type Secret string
 // Reveal returns the secret's value.
 func (s Secret) Reveal() string { return string(s) }
 
+// Decode implements envconfig.Decoder: it takes the value as it is, and never fails, so that no parse
+// error can carry a secret.
+func (s *Secret) Decode(value string) error {
+	*s = Secret(value)
+	return nil
+}
+
 // String returns "[redacted]".
 func (Secret) String() string { return redacted }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -14,9 +15,13 @@ are a number of bytes, or a number with a binary unit: 512KiB, 256MiB, 4GiB.
 `
 
 // Usage writes the table of every variable (secrets' _FILE variants included) with its type, default
-// and meaning, for bridge -h. It is built from the same struct tags Load reads, so the two cannot
-// disagree, and it prints no value from the environment. Write errors are ignored, as by
+// and meaning, for bridge -h. It is built from the same struct tags envconfig.Process reads, so the two
+// cannot disagree, and it prints no value from the environment. Write errors are ignored, as by
 // flag.PrintDefaults.
+//
+// envconfig's own table (envconfig.Usagef) is not used: its default format has a REQUIRED column and no
+// _FILE rows, and any format runs through text/template, whose reflection keeps every exported method
+// of the program in the binary: megabytes more for the bridge.
 func Usage(w io.Writer) {
 	io.WriteString(w, usageHeader)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -26,10 +31,76 @@ func Usage(w io.Writer) {
 		if f.required {
 			def = "(required)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.key, f.typ, def, f.desc)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.key, typeName(f.typ), def, f.desc)
 		if f.secret {
 			fmt.Fprintf(tw, "%s_FILE\tPath\t\tfile holding the value of %s, instead of setting it\n", f.key, f.key)
 		}
 	}
 	tw.Flush()
+}
+
+// referenceHeader opens docs/configuration.md.
+const referenceHeader = "# Configuration reference\n\n" +
+	"<!-- Generated from the Config struct's tags in config/config.go by:\n" +
+	"     go test ./config -run TestConfigurationReference -update\n" +
+	"     Edit the tags, not this file. -->\n" + `
+The bridge reads its configuration from ` + "`BRIDGE_*`" + ` environment variables, and from nothing else.
+` + "`bridge -h`" + ` prints the same table. ` + "`bridge check-config`" + ` loads and validates a configuration
+without contacting NATS or the upstream API: it exits 0 when the configuration is usable, and 2 with
+every problem otherwise.
+
+- A variable set to the empty string counts as unset: the default applies, and a required variable is
+  reported as missing.
+- Every variable of type Secret can instead be read from a file: set ` + "`X_FILE`" + ` to its path instead
+  of setting ` + "`X`" + `. The file's content, less trailing CR and LF characters, is the value; a file
+  larger than 64 KiB is refused. Setting both ` + "`X`" + ` and ` + "`X_FILE`" + ` is an error. No error
+  message or log line shows a secret.
+- Every problem is reported at once, one per line, each naming its variable.
+- Durations take a unit: ` + "`500ms`, `30s`, `5m`, `1h`" + `. Integers are decimal. Sizes of type Bytes
+  are a number of bytes, or a number with a binary unit: ` + "`512KiB`, `256MiB`, `4GiB`, `1TiB`" + `.
+  Booleans are ` + "`true` or `false` (or `1` and `0`)" + `.
+- In the meanings, P is ` + "`BRIDGE_SUBJECT_PREFIX`" + ` and PFX the streams' name prefix: P upper-cased,
+  with every character other than A-Z and 0-9 written as ` + "`_`" + ` (` + "`tracking`" + ` gives
+  ` + "`TRACKING_EVENTS`" + `).
+
+| Variable | Type | Default | Meaning |
+|---|---|---|---|
+`
+
+// writeReference writes docs/configuration.md, the configuration reference in Markdown: Load's rules
+// and Usage's table. TestConfigurationReference keeps the file up to date.
+func writeReference(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(referenceHeader)
+	for _, f := range fields {
+		def := ""
+		switch {
+		case f.required:
+			def = "required"
+		case f.def != "":
+			def = "`" + f.def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f.key, typeName(f.typ), def, markdownText(f.desc))
+		if f.secret {
+			fmt.Fprintf(&b, "| `%s_FILE` | Path | | file holding the value of `%s`, instead of setting it |\n", f.key, f.key)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// markdownText escapes what Markdown would not show as written in a table cell: "|" (a cell's end), "<"
+// (an HTML tag), "*" and a word's leading "_" (emphasis).
+func markdownText(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '|' || r == '<' || r == '*':
+			b.WriteByte('\\')
+		case r == '_' && (i == 0 || strings.ContainsRune(" (", rune(s[i-1]))):
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
