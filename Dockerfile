@@ -4,7 +4,7 @@
 #
 #   docker build -t tracking-bridge --build-arg VERSION=$(git describe --tags --always) \
 #                --build-arg COMMIT=$(git rev-parse --short HEAD) .
-#   cp config/bridge.env.example bridge.env      # then fill in the upstream account and NATS
+#   cp deploy/bridge.env.example bridge.env      # then fill in the upstream account and NATS
 #   docker run --rm --env-file bridge.env -p 8080:8080 tracking-bridge
 #
 #   docker build --target sim -t tracking-bridge-sim .       # the upstream simulator, for the demo

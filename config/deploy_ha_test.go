@@ -1,6 +1,6 @@
 package config_test
 
-// Tests of the replicas' deployment files: docker-compose.yml's ha profile and config/nats-cluster.conf.
+// Tests of the replicas' deployment files: docker-compose.yml's ha profile and deploy/nats/nats-cluster.conf.
 // The compose file is checked as TestCompose checks the rest of it; the cluster configuration is started,
 // three real nats-servers over loopback, until JetStream reports a cluster of three.
 
@@ -101,7 +101,7 @@ func deployHostPort(mapping string) string {
 // deployHA is docker-compose.yml's ha profile: its NATS nodes and bridges, by service name.
 type deployHA struct {
 	services map[string]any
-	nats     []string // services running config/nats-cluster.conf
+	nats     []string // services running deploy/nats/nats-cluster.conf
 	bridges  []string // services running the bridge's image
 }
 
@@ -155,7 +155,7 @@ func TestComposeHA(t *testing.T) {
 
 	// The NATS nodes: the cluster configuration, a data volume each at its store_dir, a name each.
 	volumes := deployMap(t, doc["volumes"], "volumes")
-	const clusterConf = "./config/nats-cluster.conf"
+	const clusterConf = "./deploy/nats/nats-cluster.conf"
 	dataVolumes := map[string]string{}
 	serverNames := map[string]string{}
 	var nodeOpts *server.Options
@@ -168,7 +168,7 @@ func TestComposeHA(t *testing.T) {
 		env := deployMap(t, svc["environment"], "services."+name+".environment")
 		serverName, _ := env["NATS_SERVER_NAME"].(string)
 		if serverName == "" {
-			t.Fatalf("%s: no NATS_SERVER_NAME, which config/nats-cluster.conf reads", name)
+			t.Fatalf("%s: no NATS_SERVER_NAME, which deploy/nats/nats-cluster.conf reads", name)
 		}
 		if other, dup := serverNames[serverName]; dup {
 			t.Errorf("%s and %s are both server %s", other, name, serverName)
@@ -221,7 +221,7 @@ func TestComposeHA(t *testing.T) {
 	}
 	slices.Sort(routeHosts)
 	if !slices.Equal(routeHosts, ha.nats) {
-		t.Errorf("config/nats-cluster.conf routes to %q, the ha NATS services are %q", routeHosts, ha.nats)
+		t.Errorf("deploy/nats/nats-cluster.conf routes to %q, the ha NATS services are %q", routeHosts, ha.nats)
 	}
 
 	// The bridges.
@@ -339,31 +339,31 @@ func TestComposeHA(t *testing.T) {
 	}
 }
 
-// deployClusterOpts reads config/nats-cluster.conf as node serverName reads it, and checks what every
+// deployClusterOpts reads deploy/nats/nats-cluster.conf as node serverName reads it, and checks what every
 // node must have: JetStream with sync_interval always, the cluster's name, its name from the
 // environment, routes.
 func deployClusterOpts(t *testing.T, serverName string) *server.Options {
 	t.Helper()
 	t.Setenv("NATS_SERVER_NAME", serverName)
-	opts, err := server.ProcessConfigFile(filepath.Join("..", "config", "nats-cluster.conf"))
+	opts, err := server.ProcessConfigFile(filepath.Join("..", "deploy", "nats", "nats-cluster.conf"))
 	if err != nil {
-		t.Fatalf("config/nats-cluster.conf: %v", err)
+		t.Fatalf("deploy/nats/nats-cluster.conf: %v", err)
 	}
 	if opts.ServerName != serverName {
-		t.Errorf("config/nats-cluster.conf: server_name %q with NATS_SERVER_NAME=%s", opts.ServerName, serverName)
+		t.Errorf("deploy/nats/nats-cluster.conf: server_name %q with NATS_SERVER_NAME=%s", opts.ServerName, serverName)
 	}
 	if !opts.JetStream || !opts.SyncAlways {
-		t.Errorf("config/nats-cluster.conf: JetStream %v, sync_interval always %v; want both", opts.JetStream, opts.SyncAlways)
+		t.Errorf("deploy/nats/nats-cluster.conf: JetStream %v, sync_interval always %v; want both", opts.JetStream, opts.SyncAlways)
 	}
 	if opts.Cluster.Name == "" || opts.Cluster.Port == 0 || len(opts.Routes) == 0 {
-		t.Errorf("config/nats-cluster.conf: cluster name %q, port %d, %d routes; want all three", opts.Cluster.Name, opts.Cluster.Port, len(opts.Routes))
+		t.Errorf("deploy/nats/nats-cluster.conf: cluster name %q, port %d, %d routes; want all three", opts.Cluster.Name, opts.Cluster.Port, len(opts.Routes))
 	}
-	single, err := server.ProcessConfigFile(filepath.Join("..", "config", "nats-server.conf"))
+	single, err := server.ProcessConfigFile(filepath.Join("..", "deploy", "nats", "nats-server.conf"))
 	if err != nil {
-		t.Fatalf("config/nats-server.conf: %v", err)
+		t.Fatalf("deploy/nats/nats-server.conf: %v", err)
 	}
 	if opts.MaxPayload != single.MaxPayload || opts.Port != single.Port || opts.HTTPPort != single.HTTPPort {
-		t.Errorf("config/nats-cluster.conf: max_payload %d, port %d, http port %d; config/nats-server.conf has %d, %d, %d",
+		t.Errorf("deploy/nats/nats-cluster.conf: max_payload %d, port %d, http port %d; deploy/nats/nats-server.conf has %d, %d, %d",
 			opts.MaxPayload, opts.Port, opts.HTTPPort, single.MaxPayload, single.Port, single.HTTPPort)
 	}
 	return opts
@@ -380,7 +380,7 @@ func deployFreePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestNATSClusterConfig starts the ha profile's three NATS nodes from config/nats-cluster.conf, as
+// TestNATSClusterConfig starts the ha profile's three NATS nodes from deploy/nats/nats-cluster.conf, as
 // compose names them, with their addresses moved to loopback ports and their stores to temporary
 // directories, and the routes' service names resolved to those ports. The nodes must form one JetStream
 // cluster of three with a meta leader, and a stream with the bridges' BRIDGE_STREAM_REPLICAS must be

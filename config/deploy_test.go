@@ -1,7 +1,7 @@
 package config_test
 
-// Tests of the deployment files: docker-compose.yml, Dockerfile, config/bridge.env.example,
-// config/nats-server.conf and config/grafana-dashboard.json. They check that what those files set or
+// Tests of the deployment files: docker-compose.yml, Dockerfile, deploy/bridge.env.example,
+// deploy/nats/nats-server.conf and deploy/monitoring/grafana-dashboard.json. They check that what those files set or
 // query exists in the bridge: configuration variables, commands, ports, paths and metric names.
 
 import (
@@ -26,7 +26,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 )
 
-var deployUpdateEnv = flag.Bool("update-env-example", false, "rewrite config/bridge.env.example from the Config struct")
+var deployUpdateEnv = flag.Bool("update-env-example", false, "rewrite deploy/bridge.env.example from the Config struct")
 
 // deployVar is one configuration variable, read from Config's struct tags.
 type deployVar struct {
@@ -101,7 +101,7 @@ var deployExampleAlternatives = map[string]string{
 	"BRIDGE_NATS_PASSWORD_FILE": "/run/secrets/nats-password",
 }
 
-// deployEnvExample renders config/bridge.env.example from the variables.
+// deployEnvExample renders deploy/bridge.env.example from the variables.
 func deployEnvExample(vars []deployVar) string {
 	var b strings.Builder
 	b.WriteString(`# tracking-bridge configuration: every variable the bridge reads, with its default.
@@ -182,17 +182,17 @@ func deployEnvFile(t *testing.T, text string) (active, commented map[string]stri
 	return active, commented
 }
 
-// TestEnvExample: config/bridge.env.example lists every variable the configuration knows (and no other),
+// TestEnvExample: deploy/bridge.env.example lists every variable the configuration knows (and no other),
 // is what the generator renders, and its active lines load.
 func TestEnvExample(t *testing.T) {
 	vars := deployVars(t)
 	want := deployEnvExample(vars)
 	if *deployUpdateEnv {
-		if err := os.WriteFile(filepath.Join("..", "config", "bridge.env.example"), []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "deploy", "bridge.env.example"), []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := deployRead(t, "config/bridge.env.example")
+	got := deployRead(t, "deploy/bridge.env.example")
 	active, commented := deployEnvFile(t, got)
 	known := deployKnown(t)
 	for name := range known {
@@ -213,10 +213,10 @@ func TestEnvExample(t *testing.T) {
 		}
 	}
 	if got != want {
-		t.Errorf("config/bridge.env.example is out of date; run: go test ./config -run TestEnvExample -update-env-example")
+		t.Errorf("deploy/bridge.env.example is out of date; run: go test ./config -run TestEnvExample -update-env-example")
 	}
 
-	// The file as it is (docker run --env-file config/bridge.env.example) is a configuration that
+	// The file as it is (docker run --env-file deploy/bridge.env.example) is a configuration that
 	// loads: its active lines alone, no file to create first.
 	for k := range active {
 		if strings.HasSuffix(k, "_FILE") {
@@ -368,21 +368,21 @@ func deployStrings(t *testing.T, v any, path string) []string {
 
 var deployInterp = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
-// deployNATSPasswords sets, for this test, the NATS_*_PASSWORD variables that config/nats-users.conf
+// deployNATSPasswords sets, for this test, the NATS_*_PASSWORD variables that deploy/nats/nats-users.conf
 // reads, as the NATS service's environment in docker-compose.yml gives them; every one the users file
 // references must be there.
 func deployNATSPasswords(t *testing.T, svc map[string]any, where string) {
 	t.Helper()
 	env := deployMap(t, svc["environment"], where+".environment")
-	users := string(deployRead(t, filepath.Join("config", "nats-users.conf")))
+	users := string(deployRead(t, filepath.Join("deploy", "nats", "nats-users.conf")))
 	refs := regexp.MustCompile(`\$(NATS_[A-Z_]+_PASSWORD)`).FindAllStringSubmatch(users, -1)
 	if len(refs) == 0 {
-		t.Fatal("config/nats-users.conf references no NATS_*_PASSWORD variable")
+		t.Fatal("deploy/nats/nats-users.conf references no NATS_*_PASSWORD variable")
 	}
 	for _, m := range refs {
 		v, ok := env[m[1]].(string)
 		if !ok {
-			t.Errorf("%s does not set %s, which config/nats-users.conf reads", where, m[1])
+			t.Errorf("%s does not set %s, which deploy/nats/nats-users.conf reads", where, m[1])
 			continue
 		}
 		t.Setenv(m[1], deployResolve(t, v))
@@ -689,7 +689,7 @@ func TestCompose(t *testing.T) {
 		t.Errorf("bridge ports %q do not publish %s", ports, httpPort)
 	}
 
-	// NATS: the service the bridge connects to, configured by config/nats-server.conf.
+	// NATS: the service the bridge connects to, configured by deploy/nats/nats-server.conf.
 	natsURL, _ := url.Parse(cfg.NATSServers()[0])
 	if _, ok := services[natsURL.Hostname()]; !ok || natsURL.Hostname() != "nats" {
 		t.Errorf("BRIDGE_NATS_URL host %q is not the nats service", natsURL.Hostname())
@@ -713,16 +713,16 @@ func TestCompose(t *testing.T) {
 			dataVolume = v
 		}
 	}
-	if confMounted != "./config/nats-server.conf" {
-		t.Fatalf("%s is not mounted from ./config/nats-server.conf", cmd[1])
+	if confMounted != "./deploy/nats/nats-server.conf" {
+		t.Fatalf("%s is not mounted from ./deploy/nats/nats-server.conf", cmd[1])
 	}
 	deployNATSPasswords(t, nats, "services.nats")
 	opts, err := server.ProcessConfigFile(filepath.Join("..", confMounted))
 	if err != nil {
-		t.Fatalf("config/nats-server.conf: %v", err)
+		t.Fatalf("deploy/nats/nats-server.conf: %v", err)
 	}
 	if !opts.JetStream || !opts.SyncAlways {
-		t.Errorf("config/nats-server.conf: JetStream %v, sync_interval always %v; want both", opts.JetStream, opts.SyncAlways)
+		t.Errorf("deploy/nats/nats-server.conf: JetStream %v, sync_interval always %v; want both", opts.JetStream, opts.SyncAlways)
 	}
 	if want := "nats-data:" + opts.StoreDir; dataVolume != want {
 		t.Errorf("data volume %q, want %q (the store_dir on a named volume)", dataVolume, want)
@@ -785,7 +785,7 @@ func TestCompose(t *testing.T) {
 // TestGrafanaDashboard: every metric the dashboard queries is one the bridge's registry has (histograms
 // through their _bucket, _sum and _count series), and it has the panels the issue asks for.
 func TestGrafanaDashboard(t *testing.T) {
-	raw := deployRead(t, "config/grafana-dashboard.json")
+	raw := deployRead(t, "deploy/monitoring/grafana-dashboard.json")
 	var dash struct {
 		Title  string `json:"title"`
 		UID    string `json:"uid"`
@@ -839,9 +839,9 @@ func TestRefreshMarginRules(t *testing.T) {
 	const key = "BRIDGE_REFRESH_MARGIN"
 	_, rows, _ := usageRows(t)
 	places := map[string]string{"bridge -h": rows[key]}
-	for line := range strings.Lines(deployRead(t, "config/bridge.env.example")) {
+	for line := range strings.Lines(deployRead(t, "deploy/bridge.env.example")) {
 		if strings.HasPrefix(line, "# "+key+":") {
-			places["config/bridge.env.example"] = line
+			places["deploy/bridge.env.example"] = line
 		}
 	}
 	for line := range strings.Lines(deployRead(t, "README.md")) {

@@ -25,11 +25,11 @@ import (
 // runbookURL is where every alert's runbook_url points: an entry of docs/operations.md.
 const runbookURL = "https://github.com/tracking-bridge/tracking-bridge/blob/main/docs/operations.md#"
 
-// TestPrometheusRules checks config/prometheus-rules.yml with Prometheus's own parser and validator (YAML
+// TestPrometheusRules checks deploy/monitoring/prometheus-rules.yml with Prometheus's own parser and validator (YAML
 // shape, PromQL, templates), then what an operator relies on: every alert has a for:, a severity, a
 // summary and a runbook entry that exists, and queries only series the bridge (or Prometheus) exports.
 func TestPrometheusRules(t *testing.T) {
-	groups, errs := rulefmt.ParseFile(deployPath(t, "config/prometheus-rules.yml"), false,
+	groups, errs := rulefmt.ParseFile(deployPath(t, "deploy/monitoring/prometheus-rules.yml"), false,
 		model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
 	for _, err := range errs {
 		t.Error(err)
@@ -97,7 +97,7 @@ func TestGrafanaInstanceVariable(t *testing.T) {
 			} `json:"list"`
 		} `json:"templating"`
 	}
-	if err := json.Unmarshal([]byte(deployRead(t, "config/grafana-dashboard.json")), &dash); err != nil {
+	if err := json.Unmarshal([]byte(deployRead(t, "deploy/monitoring/grafana-dashboard.json")), &dash); err != nil {
 		t.Fatal(err)
 	}
 	found := false
