@@ -529,7 +529,7 @@ func deployQualified(image string) bool {
 
 // TestDockerfile: a multi-stage build of static, trimmed binaries onto a pinned distroless non-root
 // image, every base image fully qualified. The default target is the daemon alone, version-stamped, with
-// 'bridge run' as entrypoint; the sim target is the simulator alone (cmd/sim), for the compose demo.
+// the binary as entrypoint and run as its command; the sim target is the simulator alone (cmd/sim), for the compose demo.
 func TestDockerfile(t *testing.T) {
 	d := deployParseDockerfile(t)
 	for _, s := range d.stages {
@@ -586,8 +586,8 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("cmd/bridge/main.go declares no %q: -X main.%s has nothing to set", v, strings.TrimSpace(strings.TrimSuffix(v, "= ")))
 		}
 	}
-	if !slices.Equal(final.entrypoint, []string{copyTo, "run"}) {
-		t.Errorf("ENTRYPOINT %q, want [%q \"run\"]", final.entrypoint, copyTo)
+	if !slices.Equal(final.entrypoint, []string{copyTo}) || !slices.Equal(final.cmd, []string{"run"}) {
+		t.Errorf("ENTRYPOINT %q CMD %q, want [%q] [\"run\"]", final.entrypoint, final.cmd, copyTo)
 	}
 	def := config.Default()
 	_, port, _ := net.SplitHostPort(def.HTTPAddr)

@@ -234,7 +234,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp) {
 	}
 	c := containers[0]
 	if _, ok := c["command"]; ok {
-		t.Errorf("%s: the container overrides the image's entrypoint (/bridge run)", where)
+		t.Errorf("%s: the container overrides the image's entrypoint (/bridge)", where)
 	}
 
 	// The environment: the ConfigMap's variables and the container's own, all of them the bridge's.
