@@ -110,7 +110,7 @@ var includes = regexp.MustCompile(`(?m)^include\s+(\S+)`)
 
 // checkNATSService checks NATS service s, which must run conf (relative to the repository): its command
 // names the configuration, which is mounted read-only from conf with every file it includes beside it,
-// and a named volume of its own holds storeDir. It returns that volume's name.
+// and a named volume holds storeDir. It returns that volume's name.
 func checkNATSService(t *testing.T, s types.ServiceConfig, conf, storeDir string) (dataVolume string) {
 	t.Helper()
 	if len(s.Command) != 2 || s.Command[0] != "--config" {
