@@ -4,8 +4,10 @@
 #
 #   docker build -t tracking-bridge --build-arg VERSION=$(git describe --tags --always) \
 #                --build-arg COMMIT=$(git rev-parse --short HEAD) .
-#   cp config/bridge.env.example bridge.env      # then fill in the upstream account and NATS
+#   cp deploy/bridge.env.example bridge.env      # then fill in the upstream account and NATS
 #   docker run --rm --env-file bridge.env -p 8080:8080 tracking-bridge
+#   docker run --rm --env-file bridge.env tracking-bridge check-config    # any command of the binary
+#   docker run --rm tracking-bridge version
 #
 #   docker build --target sim -t tracking-bridge-sim .       # the upstream simulator, for the demo
 #   docker run --rm -p 8081:8081 tracking-bridge-sim
@@ -52,4 +54,7 @@ COPY --from=build /out/bridge /bridge
 # nonroot is uid/gid 65532 in the distroless image; the binary needs no capability and writes no file.
 USER nonroot:nonroot
 EXPOSE 8080
-ENTRYPOINT ["/bridge", "run"]
+# The binary is the entrypoint and run its default command, so that the arguments of docker run (or a
+# container's args) name another command: check-config, version, cursor.
+ENTRYPOINT ["/bridge"]
+CMD ["run"]

@@ -119,7 +119,7 @@ func TestAPIServiceTrustWired(t *testing.T) {
 	})
 }
 
-// TestAPIServiceLeastPrivilege: with exactly the permissions of config/nats-users.conf, the
+// TestAPIServiceLeastPrivilege: with exactly the permissions of deploy/nats/nats-users.conf, the
 // bridge answers API and discovery requests without a permission violation.
 func TestAPIServiceLeastPrivilege(t *testing.T) {
 	ns := secPermissionedNATS(t)

@@ -20,7 +20,7 @@ import (
 )
 
 // The hostile-client tests attack a running bridge as a NATS client with only the rights
-// config/nats-users.conf gives an API caller (api-writer: publish tracking.api.> and $SRV.>, subscribe
+// deploy/nats/nats-users.conf gives an API caller (api-writer: publish tracking.api.> and $SRV.>, subscribe
 // its own inbox). Their helpers carry a "hostile" prefix.
 
 // hostileReplies are reply subjects a caller may name that are not its inbox: the bridge's lease key,
@@ -84,7 +84,7 @@ var hostileDiscovery = []string{
 	"$SRV.STATS", "$SRV.STATS.tracking-bridge",
 }
 
-// hostileConnect connects as one of config/nats-users.conf's clients.
+// hostileConnect connects as one of deploy/nats/nats-users.conf's clients.
 func hostileConnect(t *testing.T, url, user string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url, append(secClient(user), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)

@@ -420,7 +420,7 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 	})
 }
 
-// secUserPasswords are the example users of config/nats-users.conf with the passwords the tests give
+// secUserPasswords are the example users of deploy/nats/nats-users.conf with the passwords the tests give
 // them through the variables that file reads.
 var secUserPasswords = map[string]string{
 	"NATS_BRIDGE_PASSWORD":        secNATSPassword,
@@ -430,7 +430,7 @@ var secUserPasswords = map[string]string{
 	"NATS_API_WRITER_PASSWORD":    "api-writer-" + secNATSPassword,
 }
 
-// secBridgeEnv is what a bridge needs to connect as config/nats-users.conf's tracking-bridge user.
+// secBridgeEnv is what a bridge needs to connect as deploy/nats/nats-users.conf's tracking-bridge user.
 var secBridgeEnv = map[string]string{
 	"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
@@ -442,7 +442,7 @@ func secClient(name string) []nats.Option {
 	return []nats.Option{nats.UserInfo(name, name+"-"+secNATSPassword), nats.CustomInboxPrefix("_INBOX." + name)}
 }
 
-// secPermissionedNATS starts a server with the users of config/nats-users.conf (the bridge's
+// secPermissionedNATS starts a server with the users of deploy/nats/nats-users.conf (the bridge's
 // "tracking-bridge" with password secNATSPassword, and the clients of secClient), plus an unrestricted
 // "admin" for the test's own checks.
 func secPermissionedNATS(t *testing.T) *testutil.NATS {
@@ -450,7 +450,7 @@ func secPermissionedNATS(t *testing.T) *testutil.NATS {
 	for k, v := range secUserPasswords {
 		t.Setenv(k, v)
 	}
-	users, err := os.ReadFile(filepath.Join("..", "..", "config", "nats-users.conf"))
+	users, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "nats-users.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,18 +460,18 @@ func secPermissionedNATS(t *testing.T) *testutil.NATS {
 	}
 	parsed, err := server.ProcessConfigFile(conf)
 	if err != nil {
-		t.Fatalf("config/nats-users.conf does not parse: %v", err)
+		t.Fatalf("deploy/nats/nats-users.conf does not parse: %v", err)
 	}
 	if len(parsed.Users) != len(secUserPasswords) {
-		t.Fatalf("config/nats-users.conf has %d users, want %d", len(parsed.Users), len(secUserPasswords))
+		t.Fatalf("deploy/nats/nats-users.conf has %d users, want %d", len(parsed.Users), len(secUserPasswords))
 	}
 	return testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
 	})
 }
 
-// TestLeastPrivilegePermissions runs the bridge as the user of the example authorization block of
-// config/nats-server.conf, with exactly those permissions: it creates the streams, publishes events and
+// TestLeastPrivilegePermissions runs the bridge as the user of the authorization block of
+// deploy/nats/nats-users.conf, with exactly those permissions: it creates the streams, publishes events and
 // dead letters, consumes reports from its durable (acknowledging and dead-lettering them), resumes after
 // a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
 // report). The example's producer user publishes the reports.

@@ -1,10 +1,12 @@
-package config_test
+package deploy_test
+
+// Tests of deploy/monitoring: the Prometheus alert rules, read by Prometheus's own rule parser, and the
+// Grafana dashboard. Every series they query must be one the bridge exports.
 
 import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -22,14 +24,19 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
+const (
+	rulesFile     = "deploy/monitoring/prometheus-rules.yml"
+	dashboardFile = "deploy/monitoring/grafana-dashboard.json"
+)
+
 // runbookURL is where every alert's runbook_url points: an entry of docs/operations.md.
 const runbookURL = "https://github.com/tracking-bridge/tracking-bridge/blob/main/docs/operations.md#"
 
-// TestPrometheusRules checks config/prometheus-rules.yml with Prometheus's own parser and validator (YAML
-// shape, PromQL, templates), then what an operator relies on: every alert has a for:, a severity, a
-// summary and a runbook entry that exists, and queries only series the bridge (or Prometheus) exports.
+// TestPrometheusRules checks the alert rules with Prometheus's own parser and validator (YAML shape,
+// PromQL, templates), then what an operator relies on: every alert has a for:, a severity, a summary and
+// a runbook entry that exists, and queries only series the bridge (or Prometheus) exports.
 func TestPrometheusRules(t *testing.T) {
-	groups, errs := rulefmt.ParseFile(deployPath(t, "config/prometheus-rules.yml"), false,
+	groups, errs := rulefmt.ParseFile(repoPath(rulesFile), false,
 		model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
 	for _, err := range errs {
 		t.Error(err)
@@ -83,6 +90,48 @@ func TestPrometheusRules(t *testing.T) {
 	}
 }
 
+// TestGrafanaDashboard: every metric the dashboard queries is one the bridge's registry has (histograms
+// through their _bucket, _sum and _count series), and it has the panels the operators need.
+func TestGrafanaDashboard(t *testing.T) {
+	var dash struct {
+		Title  string `json:"title"`
+		UID    string `json:"uid"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(readRepo(t, dashboardFile)), &dash); err != nil {
+		t.Fatalf("%s: not JSON: %v", dashboardFile, err)
+	}
+	if dash.Title == "" || dash.UID == "" {
+		t.Error("dashboard without title or uid")
+	}
+
+	names := exportedMetrics(t)
+	ident := regexp.MustCompile(`\b(bridge_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
+	queried := map[string]bool{}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, id := range ident.FindAllString(tg.Expr, -1) {
+				queried[id] = true
+				if !names[id] {
+					t.Errorf("panel %q queries %s, which the bridge does not export", p.Title, id)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"bridge_events_published_total", "bridge_stream_state",
+		"bridge_stream_last_event_age_seconds", "bridge_reports_outcomes_total", "bridge_token_requests_total"} {
+		if !queried[want] {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
 // TestGrafanaInstanceVariable: the dashboard's "All" instances are the bridge's own targets. A custom
 // allValue such as ".*" would make the process and Go panels (process_*, go_*) plot every target that
 // Prometheus scrapes; without one, Grafana expands "All" to the variable's values, which its query takes
@@ -97,7 +146,7 @@ func TestGrafanaInstanceVariable(t *testing.T) {
 			} `json:"list"`
 		} `json:"templating"`
 	}
-	if err := json.Unmarshal([]byte(deployRead(t, "config/grafana-dashboard.json")), &dash); err != nil {
+	if err := json.Unmarshal([]byte(readRepo(t, dashboardFile)), &dash); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -125,11 +174,18 @@ func runbookAnchors(t *testing.T) map[string]bool {
 	heading := regexp.MustCompile(`(?m)^#{2,4} (.+)$`)
 	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
 	anchors := map[string]bool{}
-	for _, m := range heading.FindAllStringSubmatch(deployRead(t, "docs/operations.md"), -1) {
+	for _, m := range heading.FindAllStringSubmatch(readRepo(t, "docs/operations.md"), -1) {
 		a := drop.ReplaceAllString(strings.ToLower(m[1]), "")
 		anchors[strings.ReplaceAll(a, " ", "-")] = true
 	}
 	return anchors
+}
+
+// okTransport answers every request 200.
+type okTransport struct{}
+
+func (okTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
 }
 
 // exportedMetrics returns the name of every series the bridge exports: everything registered as the
@@ -151,7 +207,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Published("GATE_IN")
 	m.Received(&event.Event{ID: "x"})
 	m.AckLatency(0)
-	rt := m.InstrumentTransport(deployRoundTripper{}, func(*http.Request) string { return "token" })
+	rt := m.InstrumentTransport(okTransport{}, func(*http.Request) string { return "token" })
 	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
 	if resp, err := rt.RoundTrip(req); err == nil {
 		resp.Body.Close()
@@ -170,14 +226,4 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		}
 	}
 	return names
-}
-
-// deployPath returns the path of a file of the repository, given relative to its root.
-func deployPath(t *testing.T, rel string) string {
-	t.Helper()
-	p := "../" + rel
-	if _, err := os.Stat(p); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -1,0 +1,12 @@
+// Package deploy holds the tests of the deployment files: the Dockerfile and docker-compose.yml at the
+// top of the repository, and this directory's NATS configurations (nats/), alert rules and Grafana
+// dashboard (monitoring/) and Kubernetes manifests (kubernetes/). Each file is read by its own tool's
+// parser (compose-go, BuildKit's Dockerfile parser, kustomize, nats-server, Prometheus's rule parser),
+// and what it sets is checked against the bridge: configuration variables, commands, ports, paths and
+// metric names.
+//
+// It is a module of its own, so that those parsers stay out of the bridge's module graph; the
+// repository's go test ./... does not enter it. Run its tests with:
+//
+//	cd deploy && go test ./...
+package deploy
