@@ -58,6 +58,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/launchdarkly/eventsource v1.14.0 // indirect
 	github.com/mattn/go-shellwords v1.0.12 // indirect
