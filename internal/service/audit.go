@@ -27,8 +27,10 @@ const (
 // the upstream answered or the call failed, with fixed keys: endpoint, order_id (the request's; for a
 // create the id in the upstream's answer; "" when there is none), status (the upstream's HTTP status,
 // else the reply's error code), answered (whether the upstream answered at all), reply_prefix (the
-// configured inbox prefix the reply went to: per-user prefixes name the user), caller (from
-// Nats-Request-Info, when NATS set it), idempotency_key (a report's, when given), and err on failure.
+// configured prefix the reply went to: the caller chose it, so it names nobody), caller (from
+// Nats-Request-Info on a request NATS brought through a service import, the only case where the server
+// sets it and removes a caller's own) or caller_claimed (the same header on any other request: whatever
+// the caller wrote), idempotency_key (a report's, when given), and err on failure.
 func (s *Service) audit(ep *endpoint, c call, res result) {
 	status := res.upstream
 	if status == 0 {
@@ -78,18 +80,23 @@ func auditOrderID(ep *endpoint, req upstream.APIRequest, res result) string {
 	return ""
 }
 
-// callerAttr reads the Nats-Request-Info header into the audit line's caller group: the account, and
+// callerAttr reads the Nats-Request-Info header into the audit line's caller group (caller_claimed unless
+// imported: see audit): the account, and
 // the user and client name when the server gives them (on an import with share). named is false when
 // the header is absent. A value that is too long or not JSON is quoted, cut short, as unreadable; it
 // never stops the request.
-func callerAttr(hdr nats.Header) (attr slog.Attr, named bool) {
+func callerAttr(hdr nats.Header, imported bool) (attr slog.Attr, named bool) {
 	vs := hdr.Values(RequestInfoHeader)
 	if len(vs) == 0 {
 		return slog.Attr{}, false
 	}
+	key := "caller"
+	if !imported {
+		key = "caller_claimed"
+	}
 	v := vs[len(vs)-1] // the server removes a caller's value and appends its own
 	if len(v) > maxRequestInfo {
-		return slog.Group("caller", "unreadable", strconv.Itoa(len(v))+" bytes"), true
+		return slog.Group(key, "unreadable", strconv.Itoa(len(v))+" bytes"), true
 	}
 	var info struct {
 		Account string `json:"acc"`
@@ -97,7 +104,7 @@ func callerAttr(hdr nats.Header) (attr slog.Attr, named bool) {
 		Name    string `json:"name"`
 	}
 	if err := json.Unmarshal([]byte(v), &info); err != nil {
-		return slog.Group("caller", "unreadable", logging.Value(v, 64)), true
+		return slog.Group(key, "unreadable", logging.Value(v, 64)), true
 	}
 	var args []any
 	for _, kv := range [][2]string{{"account", info.Account}, {"user", info.User}, {"name", info.Name}} {
@@ -108,5 +115,5 @@ func callerAttr(hdr nats.Header) (attr slog.Attr, named bool) {
 	if len(args) == 0 {
 		args = []any{"unreadable", logging.Value(v, 64)}
 	}
-	return slog.Group("caller", args...), true
+	return slog.Group(key, args...), true
 }

@@ -42,6 +42,7 @@ type options struct {
 	timeout     time.Duration
 	upstreamURL string                // instead of the simulator's
 	svc         func(*service.Config) // adjusts the service's configuration
+	inbox       string                // the service connection's inbox prefix, when not nats.go's
 }
 
 // countingCaller counts the upstream calls the service makes.
@@ -125,6 +126,13 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	bridgeNC := h.ns.Connect()
+	if o.inbox != "" {
+		var err error
+		if bridgeNC, err = nats.Connect(h.ns.URL(), nats.CustomInboxPrefix(o.inbox)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bridgeNC.Close)
+	}
 	cfg := service.Config{
 		Prefix: "tracking", Concurrency: o.concurrency, Timeout: o.timeout, Version: "dev",
 		Validator: validator, Observer: h.obs, Logger: slog.New(h.logs),

@@ -92,6 +92,10 @@ const (
 // RefusalReasons are every reason of Observer.APIRefused, for metrics created up front.
 var RefusalReasons = []string{RefusedNoReply, RefusedReplyInvalid, RefusedReplyNotInbox}
 
+// ImportedReplyPrefix starts the reply subjects the NATS server gives requests it brings through a
+// service import from another account; only on those is Nats-Request-Info the server's.
+const ImportedReplyPrefix = "_R_."
+
 // DefaultReplyPrefix is the inbox prefix of the NATS clients (nats.go, the nats CLI), the reply prefix
 // answered when Config.ReplyPrefixes is empty.
 const DefaultReplyPrefix = "_INBOX."
@@ -357,7 +361,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	req.MaxBody = int(s.nc.MaxPayload())
 	cl := call{req: req, reply: reply, prefix: prefix, timeout: timeout, start: start}
 	if ep.changes() {
-		cl.caller, cl.named = callerAttr(hdr)
+		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
 	go s.work(ep, cl)
 }
@@ -386,14 +390,15 @@ func (s *Service) replyPrefix(reply string) (prefix, reason string) {
 	if !validSubject(reply) {
 		return "", RefusedReplyInvalid
 	}
-	// The bridge's own inboxes (its JetStream acknowledgements, fetches, the lease's watch) are never a
-	// caller's, unless a reply prefix is exactly their prefix (nats.go's default _INBOX, which the daemon
-	// warns about at start-up).
-	if own := s.nc.Opts.InboxPrefix + "."; strings.HasPrefix(reply, own) && !slices.Contains(s.cfg.ReplyPrefixes, own) {
-		return "", RefusedReplyNotInbox
-	}
 	for _, p := range s.cfg.ReplyPrefixes {
 		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
+			// The bridge's own inboxes (its JetStream acknowledgements, fetches, the lease's watch) are
+			// never a caller's: refused when they lie within the prefix matched. When they are exactly
+			// that prefix (nats.go's default _INBOX with _INBOX.), they cannot be told apart, which the
+			// daemon warns about at start-up.
+			if own := s.nc.Opts.InboxPrefix + "."; len(own) > len(p) && strings.HasPrefix(reply, own) {
+				return "", RefusedReplyNotInbox
+			}
 			return p, ""
 		}
 	}
@@ -568,11 +573,16 @@ func (s *Service) observe(ep *endpoint, code int, start time.Time) {
 	}
 }
 
-// failed counts a failure reply.
+// failed counts a failure reply. The last error is shown to anyone allowed discovery, so it keeps the
+// bridge's own words only: an upstream's messages may name another caller's orders.
 func (ep *endpoint) failed(res result) {
 	ep.errs.Add(1)
+	desc := res.desc
+	if res.upstream != 0 {
+		desc = fmt.Sprintf("the upstream answered HTTP %d", res.upstream)
+	}
 	ep.mu.Lock()
-	ep.lastErr = fmt.Sprintf("%d:%s", res.code, logging.Value(res.desc, maxLastError))
+	ep.lastErr = fmt.Sprintf("%d:%s", res.code, logging.Value(desc, maxLastError))
 	ep.mu.Unlock()
 }
 

@@ -364,8 +364,9 @@ func auditLines(logs *testutil.Logs) []map[string]string {
 }
 
 // TestAudit: every create, update, delete and report through the API is logged at info as one line
-// with the endpoint, the order id, the upstream's status, the reply prefix and, when NATS names it, the
-// caller; reads are not.
+// with the endpoint, the order id, the upstream's status, the reply prefix and the Nats-Request-Info a
+// caller of the same account wrote, as caller_claimed (only NATS's own, on a service import, is the
+// caller: TestAuditCallerAcrossAccounts); reads are not.
 func TestAudit(t *testing.T) {
 	h := start(t, options{})
 	id := h.create("AUDIT")
@@ -383,12 +384,12 @@ func TestAudit(t *testing.T) {
 	lines := auditLines(h.logs)
 	want := []map[string]string{
 		{"endpoint": "orders.create", "order_id": id, "status": "201", "answered": "true", "reply_prefix": "_INBOX."},
-		{"endpoint": "orders.update", "order_id": id, "status": "200", "caller.account": "CALLER", "caller.user": "alice",
-			"caller.name": "erp" + strings.Repeat("n", 125) + "…"},
+		{"endpoint": "orders.update", "order_id": id, "status": "200", "caller_claimed.account": "CALLER", "caller_claimed.user": "alice",
+			"caller_claimed.name": "erp" + strings.Repeat("n", 125) + "…"},
 		{"endpoint": "orders.delete", "order_id": id, "status": "200"},
-		{"endpoint": "orders.delete", "order_id": id, "caller.unreadable": "{not json", "err": ""},
+		{"endpoint": "orders.delete", "order_id": id, "caller_claimed.unreadable": "{not json", "err": ""},
 		{"endpoint": "tracking.report", "order_id": tracked.OrderID, "status": "202", "idempotency_key": "k-audit",
-			"caller.unreadable": "20480 bytes"},
+			"caller_claimed.unreadable": "20480 bytes"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d audit lines, want %d:\n%s", len(lines), len(want), h.logs)
@@ -404,7 +405,12 @@ func TestAudit(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := lines[0]["caller.account"]; ok {
+	for i, l := range lines {
+		if _, ok := l["caller.account"]; ok {
+			t.Errorf("line %d: a caller named on a request that did not come through a service import: %v", i, l)
+		}
+	}
+	if _, ok := lines[0]["caller_claimed.account"]; ok {
 		t.Errorf("a caller on a request without Nats-Request-Info: %v", lines[0])
 	}
 	if s := lines[3]["status"]; s != "403" && s != "404" && s != "409" {
@@ -481,5 +487,58 @@ no_auth_user: bridge
 				t.Errorf("audit: %v", lines)
 			}
 		})
+	}
+}
+
+// TestOwnInboxes: a reply subject under the service connection's own inbox prefix is refused when that
+// prefix lies within a reply prefix (the bridge's JetStream acknowledgements arrive there), and only
+// then: per-user reply prefixes beside nats.go's default inbox prefix answer their callers.
+func TestOwnInboxes(t *testing.T) {
+	answered := func(t *testing.T, h *harness, reply string) bool {
+		t.Helper()
+		sub, err := h.nc.SubscribeSync(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := h.nc.PublishRequest("tracking.api.orders.list", reply, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = sub.NextMsg(2 * time.Second)
+		return err == nil
+	}
+	t.Run("own prefix within a reply prefix", func(t *testing.T) {
+		h := start(t, options{inbox: "_INBOX.bridge"})
+		if answered(t, h, "_INBOX.bridge.x1") {
+			t.Error("answered on the bridge's own inbox")
+		}
+		if !answered(t, h, "_INBOX.caller.x1") {
+			t.Error("a caller's inbox under _INBOX. not answered")
+		}
+		if n := h.obs.refusals(service.RefusedReplyNotInbox); n != 1 {
+			t.Errorf("%d refusals, want 1", n)
+		}
+	})
+	t.Run("per-user prefixes beside the default inbox prefix", func(t *testing.T) {
+		h := start(t, options{svc: func(c *service.Config) { c.ReplyPrefixes = []string{"_INBOX.api-writer."} }})
+		if !answered(t, h, "_INBOX.api-writer.x1") {
+			t.Error("the api-writer's inbox not answered")
+		}
+		if answered(t, h, "_INBOX.other.x1") {
+			t.Error("answered outside the configured prefix")
+		}
+	})
+}
+
+// TestLastErrorKeepsUpstreamOut: the last error that discovery's STATS shows anyone allowed to ask
+// carries the bridge's words, not the upstream's messages (which may name another caller's order).
+func TestLastErrorKeepsUpstreamOut(t *testing.T) {
+	h := start(t, options{})
+	if r := h.request("orders.get", `{"id":"BO-confidential-4711"}`); r.code != 404 {
+		t.Fatalf("%d %s", r.code, r.desc)
+	}
+	stats := string(h.control(micro.StatsVerb))
+	if strings.Contains(stats, "confidential") || !strings.Contains(stats, "404:the upstream answered HTTP 404") {
+		t.Errorf("STATS: %s", stats)
 	}
 }
