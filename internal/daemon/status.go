@@ -3,10 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // statusDoc is the body of GET /status: what an operator asks first, in one JSON document. Is the
@@ -106,11 +110,11 @@ func (o *ops) status(ctx context.Context) statusDoc {
 			doc.Lease.Holder = &statusHolder{Name: h.Name, PID: h.PID, Instance: h.Instance, Epoch: h.Epoch}
 		}
 		if p := e.publisher(); p != nil {
-			doc.Stream.ResumeAfter = p.LastResumeID()
+			doc.Stream.ResumeAfter = statusID(p.LastResumeID())
 		}
 	}
 	a := o.metrics.StreamActivity()
-	doc.Stream.LastReceivedID = a.LastID
+	doc.Stream.LastReceivedID = statusID(a.LastID)
 	doc.Stream.Duplicates = o.metrics.Duplicates()
 	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
 
@@ -141,4 +145,13 @@ func (o *ops) statusHandler(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(doc)
+}
+
+// statusID bounds an upstream id shown in /status: every id the bridge can resume after is shown whole,
+// a longer one (up to an event's size) is cut short with its length.
+func statusID(id string) string {
+	if len(id) <= event.MaxResumableID {
+		return id
+	}
+	return fmt.Sprintf("%s… (%d bytes)", logging.Value(id, 256), len(id))
 }

@@ -27,10 +27,19 @@ type Event struct {
 // pretty-printed tracking event has a few dozen. Measurements: docs/performance.md.
 const MaxLines = 1000
 
+// MaxResumableID is the longest id sent back as Last-Event-ID. HTTP servers commonly refuse request
+// headers beyond a few KiB (431), which would stall the stream at every reconnect; and a longer id
+// travels in NATS headers as its digest (publish.MaxHeaderID), so a restart could not read it back.
+const MaxResumableID = 1024
+
 // Resumable reports whether id can be sent back as Last-Event-ID to resume after it. Go's HTTP client
-// refuses a header value with control characters other than tab, and both ends trim leading and
-// trailing space and tab (RFC 9110 5.5). The empty id (no Last-Event-ID) is resumable.
+// refuses a header value with control characters other than tab, both ends trim leading and trailing
+// space and tab (RFC 9110 5.5), and an id longer than MaxResumableID is not sent. The empty id (no
+// Last-Event-ID) is resumable.
 func Resumable(id string) bool {
+	if len(id) > MaxResumableID {
+		return false
+	}
 	if id != "" && (id[0] == ' ' || id[0] == '\t' || id[len(id)-1] == ' ' || id[len(id)-1] == '\t') {
 		return false
 	}

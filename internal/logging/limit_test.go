@@ -1,6 +1,9 @@
 package logging
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -60,5 +63,20 @@ func TestValue(t *testing.T) {
 	}
 	if got := Value(strings.Repeat("x", 1<<20), 64); len(got) != 64+len("…") {
 		t.Errorf("a megabyte cut to %d bytes", len(got))
+	}
+}
+
+// TestNewBoundsValues: a log line never carries a string or error value longer than MaxAttrBytes,
+// whatever its source; short values pass unchanged.
+func TestNewBoundsValues(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		log := New(&buf, format, slog.LevelInfo)
+		huge := strings.Repeat("x", 1<<20)
+		log.Info("m", "event_id", huge, "err", errors.New("quoting "+huge), "short", "ok")
+		line := buf.String()
+		if len(line) > 3*MaxAttrBytes || !strings.Contains(line, "(1048576 bytes)") || !strings.Contains(line, "ok") {
+			t.Errorf("%s: line of %d bytes: %.300s", format, len(line), line)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // Message headers set on every event (contract §3), plus the bridge's own resume header.
@@ -110,7 +112,7 @@ const (
 	encodedIDPrefix = "base64url:"
 	digestIDPrefix  = "sha256-id:"
 	// MaxHeaderID is the longest id carried as it is (or encoded): a longer one travels as its digest.
-	MaxHeaderID = 1024
+	MaxHeaderID = event.MaxResumableID
 )
 
 // HeaderID returns the form in which an id travels in a NATS header. Header values are single lines, and
