@@ -746,3 +746,23 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadLetterRenamesLookAlikes: a report's headers that would pass for the bridge's own (Bridge-*,
+// in any case) are renamed in its dead letter, as Nats-* are, so that a reader looking headers up without
+// regard to case finds the bridge's Bridge-Error, not a producer's. (Found by an outside review.)
+func TestDeadLetterRenamesLookAlikes(t *testing.T) {
+	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
+		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
+	msg := stubMsg{data: []byte(`{}`), h: nats.Header{"bridge-error": {"accepted upstream (202)"},
+		"BRIDGE-UPSTREAM-STATUS": {"202"}, "Producer-Note": {"kept"}}}
+	dl := deadLetterMsg("tracking.dlq.reports", msg, meta, 0, "event is missing", 0)
+	for k := range dl.Header {
+		if strings.EqualFold(k, "Bridge-Error") && k != "Bridge-Error" || strings.EqualFold(k, "Bridge-Upstream-Status") {
+			t.Errorf("the producer's %s reached the dead letter as it was: %v", k, dl.Header)
+		}
+	}
+	if dl.Header.Get("Bridge-Original-bridge-error") != "accepted upstream (202)" || dl.Header.Get("Producer-Note") != "kept" ||
+		!strings.Contains(dl.Header.Get("Bridge-Error"), "event is missing") {
+		t.Errorf("dead letter headers: %v", dl.Header)
+	}
+}

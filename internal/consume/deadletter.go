@@ -95,7 +95,9 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	dl.Data = msg.Data()
 	left := 0
 	for k, vs := range msg.Headers() {
-		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") {
+		// JetStream acts on Nats-*, and readers trust Bridge-* as the bridge's own (a producer could plant a
+		// "bridge-error: accepted" beside the real one): both are renamed, whatever their case.
+		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") || len(k) >= 7 && strings.EqualFold(k[:7], "Bridge-") {
 			k = deadletter.HeaderOriginalPrefix + k
 		}
 		if !sendableHeaderKey(k) {

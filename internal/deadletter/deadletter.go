@@ -26,7 +26,8 @@ const (
 	// HeaderDeliveries is the number of times a report had been delivered to the consumer.
 	HeaderDeliveries = "Bridge-Deliveries"
 	// HeaderOriginalPrefix renames the original message's headers that JetStream would act on (those
-	// starting with "Nats-", such as Nats-Msg-Id or Nats-TTL) when they are copied to a dead letter.
+	// starting with "Nats-", such as Nats-Msg-Id or Nats-TTL), and those that would pass for the bridge's
+	// own ("Bridge-", in any case), when they are copied to a dead letter.
 	HeaderOriginalPrefix = "Bridge-Original-"
 )
 
