@@ -17,6 +17,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+	"github.com/tracking-bridge/tracking-bridge/tracking"
 )
 
 // The hostile-client tests attack a running bridge as a NATS client with only the rights
@@ -339,4 +340,54 @@ func TestHostileInputs(t *testing.T) {
 		return m > n, fmt.Sprint(m)
 	})
 	ob.requireAlive(t)
+}
+
+// TestEventsReaderRights: config/nats-users.conf's events-reader reads the events through package
+// tracking's consumer with the durable its rights name, and cannot delete, read or replace another
+// reader's consumer. (An outside review found the rights it had before reached every consumer.)
+func TestEventsReaderRights(t *testing.T) {
+	ns := secPermissionedNATS(t)
+	up := simtest.Start(t, false, sim.Options{EventRate: 50})
+	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
+	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	admin, err := nats.Connect(ns.URL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ajs, _ := jetstream.New(admin)
+	if _, err := ajs.CreateOrUpdateConsumer(ctx, "TRACKING_EVENTS", jetstream.ConsumerConfig{Durable: "billing",
+		FilterSubject: "tracking.events.>", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+
+	reader := hostileConnect(t, ns.URL(), "events-reader")
+	js, err := jetstream.New(reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tracking.NewEventConsumer(ctx, js, tracking.EventConsumerConfig{
+		Consumer: jetstream.ConsumerConfig{Durable: "events-reader", DeliverPolicy: jetstream.DeliverAllPolicy}})
+	if err != nil {
+		t.Fatalf("the events reader's own durable: %v", err)
+	}
+	ev, err := c.Next(ctx)
+	if err != nil || ev.ID == "" {
+		t.Fatalf("reading an event: %v %v", ev, err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if err := js.DeleteConsumer(short, "TRACKING_EVENTS", "billing"); err == nil {
+		t.Error("the events reader deleted another reader's consumer")
+	}
+	if _, err := js.CreateOrUpdateConsumer(short, "TRACKING_EVENTS", jetstream.ConsumerConfig{Durable: "billing",
+		FilterSubject: "tracking.events.GATE_IN", AckPolicy: jetstream.AckExplicitPolicy}); err == nil {
+		t.Error("the events reader replaced another reader's consumer")
+	}
+	if _, err := ajs.Consumer(ctx, "TRACKING_EVENTS", "billing"); err != nil {
+		t.Errorf("the other reader's consumer: %v", err)
+	}
 }
