@@ -236,7 +236,7 @@ func TestEnvExample(t *testing.T) {
 
 // TestRefreshMarginRules: every place that describes BRIDGE_REFRESH_MARGIN gives both of its rules, at
 // least 30s (Validate) and at most half the token's lifetime (the token source cuts a longer margin): its
-// description (bridge -h and the env example), and the README's table.
+// description (bridge -h and the env example), and the configuration reference, docs/configuration.md.
 func TestRefreshMarginRules(t *testing.T) {
 	const key = "BRIDGE_REFRESH_MARGIN"
 	_, rows, _ := usageRows(t)
@@ -246,9 +246,9 @@ func TestRefreshMarginRules(t *testing.T) {
 			places["deploy/bridge.env.example"] = line
 		}
 	}
-	for line := range strings.Lines(readRepo(t, "README.md")) {
+	for line := range strings.Lines(readRepo(t, "docs/configuration.md")) {
 		if strings.HasPrefix(line, "| `"+key+"`") {
-			places["README.md"] = line
+			places["docs/configuration.md"] = line
 		}
 	}
 	if len(places) != 3 {

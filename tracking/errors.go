@@ -89,8 +89,8 @@ func (e *APIError) Is(target error) bool {
 }
 
 // Temporary reports whether the same request may succeed later: 429, 503 and 504. After a 504 (or a 503
-// that is not "busy") a create or a report may have been carried out upstream; see the README's
-// "Retries".
+// that is not "busy") a create or a report may have been carried out upstream; see docs/api.md,
+// "Timeouts, retries and concurrency".
 func (e *APIError) Temporary() bool {
 	switch e.Code {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

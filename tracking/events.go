@@ -19,7 +19,7 @@ import (
 const (
 	// HeaderMsgID is the event's id: the SSE id, else the data's id, else "sha256:" and the hex digest of
 	// the data. An id a header cannot carry as it is (control characters, edge spaces, longer than 1 KiB)
-	// travels encoded, as "base64url:…" or "sha256-id:…" (README, "Subjects, headers and streams").
+	// travels encoded, as "base64url:…" or "sha256-id:…" (docs/subjects.md, "Event headers").
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderEventID carries the same value as HeaderMsgID.
 	HeaderEventID = "Tracking-Event-Id"

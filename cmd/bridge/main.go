@@ -192,7 +192,7 @@ Configuration of 'bridge run' (environment variables):
 `)
 	config.Usage(w)
 	fmt.Fprint(w, `
-'bridge run' uses one processor unless GOMAXPROCS is set (the event path is sequential; see the README).
+'bridge run' uses one processor unless GOMAXPROCS is set (the event path is sequential; see docs/operations.md).
 `)
 }
 

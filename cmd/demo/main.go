@@ -133,7 +133,8 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		"BRIDGE_NATS_URL":      ns.ClientURL(),
 		"BRIDGE_HTTP_ADDR":     httpAddr,
 		"BRIDGE_LOG_FORMAT":    "text",
-		// Its own inboxes apart from its API callers' (docs/operations.md, NATS permissions).
+		// Its own inboxes apart from its API callers' (docs/operations.md, "NATS: authentication, TLS and
+		// permissions").
 		"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
 	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })

@@ -17,7 +17,7 @@ import (
 )
 
 // reporter publishes reports to P.reports at a steady pace, each with a Nats-Msg-Id of its own, sent
-// again with the same id until JetStream acknowledged it (README, "Reporting events").
+// again with the same id until JetStream acknowledged it (docs/subjects.md, "Reporting events").
 type reporter struct {
 	t      *testing.T
 	js     jetstream.JetStream

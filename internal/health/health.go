@@ -3,11 +3,11 @@
 // Readiness is built from each component's own view of its state, in the manner of the Prometheus
 // Pushgateway's handlers: a Check per component, each asked on every request (Cached bounds the cost of
 // the ones that make a request of their own). The answer is 200 when every check passes and 503
-// otherwise, with one line per check in a fixed order:
+// otherwise, with one line per check in a fixed order (the first three of the daemon's, for example):
 //
 //	nats: ok
-//	streams: ok
-//	upstream_token: not ready: no valid access token (token endpoint unavailable: login: HTTP 503)
+//	jetstream_streams: ok
+//	upstream_token: not ready: no valid access token: token endpoint unavailable: login: HTTP 503
 //
 // Liveness is one Check: the process loop is running and has not hit a state only a restart fixes.
 package health

@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkFencing compares, for docs/replicas.md, the ways a leader can publish events: plain asynchronous
-// publishes (today's publisher, unfenced), one publish at a time with an expected last sequence on a leader
-// epoch subject, and atomic batches whose first message carries that check, with several batches in flight.
+// publishes (the publisher before the fence, unfenced), one publish at a time with an expected last
+// sequence on a leader epoch subject, and atomic batches whose first message carries that check, with
+// several batches in flight.
 // It speaks the atomic batch protocol with raw headers (Nats-Batch-Id, -Sequence, -Commit), as
 // orbit.go/jetstreamext does, to need no new module. Run: go test -run '^$' -bench Fencing -benchtime 20000x.
 func BenchmarkFencing(b *testing.B) {

@@ -196,7 +196,7 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 // members are only the ones the server writes in a PubAck (stream, seq, domain, duplicate), spelled
 // exactly so and without escapes, with a non-empty stream name. encoding/json would match member names
 // case-insensitively and take the last of duplicates; anything of that kind, or any other member, goes to
-// the full decode instead. The fast path decides no case differently from that decode (FuzzAckError).
+// the full decode instead. The fast path decides no case differently from that decode (FuzzAckResult).
 // dup is whether the PubAck says "duplicate":true.
 func plainPubAck(d []byte) (ok, dup bool) {
 	if len(d) < 2 || d[0] != '{' || !json.Valid(d) {

@@ -1,0 +1,145 @@
+// Package docs holds the reference documents. Its only code is this test, which keeps the links of the
+// README and of docs/*.md pointing at files and headings that exist.
+package docs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+var (
+	// link matches a Markdown link or image target: [text](target).
+	link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	// headingLink matches a link in a heading, whose text counts for the anchor.
+	headingLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+)
+
+// TestRelativeLinks: every relative link in README.md and docs/*.md names a file of the repository, and
+// every #anchor a heading of the Markdown file it points into (GitHub's anchors: lower case, spaces as
+// '-', punctuation dropped, '-1', '-2' for repeated headings).
+func TestRelativeLinks(t *testing.T) {
+	docs, err := filepath.Glob("*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+	anchors := map[string]map[string]bool{} // by cleaned path
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := headingAnchors(string(raw))
+		anchors[path] = a
+		return a
+	}
+	for _, doc := range append([]string{filepath.Join("..", "README.md")}, docs...) {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range proseLines(string(raw)) {
+			for _, m := range link.FindAllStringSubmatch(l.text, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				file := filepath.Clean(filepath.Join(filepath.Dir(doc), path))
+				if path == "" {
+					file = filepath.Clean(doc)
+				}
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s:%d: link %s: no such file", doc, l.n, target)
+					continue
+				}
+				if anchor != "" && strings.HasSuffix(file, ".md") && !anchorsOf(file)[anchor] {
+					t.Errorf("%s:%d: link %s: %s has no heading with that anchor", doc, l.n, target, file)
+				}
+			}
+		}
+	}
+}
+
+// line is a line of a document and its number, from 1.
+type line struct {
+	n    int
+	text string
+}
+
+// proseLines returns the lines of a Markdown document outside fenced code blocks, in order.
+func proseLines(text string) []line {
+	var lines []line
+	fenced := false
+	for i, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			lines = append(lines, line{i + 1, l})
+		}
+	}
+	return lines
+}
+
+// headingAnchors returns the GitHub anchors of a Markdown document's ATX headings.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, l := range proseLines(text) {
+		if !strings.HasPrefix(l.text, "#") {
+			continue
+		}
+		title := strings.TrimLeft(l.text, "#")
+		if title == "" || title[0] != ' ' {
+			continue
+		}
+		a := anchor(strings.TrimSpace(title))
+		if k := seen[a]; k > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, k)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors
+}
+
+// anchor is GitHub's anchor of a heading: lower case, letters, digits, '-' and '_' kept, spaces as '-',
+// everything else dropped. The text of a link in a heading counts, not its target.
+func anchor(title string) string {
+	title = headingLink.ReplaceAllString(title, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(title) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestAnchor(t *testing.T) {
+	for title, want := range map[string]string{
+		"Replicas: one leader, fenced":                                       "replicas-one-leader-fenced",
+		"Watching events with the `nats` CLI":                                "watching-events-with-the-nats-cli",
+		"NATS: authentication, TLS and permissions":                          "nats-authentication-tls-and-permissions",
+		"The layout refactor and issue 12's changes (2026-11-25, afternoon)": "the-layout-refactor-and-issue-12s-changes-2026-11-25-afternoon",
+		"Report validation (`consume.Validate`)":                             "report-validation-consumevalidate",
+		"From Go: package tracking":                                          "from-go-package-tracking",
+	} {
+		if got := anchor(title); got != want {
+			t.Errorf("anchor(%q) = %q, want %q", title, got, want)
+		}
+	}
+}
