@@ -350,12 +350,7 @@ func (ck *checker) subjectPrefix(key, p string) {
 		ck.add(key, "must not be empty")
 		return
 	}
-	var empty, wildcard, space bool
-	for tok := range strings.SplitSeq(p, ".") {
-		empty = empty || tok == ""
-		wildcard = wildcard || strings.ContainsAny(tok, "*>")
-		space = space || strings.ContainsFunc(tok, badRune)
-	}
+	empty, wildcard, space := subjectFaults(p)
 	if empty {
 		ck.add(key, "%q has an empty token (a leading, trailing or doubled dot)", p)
 	}
@@ -365,6 +360,17 @@ func (ck *checker) subjectPrefix(key, p string) {
 	if space {
 		ck.add(key, "%q must not contain white space or control characters", p)
 	}
+}
+
+// subjectFaults tells what keeps subject p from being literal subject tokens: an empty token, a wildcard,
+// white space or a control character.
+func subjectFaults(p string) (empty, wildcard, space bool) {
+	for tok := range strings.SplitSeq(p, ".") {
+		empty = empty || tok == ""
+		wildcard = wildcard || strings.ContainsAny(tok, "*>")
+		space = space || strings.ContainsFunc(tok, badRune)
+	}
+	return empty, wildcard, space
 }
 
 // apiEndpoints checks BRIDGE_API_ENDPOINTS: "all", or a comma-separated list of APIEndpointNames
@@ -418,12 +424,7 @@ func (ck *checker) replyPrefixes(key, list, prefix string) {
 			continue
 		}
 		q := strconv.Quote(cutValue(e))
-		var empty, wildcard, space bool
-		for tok := range strings.SplitSeq(strings.TrimSuffix(e, "."), ".") {
-			empty = empty || tok == ""
-			wildcard = wildcard || strings.ContainsAny(tok, "*>")
-			space = space || strings.ContainsFunc(tok, badRune)
-		}
+		empty, wildcard, space := subjectFaults(strings.TrimSuffix(e, "."))
 		if empty {
 			ck.add(key, "%s has an empty token (a leading or doubled dot)", q)
 		}
