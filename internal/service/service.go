@@ -55,6 +55,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -209,7 +210,7 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 
 // Subject is the subject the operation named op is served on.
-func (s *Service) Subject(op string) string { return s.cfg.Prefix + ".api." + op }
+func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, op) }
 
 // Ready reports whether the service is subscribed and answering.
 func (s *Service) Ready() bool { return s.up.Load() }
