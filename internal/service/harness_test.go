@@ -120,10 +120,7 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	h.calls = &countingCaller{next: upstream.NewAPIClient(upstream.APIConfig{BaseURL: base, Tokens: h.tokens, Client: client})}
-	validator, err := service.NewOpenAPIValidator(256 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	validator := service.NewOpenAPIValidator(256 << 10)
 	bridgeNC := h.ns.Connect()
 	cfg := service.Config{
 		Prefix: "tracking", Concurrency: o.concurrency, Timeout: o.timeout, Version: "dev",

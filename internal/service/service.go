@@ -25,7 +25,7 @@
 //   - Every size is bounded: the body (Config.MaxBody, or less where the operation's request is small:
 //     Operation.MaxBody; else 413 before it is parsed), each string of the
 //     request (MaxValueBytes), each header the service reads, the problems listed in a refusal
-//     (consume.MaxProblems), and the requests each endpoint's subscription holds while its handler is
+//     (validate.MaxProblems), and the requests each endpoint's subscription holds while its handler is
 //     busy (micro's pending limits, derived from the body bound: beyond them the client drops requests
 //     rather than holding them in memory).
 //   - Every call that changes something upstream (create, update, delete, report) is logged at info as
