@@ -44,28 +44,38 @@ var refSchemas = sync.OnceValues(func() (map[string]refSchema, error) {
 	}
 	out := map[string]refSchema{}
 	for name, e := range f.Schemas {
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(e.Schema))
+		rs, err := compileReference(e.Schema, e.Kinds)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		c.AssertFormat()
-		c.RegisterFormat(&jsonschema.Format{Name: "date-time", Validate: refDateTime})
-		c.RegisterFormat(&jsonschema.Format{Name: "date", Validate: refDate})
-		c.RegisterFormat(&jsonschema.Format{Name: "int32", Validate: refInt32})
-		c.RegisterFormat(&jsonschema.Format{Name: "integer", Validate: refInteger})
-		if err := c.AddResource(refURL, v); err != nil {
-			return nil, err
-		}
-		s, err := c.Compile(refURL)
-		if err != nil {
-			return nil, fmt.Errorf("compile %s: %w", name, err)
-		}
-		out[name] = refSchema{schema: s, kinds: e.Kinds}
+		out[name] = rs
 	}
 	return out, nil
 })
+
+// compileReference compiles one schema as the daemon did: draft 2020-12, formats asserted, with the
+// bridge's own date-time, date, int32 and integer formats.
+func compileReference(schema json.RawMessage, kinds map[string]string) (refSchema, error) {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return refSchema{}, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.RegisterFormat(&jsonschema.Format{Name: "date-time", Validate: refDateTime})
+	c.RegisterFormat(&jsonschema.Format{Name: "date", Validate: refDate})
+	c.RegisterFormat(&jsonschema.Format{Name: "int32", Validate: refInt32})
+	c.RegisterFormat(&jsonschema.Format{Name: "integer", Validate: refInteger})
+	if err := c.AddResource(refURL, v); err != nil {
+		return refSchema{}, err
+	}
+	s, err := c.Compile(refURL)
+	if err != nil {
+		return refSchema{}, err
+	}
+	return refSchema{schema: s, kinds: kinds}, nil
+}
 
 // The formats as the daemon registered them with the library.
 func refDateTime(v any) error {
@@ -122,13 +132,17 @@ func referenceBookingOrder(body []byte) []string {
 	return referenceCheck(body, orderBody)
 }
 
-// referenceCheck is kind.check with the JSON Schema library.
+// referenceCheck is bodyType.check with the JSON Schema library.
 func referenceCheck(body []byte, k bodyType) []string {
 	schemas, err := refSchemas()
 	if err != nil {
 		panic(err)
 	}
-	rs := schemas[k.name]
+	return referenceCheckWith(schemas[k.name], k, body)
+}
+
+// referenceCheckWith is bodyType.checkWith with the JSON Schema library.
+func referenceCheckWith(rs refSchema, k bodyType, body []byte) []string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -142,7 +156,7 @@ func referenceCheck(body []byte, k bodyType) []string {
 	if !ok {
 		return []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
 	}
-	err = rs.schema.Validate(m)
+	err := rs.schema.Validate(m)
 	if err == nil {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
@@ -65,11 +66,14 @@ const (
 	tObject
 )
 
-// typeNames are the JSON Schema names of the types, in the order JSON Schema validators list them.
-var typeNames = []struct {
+// typeName is a JSON type and its name in JSON Schema.
+type typeName struct {
 	t    jsonTypes
 	name string
-}{{tNull, "null"}, {tBoolean, "boolean"}, {tNumber, "number"}, {tString, "string"}, {tArray, "array"}, {tObject, "object"}}
+}
+
+// typeNames are the JSON types in the order JSON Schema validators list them.
+var typeNames = []typeName{{tNull, "null"}, {tBoolean, "boolean"}, {tNumber, "number"}, {tString, "string"}, {tArray, "array"}, {tObject, "object"}}
 
 // jsonType returns the JSON type of a value decoded with json.Decoder.UseNumber.
 func jsonType(v any) jsonTypes {
@@ -247,12 +251,7 @@ func (l *loader) def(name string) *node {
 func (l *loader) types(n *node, v any, loc string) {
 	list, _ := v.([]any)
 	for _, t := range list {
-		i := slices.IndexFunc(typeNames, func(tn struct {
-			t    jsonTypes
-			name string
-		}) bool {
-			return tn.name == t
-		})
+		i := slices.IndexFunc(typeNames, func(tn typeName) bool { return tn.name == t })
 		if i < 0 {
 			l.fail(loc, "type %v", t) // "integer" too: converter writes a number of the format int32 or integer
 			continue
@@ -328,7 +327,7 @@ func (n *node) check(v any, at, path string, ps *[]problem) {
 		}
 	case string:
 		if n.minLength != nil || n.maxLength != nil {
-			length := len([]rune(v))
+			length := utf8.RuneCountInString(v)
 			if n.minLength != nil && length < *n.minLength {
 				*ps = append(*ps, problem{at: at, text: fmt.Sprintf("%s has %d characters; at least %d are required", path, length, *n.minLength)})
 			}

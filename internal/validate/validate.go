@@ -97,7 +97,10 @@ var (
 )
 
 // check checks body, which is not empty and valid UTF-8, against the schema and words its problems.
-func (k bodyType) check(body []byte) []string {
+func (k bodyType) check(body []byte) []string { return k.checkWith(schemas()[k.name], body) }
+
+// checkWith is check against the schema root.
+func (k bodyType) checkWith(root *node, body []byte) []string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -112,7 +115,7 @@ func (k bodyType) check(body []byte) []string {
 		return []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
 	}
 	var ps []problem
-	schemas()[k.name].check(m, "", "", &ps)
+	root.check(m, "", "", &ps)
 	if len(ps) == 0 {
 		return nil
 	}
