@@ -206,7 +206,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 	// random names protect.
 	for _, p := range d.cfg.APIReplyPrefixList() {
 		if p == d.cfg.NATSInboxPrefix+"." {
-			log.Warn("the bridge's own inboxes lie under an API reply prefix; set BRIDGE_NATS_INBOX_PREFIX to a "+
+			log.With("component", "api").Warn("the bridge's own inboxes lie under an API reply prefix; set BRIDGE_NATS_INBOX_PREFIX to a "+
 				"prefix of its own (e.g. _INBOX_bridge) and let the bridge subscribe only there",
 				"inbox_prefix", d.cfg.NATSInboxPrefix, "reply_prefix", p)
 		}
