@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
 // Reporter publishes tracking event reports to P.reports (contract §3), from where the bridge sends them
@@ -64,7 +64,7 @@ func (r *Reporter) Report(ctx context.Context, report TrackingEventReport, key s
 // ReportJSON is Report for a report already encoded as JSON; the bridge sends these bytes upstream as
 // they are.
 func (r *Reporter) ReportJSON(ctx context.Context, body []byte, key string) (Receipt, error) {
-	if problems := consume.Validate(body, r.MaxBytes); len(problems) > 0 {
+	if problems := validate.Report(body, r.MaxBytes); len(problems) > 0 {
 		return Receipt{}, &InvalidReportError{Problems: problems}
 	}
 	if key == "" {

@@ -1,16 +1,12 @@
 package tracking
 
-import (
-	"strings"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
-)
+import "github.com/tracking-bridge/tracking-bridge/internal/subjects"
 
 // DefaultPrefix is the bridge's default subject prefix P (BRIDGE_SUBJECT_PREFIX).
-const DefaultPrefix = "tracking"
+const DefaultPrefix = subjects.DefaultPrefix
 
 // Subjects names the subjects and JetStream streams of a bridge with subject prefix Prefix (contract §3,
-// §4 and §7). The zero value uses DefaultPrefix.
+// §4 and §7), with the bridge's own naming (internal/subjects). The zero value uses DefaultPrefix.
 type Subjects struct {
 	Prefix string
 }
@@ -23,45 +19,33 @@ func (s Subjects) prefix() string {
 }
 
 // Events is P.events.>, every event of every type.
-func (s Subjects) Events() string { return s.prefix() + ".events.>" }
+func (s Subjects) Events() string { return subjects.Events(s.prefix()) }
 
 // Event is P.events.<TYPE>, the subject of the events of one type: eventType as the event's type field
 // has it, mapped by TypeToken ("GATE_IN" gives P.events.GATE_IN).
 func (s Subjects) Event(eventType string) string {
-	return s.prefix() + ".events." + TypeToken(eventType)
+	return subjects.Event(s.prefix(), eventType)
 }
 
 // Reports is P.reports, where producers publish reports for the bridge to send upstream.
-func (s Subjects) Reports() string { return s.prefix() + ".reports" }
+func (s Subjects) Reports() string { return subjects.Reports(s.prefix()) }
 
 // DLQ is P.dlq.>, every dead letter; DLQEvents and DLQReports are its two subjects: the upstream events
 // the bridge could not publish as events, and the reports it could not deliver.
-func (s Subjects) DLQ() string        { return s.prefix() + ".dlq.>" }
-func (s Subjects) DLQEvents() string  { return s.prefix() + ".dlq.events" }
-func (s Subjects) DLQReports() string { return s.prefix() + ".dlq.reports" }
+func (s Subjects) DLQ() string        { return subjects.DLQ(s.prefix()) }
+func (s Subjects) DLQEvents() string  { return subjects.DLQEvents(s.prefix()) }
+func (s Subjects) DLQReports() string { return subjects.DLQReports(s.prefix()) }
 
 // API is P.api.<op>, the subject of one operation of the request-reply API: op is one of the Op*
 // constants. API(">") matches them all.
-func (s Subjects) API(op string) string { return s.prefix() + ".api." + op }
+func (s Subjects) API(op string) string { return subjects.API(s.prefix(), op) }
 
 // EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams: PFX_EVENTS,
 // PFX_REPORTS and PFX_DLQ, PFX the prefix upper-cased with every character other than A-Z and 0-9 as
 // "_" (TRACKING_EVENTS for the default prefix).
-func (s Subjects) EventsStream() string  { return s.stream("EVENTS") }
-func (s Subjects) ReportsStream() string { return s.stream("REPORTS") }
-func (s Subjects) DLQStream() string     { return s.stream("DLQ") }
-
-func (s Subjects) stream(kind string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z':
-			return r - 'a' + 'A'
-		case r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
-			return r
-		}
-		return '_'
-	}, s.prefix()) + "_" + kind
-}
+func (s Subjects) EventsStream() string  { return subjects.EventsStream(s.prefix()) }
+func (s Subjects) ReportsStream() string { return subjects.ReportsStream(s.prefix()) }
+func (s Subjects) DLQStream() string     { return subjects.DLQStream(s.prefix()) }
 
 // The operations of the request-reply API, each served on Subjects.API(op) (contract §7).
 const (
@@ -81,5 +65,5 @@ const (
 // type is missing or not a string). The token never holds a dot, a wildcard or white space. Types the
 // provider adds pass through as their own token.
 func TypeToken(eventType string) string {
-	return publish.TypeToken(eventType, publish.KindString) // the bridge's own mapping, not a copy
+	return subjects.TypeToken(eventType) // the bridge's own mapping, not a copy
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // benchLatResult is one latency run.
@@ -157,7 +158,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		e.seq++
 		prefix := fmt.Sprintf("bench%d", e.seq)
 		layout := streams.Layout{Prefix: prefix}
-		r, err := e.latencyRun(ctx, "bridge", prefix+".events.>", total, func(s *benchSim) (*bench.Child, error) {
+		r, err := e.latencyRun(ctx, "bridge", subjects.Events(prefix), total, func(s *benchSim) (*bench.Child, error) {
 			return e.startBridge(ctx, fmt.Sprintf("bridge-latency-%d", i), s, prefix)
 		}, false)
 		e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
 // readmeSection returns the README's section under the heading "## "+title, up to the next one.
@@ -72,7 +72,7 @@ func TestRunItLocally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if problems := consume.Validate(report, config.Default().ReportMaxBytes); problems != nil {
+	if problems := validate.Report(report, config.Default().ReportMaxBytes); problems != nil {
 		t.Fatalf("examples/report.json is not a report the bridge accepts: %q", problems)
 	}
 

@@ -300,7 +300,7 @@ func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error)
 		return nil, err
 	}
 	w := &watcher{nc: nc, out: out, quiet: quiet, counts: map[string]int{}}
-	_, err = nc.Subscribe(prefix+".events.>", func(m *nats.Msg) {
+	_, err = nc.Subscribe(tracking.Subjects{Prefix: prefix}.Events(), func(m *nats.Msg) {
 		typ := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		w.mu.Lock()
 		w.counts[typ]++

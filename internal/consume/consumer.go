@@ -17,7 +17,7 @@ import (
 // Consumer delivers the reports producers publish to P.reports to the upstream's report operation. It
 // is a durable JetStream pull consumer with explicit acknowledgements on the work-queue stream:
 //
-//   - Each report is validated (Validate); an invalid one is dead-lettered without an upstream call.
+//   - Each report is validated (validate.Report); an invalid one is dead-lettered without an upstream call.
 //   - A valid one is sent verbatim with Sender.Send, with the producer's Nats-Msg-Id as Idempotency-Key
 //     (or "<stream>-<sequence>-<timestamp>" when it has none, the same for every redelivery).
 //   - Accepted (2xx): acknowledged with a double acknowledgement (AckSync), which the server confirms, so

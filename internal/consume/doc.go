@@ -8,7 +8,7 @@
 //	valid, upstream 2xx                     → acknowledged (AckSync): removed from the work queue
 //	valid, 401/408/425/429/5xx, network     → Nak with a delay (exponential, ≥ Retry-After); redelivered
 //	valid, other 4xx                        → dead letter on P.dlq.reports with the upstream's status and messages
-//	invalid (Validate), or too large        → dead letter with every problem found; the upstream is not called
+//	invalid (validate.Report), or too large → dead letter with every problem found; the upstream is not called
 //	header block the client cannot decode   → dead letter with the lines it could read (see headers.go)
 //	still failing transiently after MaxAge  → dead letter with the last reason (only when MaxAge > 0)
 //
@@ -21,15 +21,13 @@
 // max-deliveries advisory to watch); the optional MaxAge, measured from the report's JetStream
 // timestamp, is the only limit. The classification of upstream answers is upstream.Classify; this
 // package only decides what to do with its outcome (a delivery.Outcome), and builds dead letters with
-// the headers and size bounds of internal/deadletter. It imports neither internal/publish nor
+// the headers and size bounds of internal/deadletter. A report is checked by internal/validate, the
+// check the API service and package tracking's Reporter share. It imports neither internal/publish nor
 // internal/upstream.
 //
 // Files: options.go (Config, defaults, the Sender and Observer interfaces), consumer.go (New, Run, the
 // durable consumer's set-up), pull.go (the pull loop, probes, fetch errors), circuit.go (holding fetches
 // while the upstream fails), settle.go (one report's attempt, acknowledgement and delayed redelivery),
 // deadletter.go (a report's dead letter), headers.go (reports whose header block the client could not
-// decode), status.go (Ready, Pending, Stats), and validate.go, schema.go, walk.go, fastpath.go and
-// fasttable.go (Validate: the JSON Schema validator, and the walker that accepts valid reports fast).
-// schema.go also exports CompileSchema, the same conversion with the document's own strictness, with which
-// the NATS service checks booking orders before calling the upstream.
+// decode) and status.go (Ready, Pending, Stats).
 package consume

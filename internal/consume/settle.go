@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
 // handle validates and sends one report, calls sent when that is over (the upstream answered, or the report
@@ -40,13 +41,13 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	if hdr, reason, ok := c.malformedHeader(msg, meta); ok {
 		sent()
 		c.circ.abandon(probe)
-		if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
+		if problems := validate.Report(body, c.cfg.MaxBytes); problems != nil {
 			reason += "; " + strings.Join(problems, "; ")
 		}
 		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
 		return
 	}
-	if problems := Validate(body, c.cfg.MaxBytes); problems != nil {
+	if problems := validate.Report(body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
 		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "))

@@ -15,6 +15,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
@@ -54,7 +55,7 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 	if err != nil {
 		return c, err
 	}
-	switch m, err := s.GetLastMsgForSubject(ctx, cfg.SubjectPrefix+".events.>"); {
+	switch m, err := s.GetLastMsgForSubject(ctx, subjects.Events(cfg.SubjectPrefix)); {
 	case err == nil:
 		c.LastEvent = m.Header.Get(publish.HeaderEventID)
 	case !errors.Is(err, jetstream.ErrMsgNotFound):

@@ -213,11 +213,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 	}
 	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.tokens,
 		Client: client, Logger: log.With("component", "api")})
-	validator, err := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)
-	if err != nil {
-		d.apiNC.Close()
-		return err
-	}
+	validator := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)
 	d.api = service.New(d.apiNC, caller, service.Config{
 		Prefix:      d.cfg.SubjectPrefix,
 		Concurrency: d.cfg.APIConcurrency,

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Publisher publishes tracking events to JetStream. It implements upstream.Sink: Handle publishes
@@ -107,8 +108,8 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		nc:     nc,
 		js:     js,
 		log:    cfg.Logger,
-		events: cfg.Prefix + ".events.",
-		dlq:    cfg.Prefix + ".dlq.events",
+		events: subjects.EventBase(cfg.Prefix),
+		dlq:    subjects.DLQEvents(cfg.Prefix),
 		acks:   a,
 		ring:   make([]pending, cfg.Window),
 		// Sequence numbers start at 1: a slot's initial state word, 0, then names no publish.

@@ -3,7 +3,6 @@ package publish
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestTypeToken(t *testing.T) {
@@ -41,27 +40,4 @@ func TestHeaderValue(t *testing.T) {
 	if got := headerValue("Zöll"); got != "Zöll" {
 		t.Errorf("headerValue changed printable text: %q", got)
 	}
-}
-
-// FuzzTypeToken: whatever the type, the token is a single, non-empty, wildcard-free NATS subject token of
-// at most 64 characters from [A-Za-z0-9_-].
-func FuzzTypeToken(f *testing.F) {
-	for _, s := range []string{"GATE_IN", "a.b.c", "*", ">", " ", "\r\n", "", "\xff\xfe", "LOADED_ON_BARGE"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, typ string) {
-		tok := TypeToken(typ, KindString)
-		if tok == "" || len(tok) > maxTypeToken {
-			t.Fatalf("token %q of length %d", tok, len(tok))
-		}
-		for i := 0; i < len(tok); i++ {
-			if !tokenByte(tok[i]) {
-				t.Fatalf("token %q has byte %q", tok, tok[i])
-			}
-		}
-		if typ != "" && utf8.ValidString(typ) && utf8.RuneCountInString(typ) <= maxTypeToken &&
-			len(tok) != utf8.RuneCountInString(typ) {
-			t.Fatalf("token %q does not keep one character per character of %q", tok, typ)
-		}
-	})
 }

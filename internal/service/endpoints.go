@@ -14,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
 // Operation describes one endpoint of the service: the subject it is served on and the upstream
@@ -138,7 +138,7 @@ func isNull(v json.RawMessage) bool { return string(v) == "null" }
 // search term): far longer than any the upstream hands out, and short enough to quote in a log line.
 const MaxValueBytes = 128
 
-// checker collects the problems of one request: the first consume.MaxProblems of them, and a count of
+// checker collects the problems of one request: the first validate.MaxProblems of them, and a count of
 // the rest, so that a body of thousands of faults gets a short answer.
 type checker struct {
 	problems []string
@@ -146,7 +146,7 @@ type checker struct {
 }
 
 func (c *checker) addf(format string, args ...any) {
-	if len(c.problems) >= consume.MaxProblems {
+	if len(c.problems) >= validate.MaxProblems {
 		c.extra++ // not formatted: a flood of problems costs a count
 		return
 	}
@@ -163,7 +163,7 @@ func (c *checker) add(problems ...string) {
 // list returns the problems, the last entry counting those left out.
 func (c *checker) list() []string {
 	if c.extra > 0 {
-		return append(c.problems, consume.MoreProblems(c.extra))
+		return append(c.problems, validate.MoreProblems(c.extra))
 	}
 	return c.problems
 }

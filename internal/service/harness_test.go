@@ -121,10 +121,7 @@ func start(t *testing.T, o options) *harness {
 		t.Fatal(err)
 	}
 	h.calls = &countingCaller{next: upstream.NewAPIClient(upstream.APIConfig{BaseURL: base, Tokens: h.tokens, Client: client})}
-	validator, err := service.NewOpenAPIValidator(256 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	validator := service.NewOpenAPIValidator(256 << 10)
 	bridgeNC := h.ns.Connect()
 	if o.inbox != "" {
 		var err error

@@ -25,7 +25,7 @@
 //   - Every size is bounded: the body (Config.MaxBody, or less where the operation's request is small:
 //     Operation.MaxBody; else 413 before it is parsed), each string of the
 //     request (MaxValueBytes), each header the service reads, the problems listed in a refusal
-//     (consume.MaxProblems), and the requests each endpoint's subscription holds while its handler is
+//     (validate.MaxProblems), and the requests each endpoint's subscription holds while its handler is
 //     busy (micro's pending limits, derived from the body bound: beyond them the client drops requests
 //     rather than holding them in memory).
 //   - Every call that changes something upstream (create, update, delete, report) is logged at info as
@@ -55,6 +55,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -213,7 +214,7 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 
 // Subject is the subject the operation named op is served on.
-func (s *Service) Subject(op string) string { return s.cfg.Prefix + ".api." + op }
+func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, op) }
 
 // Ready reports whether the service is subscribed and answering.
 func (s *Service) Ready() bool { return s.up.Load() }

@@ -229,7 +229,7 @@ func TestBodyBound(t *testing.T) {
 
 // TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 413 under the default
 // bound (an endpoint whose request is a few members has a far smaller one), and, under a bound that lets
-// it in, a short 400 listing consume.MaxProblems problems and a count of the rest: never a reply beyond
+// it in, a short 400 listing validate.MaxProblems problems and a count of the rest: never a reply beyond
 // max_payload, never silence.
 func TestHostileBodies(t *testing.T) {
 	hostile := func(size int) string {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Layout names the bridge's three JetStream streams and their subjects (contract §4), and the lease
@@ -65,43 +67,30 @@ func (l Layout) MsgSizes() (events, reports, dlq int32) {
 	return events, reports, dlq
 }
 
-// StreamName returns PFX_<KIND>: the prefix upper-cased, characters other than [A-Z0-9] as "_".
-func (l Layout) StreamName(kind string) string {
-	pfx := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' {
-			return r - 'a' + 'A'
-		}
-		if r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, l.Prefix)
-	return pfx + "_" + kind
-}
+// StreamName returns PFX_<KIND>: the prefix upper-cased, characters other than [A-Z0-9] as "_"
+// (internal/subjects names them all).
+func (l Layout) StreamName(kind string) string { return subjects.Stream(l.Prefix, kind) }
 
 // Events, Reports and DLQ are the stream names.
-func (l Layout) Events() string  { return l.StreamName("EVENTS") }
-func (l Layout) Reports() string { return l.StreamName("REPORTS") }
-func (l Layout) DLQ() string     { return l.StreamName("DLQ") }
+func (l Layout) Events() string  { return subjects.EventsStream(l.Prefix) }
+func (l Layout) Reports() string { return subjects.ReportsStream(l.Prefix) }
+func (l Layout) DLQ() string     { return subjects.DLQStream(l.Prefix) }
 
 // Leases is the key-value bucket of the leader lease, PFX_LEASES.
-func (l Layout) Leases() string { return l.StreamName("LEASES") }
+func (l Layout) Leases() string { return subjects.LeaseBucket(l.Prefix) }
 
 // FenceSubject is P.leader, the base of the events stream's fence subjects P.leader.<n> (see
 // publish.FenceWidth) and P.leader.restart: every new leader stores a marker on each, and every event it
 // publishes is stored only while its marker is still the last message of the subject it checks, so a
 // former leader that was paused or cut off cannot add an event after another took over. They lie outside
 // P.events.>, so event consumers filtering on that never see them.
-func (l Layout) FenceSubject() string { return l.Prefix + ".leader" }
-
-// fenceFilter is the events stream's subject filter for the fence subjects, P.leader.>.
-func (l Layout) fenceFilter() string { return l.FenceSubject() + ".>" }
+func (l Layout) FenceSubject() string { return subjects.Fence(l.Prefix) }
 
 // ReportsSubject is P.reports, where producers publish reports.
-func (l Layout) ReportsSubject() string { return l.Prefix + ".reports" }
+func (l Layout) ReportsSubject() string { return subjects.Reports(l.Prefix) }
 
 // ReportsDLQSubject is P.dlq.reports, where rejected reports go.
-func (l Layout) ReportsDLQSubject() string { return l.Prefix + ".dlq.reports" }
+func (l Layout) ReportsDLQSubject() string { return subjects.DLQReports(l.Prefix) }
 
 // Configs returns the wanted configuration of the three streams. The events and dead-letter streams
 // discard their oldest messages when full (DiscardOld), so neither the event path nor a flood of dead
@@ -117,7 +106,7 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 	replicas := max(l.Replicas, 1)
 	events, reports, dlq := l.MsgSizes()
 	return []jetstream.StreamConfig{
-		{Name: l.Events(), Subjects: []string{l.Prefix + ".events.>", l.fenceFilter()},
+		{Name: l.Events(), Subjects: []string{subjects.Events(l.Prefix), subjects.FenceFilter(l.Prefix)},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			MaxMsgSize: events, MaxBytes: limit(l.EventsLimits.MaxBytes), MaxAge: l.EventsLimits.MaxAge,
 			Discard: jetstream.DiscardOld, AllowRollup: true,
@@ -127,7 +116,7 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 			MaxMsgSize: reports, MaxBytes: limit(l.ReportsLimits.MaxBytes), MaxAge: l.ReportsLimits.MaxAge,
 			Discard:     jetstream.DiscardNew,
 			Description: "tracking event reports waiting to be sent upstream"},
-		{Name: l.DLQ(), Subjects: []string{l.Prefix + ".dlq.>"}, Retention: jetstream.LimitsPolicy,
+		{Name: l.DLQ(), Subjects: []string{subjects.DLQ(l.Prefix)}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			MaxMsgSize: dlq, MaxBytes: limit(l.DLQLimits.MaxBytes), MaxAge: l.DLQLimits.MaxAge,
 			Discard:     jetstream.DiscardOld,
@@ -203,8 +192,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, l Layout, create bool,
 	log *slog.Logger) (jetstream.StreamConfig, error) {
 	var missing []string
-	if !slices.Contains(have.Subjects, l.fenceFilter()) {
-		missing = append(missing, "the subjects "+l.fenceFilter())
+	if !slices.Contains(have.Subjects, subjects.FenceFilter(l.Prefix)) {
+		missing = append(missing, "the subjects "+subjects.FenceFilter(l.Prefix))
 	}
 	if !have.AllowRollup {
 		missing = append(missing, "rollups (allow_rollup_hdrs)")
@@ -223,8 +212,8 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.S
 	}
 	upd := have
 	upd.Subjects = slices.Clone(have.Subjects)
-	if !slices.Contains(upd.Subjects, l.fenceFilter()) {
-		upd.Subjects = append(upd.Subjects, l.fenceFilter())
+	if !slices.Contains(upd.Subjects, subjects.FenceFilter(l.Prefix)) {
+		upd.Subjects = append(upd.Subjects, subjects.FenceFilter(l.Prefix))
 	}
 	upd.AllowRollup = true
 	s, err := js.UpdateStream(ctx, upd)

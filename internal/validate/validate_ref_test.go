@@ -1,8 +1,9 @@
-package consume
+package validate
 
-// Validate as it was before it was built from the OpenAPI document: the walker (now the fast path's,
-// fastpath.go) on a hand-written description of spec 2.17, walkerSchema. It is kept as a reference:
-// FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
+// Report as it was before it was built from the OpenAPI document (then consume.Validate): the walker (now
+// the fast path's, fastpath.go) on a hand-written description of spec 2.17, walkerSchema. It is kept as a
+// reference: FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
+// jsonschema_ref_test.go holds the other reference, the JSON Schema validator of issues 14 to 19.
 
 import (
 	"bytes"
@@ -10,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// validateWalker is Validate as it was: the same checks, done by walker against walkerSchema.
+// validateWalker is Report as it was: the same checks, done by walker against walkerSchema.
 func validateWalker(body []byte, maxBytes int) []string {
 	if maxBytes > 0 && len(body) > maxBytes {
 		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}

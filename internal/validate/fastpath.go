@@ -1,4 +1,4 @@
-package consume
+package validate
 
 import (
 	"bytes"

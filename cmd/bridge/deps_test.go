@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestNoOpenAPIAtStartUp: the daemon links no OpenAPI, YAML or JSON Schema library (validation checks
+// bodies against JSON Schema generated at build time, internal/validate), and none of the tools: the
+// simulator, the embedded nats-server, the benchmark.
+func TestNoOpenAPIAtStartUp(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("the go command is needed: %v", err)
+	}
+	out, err := exec.Command(goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, banned := range []string{
+			"github.com/getkin/kin-openapi", "github.com/santhosh-tekuri/jsonschema", "go.yaml.in/yaml",
+			"gopkg.in/yaml", "github.com/go-openapi/", "golang.org/x/text",
+			"github.com/nats-io/nats-server", "github.com/tracking-bridge/tracking-bridge/api",
+			"github.com/tracking-bridge/tracking-bridge/internal/sim", "github.com/tracking-bridge/tracking-bridge/internal/embedded",
+			"github.com/tracking-bridge/tracking-bridge/internal/bench",
+		} {
+			if strings.HasPrefix(pkg, banned) {
+				t.Errorf("the daemon links %s", pkg)
+			}
+		}
+	}
+}

@@ -1,0 +1,171 @@
+// Package validate checks the request bodies the bridge sends upstream on a client's behalf against the
+// OpenAPI document (package api): a TrackingEventReport (spec 2.17), which the report consumer
+// (internal/consume), the API service (internal/service) and package tracking's Reporter check alike, and
+// a BookingOrder (spec 2.4), which the API service checks before creating or updating an order.
+//
+// The document is converted at build time (schemagen, 'go generate ./internal/validate') into JSON
+// Schema with the bridge's policies, schemas.json, which this package embeds and checks bodies against
+// itself: neither the daemon nor a program importing package tracking links an OpenAPI, YAML or JSON
+// Schema library. It is a leaf: it imports the standard library and internal/rfc3339 only.
+//
+// Files: validate.go (Report, BookingOrder), schema.go (schemas.json and the check against it),
+// problems.go (their words and their order in the body), fastpath.go and fasttable.go (the walker that
+// accepts valid reports without decoding them).
+package validate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"unicode/utf8"
+)
+
+// MaxProblems bounds every problem list the bridge gives back, here Report's and BookingOrder's and in
+// the API service its refusals: further problems are counted in a last entry (MoreProblems), so that a
+// body of thousands of faults gets an answer of bounded size.
+const MaxProblems = 50
+
+// MoreProblems is the last entry of a problem list cut at MaxProblems: n problems were left out.
+func MoreProblems(n int) string { return fmt.Sprintf("and %d more problems", n) }
+
+// Report checks that body is a TrackingEventReport (spec 2.17) the upstream can be asked to take, and
+// returns every problem found, in the spirit of the spec's ApiResponseMessage ("event.timestamp is
+// missing"), or nil when there is none.
+//
+// The checks of the body's shape come from the TrackingEventReport schema of the OpenAPI document
+// (package api), converted into JSON Schema at build time: required fields (event, event.timestamp,
+// event.type, and order.orderId and order.positionId when order is given), the JSON type of every field
+// the spec describes at any depth, integers where the spec says int32, and the array limits of spec §8
+// (seals: at most 100 items). Optional fields may be null. Unknown fields are allowed, and so are values
+// of enumerations the spec does not list (the provider may add them; see schemagen's converter). Other
+// rules the upstream may apply are left to it; it answers them with 400 and its own messages.
+//
+// Checked by hand, because a schema cannot say them: the size (at most maxBytes bytes; no bound when
+// maxBytes <= 0), valid UTF-8, one JSON object and nothing after it, and the date-time format, RFC 3339
+// strictly (internal/rfc3339).
+//
+// A valid report is usually accepted by a walker on a field table derived from the same schema
+// (fastpath.go), without decoding it; the check against the schema decides on everything else.
+//
+// Problems are listed in the order of the body, a missing field at the end of its object; of a key given
+// twice, the last value counts, as encoding/json and the upstream read it. At most 50 are listed, then a
+// count of the rest. Quoted input values are cut to 40 characters and escaped, so a problem is safe to
+// put in a header or a log line. It is safe for concurrent use.
+func Report(body []byte, maxBytes int) []string {
+	if maxBytes > 0 && len(body) > maxBytes {
+		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return []string{"the report is empty; a TrackingEventReport JSON object is expected"}
+	}
+	if !utf8.Valid(body) {
+		return []string{"the report is not valid UTF-8"}
+	}
+	if fast := reportFields(); fast != nil && fastValid(body, fast) {
+		return nil
+	}
+	return reportBody.check(body)
+}
+
+// BookingOrder checks that body is a BookingOrder (spec 2.4) exactly as strictly as the document says
+// (null only where it says nullable; enumerations, string lengths, patterns, minimum and maximum), so that
+// the bridge refuses what the upstream would refuse and nothing more. It returns every problem in
+// Report's words ("unit.loadingState is missing"), in the order of the body, or nil when there is none.
+// It is safe for concurrent use.
+func BookingOrder(body []byte) []string {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return []string{orderBody.noun + " is empty; a " + orderBody.name + " JSON object is expected"}
+	}
+	if !utf8.Valid(body) {
+		return []string{orderBody.noun + " is not valid UTF-8"}
+	}
+	return orderBody.check(body)
+}
+
+// bodyType is a body the package checks: its schema's name in schemas.json and how problems name it.
+type bodyType struct {
+	name string // "TrackingEventReport"
+	noun string // "the report"
+}
+
+var (
+	reportBody = bodyType{"TrackingEventReport", "the report"}
+	orderBody  = bodyType{"BookingOrder", "the booking order"}
+)
+
+// check checks body, which is not empty and valid UTF-8, against the schema and words its problems.
+func (k bodyType) check(body []byte) []string { return k.checkWith(schemas()[k.name], body) }
+
+// checkWith is check against the schema root.
+func (k bodyType) checkWith(root *node, body []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
+	}
+	var ps []problem
+	root.check(m, "", "", &ps)
+	if len(ps) == 0 {
+		return nil
+	}
+	if len(ps) > 1 {
+		pos := positions(body, ps)
+		slices.SortStableFunc(ps, func(a, b problem) int { return pos.of(a) - pos.of(b) })
+	}
+	var p problems
+	for _, x := range ps {
+		p.addf("%s", x.text)
+	}
+	return p.list()
+}
+
+// syntaxError describes why body is not valid JSON, with the byte offset where it goes wrong. It is the
+// slow path, for bad input only.
+func syntaxError(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v any
+	err := dec.Decode(&v)
+	if err == nil {
+		return fmt.Sprintf("unexpected data after the value ending at byte %d", dec.InputOffset())
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "it ends in the middle of a value"
+	}
+	return err.Error()
+}
+
+// problems collects what Report finds.
+type problems struct {
+	msgs  []string
+	extra int
+}
+
+func (p *problems) addf(format string, args ...any) {
+	if len(p.msgs) < MaxProblems {
+		p.msgs = append(p.msgs, fmt.Sprintf(format, args...))
+	} else {
+		p.extra++
+	}
+}
+
+func (p *problems) list() []string {
+	if p.extra > 0 {
+		return append(p.msgs, MoreProblems(p.extra))
+	}
+	return p.msgs
+}
