@@ -249,14 +249,21 @@ func (s *Scanner) Skip() []byte {
 	if s.err != nil {
 		return nil
 	}
-	start := skipSpace(s.data, s.i)
-	i, err := skipValue(s.data, start, s.depth)
+	data := s.data
+	start := skipSpace(data, s.i)
+	if start < len(data) && data[start] == '"' { // the common case, inline: a string without escapes
+		if i := skipPlain(data, start+1); i < len(data) && data[i] == '"' {
+			s.i = i + 1
+			return data[start : i+1]
+		}
+	}
+	i, err := skipValue(data, start, s.depth)
 	if err != nil {
 		s.err = err
 		return nil
 	}
 	s.i = i
-	return s.data[start:i]
+	return data[start:i]
 }
 
 // End reports the first error, or an error when anything but white space follows the value read.

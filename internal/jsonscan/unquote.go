@@ -95,8 +95,11 @@ func Equal(raw []byte, esc bool, name string) bool {
 // equals name exactly or under Unicode case folding ("Stream" names "stream", and so does "ſtream", with
 // U+017F LATIN SMALL LETTER LONG S). It does not allocate for names up to ten characters.
 func EqualFold(raw []byte, esc bool, name string) bool {
-	if !esc && len(raw) == len(name) {
-		return string(raw) == name || bytes.EqualFold(raw, []byte(name))
+	if !esc {
+		// Without escapes, folding the body as it is gives the same as decoding it first (invalid UTF-8
+		// folds to nothing ASCII either way); a character that folds to an ASCII letter takes one to
+		// three bytes, so a shorter body cannot match.
+		return string(raw) == name || len(raw) >= len(name) && bytes.EqualFold(raw, []byte(name))
 	}
 	var buf [64]byte
 	d, ok := decodeName(buf[:0], raw, name)

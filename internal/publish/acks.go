@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
 
 // Outcomes of a publish, in the low bits of a slot's state word. acking is the reply handler's hold on a
@@ -163,7 +164,10 @@ func (a *acks) handle(m *nats.Msg) {
 	a.notify()
 }
 
-// ackResult returns whether a PubAck reports a duplicate, or why the publish failed.
+// ackResult returns whether a PubAck reports a duplicate, or why the publish failed. It reads the reply
+// as encoding/json decodes it into the struct of decodeAck (member names matched case-insensitively, the
+// last of duplicates counting, null leaving a field as it is), in one pass without decoding; a reply
+// with an "error" member, JetStream's refusal, is decoded in full (FuzzAckResult compares the two).
 func ackResult(m *nats.Msg) (duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
@@ -172,9 +176,49 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		}
 		return false, errBadAck
 	}
-	if ok, dup := plainPubAck(d); ok {
-		return dup, nil
+	var s jsonscan.Scanner
+	s.Reset(d)
+	if !s.Object() {
+		return false, errBadAck // not JSON, or not an object: no PubAck either way
 	}
+	stream := false
+	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
+		switch {
+		case jsonscan.EqualFold(key, esc, "stream"):
+			switch s.Kind() {
+			case jsonscan.String:
+				name, _ := s.String()
+				stream = len(name) > 0 // a non-empty body decodes to a non-empty name
+			case jsonscan.Null:
+				s.Skip()
+			default:
+				return false, errBadAck // not a string: encoding/json fails too
+			}
+		case jsonscan.EqualFold(key, esc, "duplicate"):
+			switch s.Kind() {
+			case jsonscan.True:
+				duplicate = true
+			case jsonscan.False:
+				duplicate = false
+			case jsonscan.Null:
+			default:
+				return false, errBadAck
+			}
+			s.Skip()
+		case jsonscan.EqualFold(key, esc, "error"):
+			return decodeAck(d)
+		default:
+			s.Skip()
+		}
+	}
+	if s.End() != nil || !stream {
+		return false, errBadAck
+	}
+	return duplicate, nil
+}
+
+// decodeAck decodes a reply in full: JetStream's error, or a PubAck.
+func decodeAck(d []byte) (duplicate bool, err error) {
 	var r struct {
 		Error     *jetstream.APIError `json:"error"`
 		Stream    string              `json:"stream"`
@@ -190,100 +234,4 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		return false, errBadAck
 	}
 	return r.Duplicate, nil
-}
-
-// plainPubAck reports whether d is certainly a PubAck, without decoding it: a valid JSON object whose
-// members are only the ones the server writes in a PubAck (stream, seq, domain, duplicate), spelled
-// exactly so and without escapes, with a non-empty stream name. encoding/json would match member names
-// case-insensitively and take the last of duplicates; anything of that kind, or any other member, goes to
-// the full decode instead. The fast path decides no case differently from that decode (FuzzAckError).
-// dup is whether the PubAck says "duplicate":true.
-func plainPubAck(d []byte) (ok, dup bool) {
-	if len(d) < 2 || d[0] != '{' || !json.Valid(d) {
-		return false, false
-	}
-	stream := false
-	i := 1
-	for {
-		// A member name: no white space in what the server writes, and no escapes here.
-		if i >= len(d) || d[i] != '"' {
-			return false, false
-		}
-		end := bytes.IndexByte(d[i+1:], '"')
-		if end < 0 {
-			return false, false
-		}
-		name := d[i+1 : i+1+end]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			return false, false
-		}
-		i += end + 2
-		if i >= len(d) || d[i] != ':' {
-			return false, false
-		}
-		i++
-		switch string(name) {
-		case "stream":
-			if stream || i >= len(d) || d[i] != '"' {
-				return false, false
-			}
-			n := bytes.IndexByte(d[i+1:], '"')
-			if n <= 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
-				return false, false
-			}
-			stream = true
-			i += n + 2
-		case "seq", "domain", "duplicate":
-			j := skipScalar(d, i)
-			if j < 0 {
-				return false, false
-			}
-			if string(name) == "duplicate" {
-				switch string(d[i:j]) {
-				case "true":
-					dup = true
-				case "false":
-					dup = false
-				default:
-					return false, false // the full decode decides
-				}
-			}
-			i = j
-		default:
-			return false, false
-		}
-		if i >= len(d) {
-			return false, false
-		}
-		switch d[i] {
-		case ',':
-			i++
-		case '}':
-			return stream && i == len(d)-1, dup
-		default:
-			return false, false
-		}
-	}
-}
-
-// skipScalar returns the index after the number, literal or escape-free string at d[i] of valid JSON, or
-// -1 for anything else.
-func skipScalar(d []byte, i int) int {
-	if i >= len(d) {
-		return -1
-	}
-	switch c := d[i]; {
-	case c == '"':
-		n := bytes.IndexByte(d[i+1:], '"')
-		if n < 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
-			return -1
-		}
-		return i + n + 2
-	case c == '{' || c == '[':
-		return -1
-	}
-	for i < len(d) && d[i] != ',' && d[i] != '}' && d[i] != ' ' && d[i] != '\t' && d[i] != '\n' && d[i] != '\r' {
-		i++
-	}
-	return i
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
 
 // benchEvent is a realistic tracking event of about 1 KB.
@@ -149,9 +150,9 @@ func TestScanEvent(t *testing.T) {
 		{"escape in key", `{"\q":1}`, Fields{}, "in string escape code"},
 
 		// Depth.
-		{"deep but allowed", `{"a":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"type":"deep"}`,
+		{"deep but allowed", `{"a":` + strings.Repeat("[", jsonscan.MaxDepth-1) + strings.Repeat("]", jsonscan.MaxDepth-1) + `,"type":"deep"}`,
 			Fields{Type: "deep", TypeKind: KindString}, ""},
-		{"too deep", `{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, Fields{}, "exceeded max depth"},
+		{"too deep", `{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`, Fields{}, "exceeded max depth"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,9 +230,9 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, got Fields, err error) 
 		if errors.Is(err, ErrNotObject) != valid {
 			t.Fatalf("ScanEvent(%q) error = %v; json.Valid = %v", data, err, valid)
 		}
-		var se *syntaxError
-		if errors.As(err, &se) && (se.off < 0 || se.off > len(data)) {
-			t.Fatalf("ScanEvent(%q) error offset %d out of range", data, se.off)
+		var se *jsonscan.SyntaxError
+		if errors.As(err, &se) && (se.Offset < 0 || se.Offset > len(data)) {
+			t.Fatalf("ScanEvent(%q) error offset %d out of range", data, se.Offset)
 		}
 		return
 	}
