@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -10,8 +11,121 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
+
+// The last step of Handle: the acknowledgements. Entries leave the window's front in publish order once
+// JetStream acknowledged them; a failure there starts recovery (recover.go).
+
+// settleReady pops the acknowledged entries off the front of the window, without waiting; an
+// acknowledgement overdue is a failure, which starts recovery.
+func (p *Publisher) settleReady(ctx context.Context) error {
+	for p.win.n > 0 {
+		if f := p.win.at(0); !p.settled(f) {
+			if time.Since(f.sent) < p.cfg.Timeout {
+				break
+			}
+			p.acks.fail(f.seq, errAckTimeout)
+		}
+		if err := p.settleFront(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleFront waits for the front entry of the window and pops it. A failure there starts recovery.
+func (p *Publisher) settleFront(ctx context.Context) error {
+	e := p.win.at(0)
+	if err := p.await(ctx, e); err != nil {
+		return err
+	}
+	if e.err != nil {
+		if p.fencedOut(e) {
+			return p.errFenced(e)
+		}
+		return p.recover(ctx)
+	}
+	p.pop()
+	return nil
+}
+
+// settled reports, without waiting, whether the entry's outcome is known.
+func (p *Publisher) settled(e *pending) bool {
+	if !e.done {
+		e.done, e.err = p.acks.outcome(e.seq)
+	}
+	return e.done
+}
+
+// await waits until the entry's outcome is known: its acknowledgement, a failure, or Timeout elapsed
+// since it was sent.
+func (p *Publisher) await(ctx context.Context, e *pending) error {
+	for !p.settled(e) {
+		left := p.cfg.Timeout - time.Since(e.sent)
+		if left <= 0 {
+			p.acks.fail(e.seq, errAckTimeout)
+			if p.settled(e) {
+				break
+			}
+			left = time.Millisecond // the reply handler holds the slot: its outcome is imminent
+		}
+		p.acks.waiting.Store(true)
+		if p.settled(e) { // an acknowledgement that came before waiting was announced
+			p.acks.waiting.Store(false)
+			return nil
+		}
+		p.win.timer.Reset(left)
+		select {
+		case <-p.acks.wake:
+		case <-p.win.timer.C:
+		case <-p.acks.status:
+			p.connectionLost()
+		case <-ctx.Done():
+		}
+		p.win.timer.Stop()
+		p.acks.waiting.Store(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// at returns the window's i-th entry from its front.
+func (w *window) at(i int) *pending { return &w.ring[(w.head+i)%len(w.ring)] }
+
+// pop removes the front entry, stored, from the window, and moves the resume point to it.
+func (p *Publisher) pop() {
+	e := p.win.at(0)
+	c := &p.cursor
+	// An id HTTP cannot carry as Last-Event-ID never becomes the resume point: the stream could not
+	// reconnect after it. The upstream replays from the last id it can carry instead, and the duplicate
+	// window (and after a restart, the skip list) recognises what is stored.
+	resumable := event.Resumable(e.resume)
+	if resumable {
+		c.resume = e.resume
+		if _, ok := ParseHeaderID(e.resumeH); ok {
+			// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message
+			// names the last id a restart can resume from, and the skip list covers the rest.
+			c.resumeHdr = e.resumeH
+		}
+		c.setLast(e.resume)
+	}
+	switch {
+	case !e.noID && resumable:
+		c.tail = c.tail[:0] // the resume point moved to this event's own id
+	case e.dead == nil && e.id != "":
+		if len(c.tail) >= 2*len(p.win.ring) { // bounded: beyond it, the duplicate window has to do
+			c.tail = append(c.tail[:0], c.tail[len(p.win.ring):]...)
+		}
+		c.tail = append(c.tail, e.id)
+	}
+	*e = pending{}
+	p.win.head = (p.win.head + 1) % len(p.win.ring)
+	p.win.n--
+}
 
 // Outcomes of a publish, in the low bits of a slot's state word. acking is the reply handler's hold on a
 // slot while it reads the slot's token (the publisher reuses a slot only once it is acked or failed).

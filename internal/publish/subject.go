@@ -42,18 +42,3 @@ func TypeToken(typ string, kind Kind) string {
 func tokenByte(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
-
-// headerValue removes control characters (which would break the NATS header block) from a header value.
-func headerValue(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return strings.Map(func(r rune) rune {
-				if r < 0x20 || r == 0x7f {
-					return -1
-				}
-				return r
-			}, s)
-		}
-	}
-	return s
-}
