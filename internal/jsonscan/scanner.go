@@ -1,5 +1,7 @@
 package jsonscan
 
+import "strconv"
+
 // Kind is the JSON type of the value the scanner is at.
 type Kind uint8
 
@@ -76,18 +78,16 @@ func (s *Scanner) Kind() Kind {
 }
 
 // Object enters the object that comes next; then Member steps through its members. It reports false
-// (and records an error) when no object comes next.
+// (and records an error, a *KindError for another value) when no object comes next.
 func (s *Scanner) Object() bool { return s.open(Object) }
 
 // Array enters the array that comes next; then Elem steps through its elements. It reports false (and
-// records an error) when no array comes next.
+// records an error, a *KindError for another value) when no array comes next.
 func (s *Scanner) Array() bool { return s.open(Array) }
 
 func (s *Scanner) open(k Kind) bool {
 	if got := s.Kind(); got != k {
-		if got != Invalid {
-			s.err = errChar(s.data, s.i, "looking for beginning of "+kindNames[k])
-		}
+		s.notA(got, k)
 		return false
 	}
 	if s.depth++; s.depth > MaxDepth {
@@ -98,8 +98,6 @@ func (s *Scanner) open(k Kind) bool {
 	s.first = true
 	return true
 }
-
-var kindNames = [...]string{Object: "object", Array: "array", String: "string", Number: "number"}
 
 // Member reads the next member's key of the object entered by Object, up to its value, which the caller
 // then reads (with Kind, String, Skip, ...) before calling Member again. key is the key's body between
@@ -197,10 +195,10 @@ func (s *Scanner) Elem() bool {
 
 // String reads the string that comes next and returns its body between the quotes, undecoded, and
 // whether it holds a backslash escape; Unquote decodes it. When no string comes next it records an
-// error and returns nil.
+// error (a *KindError for another value) and returns nil.
 func (s *Scanner) String() (raw []byte, esc bool) {
-	if s.Kind() != String {
-		s.notA(String)
+	if k := s.Kind(); k != String {
+		s.notA(k, String)
 		return nil, false
 	}
 	data, n := s.data, len(s.data)
@@ -220,10 +218,10 @@ func (s *Scanner) String() (raw []byte, esc bool) {
 }
 
 // Number reads the number that comes next and returns it as written. When no number comes next it
-// records an error and returns nil.
+// records an error (a *KindError for another value) and returns nil.
 func (s *Scanner) Number() []byte {
-	if s.Kind() != Number {
-		s.notA(Number)
+	if k := s.Kind(); k != Number {
+		s.notA(k, Number)
 		return nil
 	}
 	start := s.i
@@ -236,12 +234,34 @@ func (s *Scanner) Number() []byte {
 	return s.data[start:i]
 }
 
-// notA records that the value at s.i, valid or not, is not of kind k.
-func (s *Scanner) notA(k Kind) {
+// notA records that the value at s.i is of kind got, not want (unless Kind recorded a syntax error).
+func (s *Scanner) notA(got, want Kind) {
 	if s.err == nil {
-		s.err = errChar(s.data, s.i, "looking for beginning of "+kindNames[k])
+		s.err = &KindError{Offset: s.i, Got: got, Want: want}
 	}
 }
+
+// KindError reports a value of another kind than the caller asked for (with String, Number, Object or
+// Array): the input may well be valid JSON.
+type KindError struct {
+	Offset    int
+	Got, Want Kind
+}
+
+func (e *KindError) Error() string {
+	return e.Got.String() + " at byte " + strconv.Itoa(e.Offset) + " where " + e.Want.String() + " was expected"
+}
+
+// String names the kind as a message does: "an object", "a string", "true", ...
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+var kindNames = [...]string{Invalid: "no value", Object: "an object", Array: "an array", String: "a string",
+	Number: "a number", True: "true", False: "false", Null: "null"}
 
 // Skip reads the value that comes next, whatever it is, and returns it as written (without the white
 // space around it). Literals (true, false, null) are read with Skip too.

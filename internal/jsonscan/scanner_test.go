@@ -129,8 +129,9 @@ func TestWrongKind(t *testing.T) {
 		var s Scanner
 		s.Reset([]byte(`true`))
 		read(&s)
-		if s.Err() == nil {
-			t.Error("reading true as another kind succeeded")
+		var ke *KindError
+		if !errors.As(s.Err(), &ke) || ke.Got != True || ke.Offset != 0 {
+			t.Errorf("reading true as another kind: %v", s.Err())
 		}
 	}
 }
