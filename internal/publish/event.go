@@ -14,7 +14,6 @@ import (
 // inbound is an event as read: its data scanned once (ScanEvent), its id and type token, and where it
 // sat in the stream. The later steps take everything they need about the event from here.
 type inbound struct {
-	ev     *event.Event
 	fields Fields // ScanEvent's result for the data
 	err    error  // ScanEvent's error: the data is not a JSON object
 	// rawID is the event's id: its SSE id, else its JSON "id", else the digest of its data; id is rawID
@@ -41,9 +40,9 @@ type streamPos struct {
 func (s *streamPos) reset(id string) { s.id, s.n = id, 0 }
 
 // read reads an event: its data is scanned once here, whether the event is then found stored, sent or
-// dead-lettered.
+// dead-lettered. (The result does not point to ev, which keeps Handle's event off the heap.)
 func (p *Publisher) read(ev *event.Event) inbound {
-	in := inbound{ev: ev}
+	var in inbound
 	if ev.ResumeID != p.pos.id {
 		// Position 0 is the message that set the id: this one, or a block without data before it (never
 		// handed over), which a reconnect after that id would not replay either.

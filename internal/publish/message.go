@@ -68,11 +68,10 @@ type messages struct {
 	eventsMax, dlqMax int64
 }
 
-// build makes the entry's message for the event read: on P.events.<TYPE>, or a dead letter on
-// P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
-// which for an event is m.msg, valid until the next build.
-func (p *Publisher) build(e *pending, in *inbound) *nats.Msg {
-	ev := in.ev
+// build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>, or a dead letter
+// on P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
+// which for an event is messages.msg, valid until the next build.
+func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	if ev.Oversize > 0 {
 		d := struct {
 			Error string `json:"error"`

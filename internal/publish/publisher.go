@@ -99,7 +99,7 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 		e.id = in.id // stored already: nothing to send, but a later replay may repeat it (tail)
 		p.dups.skipped(in.token, in.id)
 	} else {
-		m = p.build(&e, &in)
+		m = p.build(&e, &ev, &in)
 	}
 	p.send(&e, m)
 	return p.settleReady(ctx)
