@@ -1,7 +1,7 @@
 package publish
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -10,7 +10,122 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
+
+// The last step of Handle: the acknowledgements. Entries leave the window's front in publish order once
+// JetStream acknowledged them; a failure there starts recovery (recover.go).
+
+// settleReady pops the acknowledged entries off the front of the window, without waiting; an
+// acknowledgement overdue is a failure, which starts recovery.
+func (p *Publisher) settleReady(ctx context.Context) error {
+	for p.win.n > 0 {
+		if f := p.win.at(0); !p.settled(f) {
+			if time.Since(f.sent) < p.cfg.Timeout {
+				break
+			}
+			p.acks.fail(f.seq, errAckTimeout)
+		}
+		if err := p.settleFront(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleFront waits for the front entry of the window and pops it. A failure there starts recovery.
+func (p *Publisher) settleFront(ctx context.Context) error {
+	e := p.win.at(0)
+	if err := p.await(ctx, e); err != nil {
+		return err
+	}
+	if e.err != nil {
+		if p.fencedOut(e) {
+			return p.errFenced(e)
+		}
+		return p.recover(ctx)
+	}
+	p.pop()
+	return nil
+}
+
+// settled reports, without waiting, whether the entry's outcome is known.
+func (p *Publisher) settled(e *pending) bool {
+	if !e.done {
+		e.done, e.err = p.acks.outcome(e.seq)
+	}
+	return e.done
+}
+
+// await waits until the entry's outcome is known: its acknowledgement, a failure, or Timeout elapsed
+// since it was sent.
+func (p *Publisher) await(ctx context.Context, e *pending) error {
+	for !p.settled(e) {
+		left := p.cfg.Timeout - time.Since(e.sent)
+		if left <= 0 {
+			p.acks.fail(e.seq, errAckTimeout)
+			if p.settled(e) {
+				break
+			}
+			left = time.Millisecond // the reply handler holds the slot: its outcome is imminent
+		}
+		p.acks.waiting.Store(true)
+		if p.settled(e) { // an acknowledgement that came before waiting was announced
+			p.acks.waiting.Store(false)
+			return nil
+		}
+		p.win.timer.Reset(left)
+		select {
+		case <-p.acks.wake:
+		case <-p.win.timer.C:
+		case <-p.acks.status:
+			p.connectionLost()
+		case <-ctx.Done():
+		}
+		p.win.timer.Stop()
+		p.acks.waiting.Store(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// at returns the window's i-th entry from its front.
+func (w *window) at(i int) *pending { return &w.ring[(w.head+i)%len(w.ring)] }
+
+// pop removes the front entry, stored, from the window, and moves the resume point to it.
+func (p *Publisher) pop() {
+	e := p.win.at(0)
+	c := &p.cursor
+	// An id HTTP cannot carry as Last-Event-ID never becomes the resume point: the stream could not
+	// reconnect after it. The upstream replays from the last id it can carry instead, and the duplicate
+	// window (and after a restart, the skip list) recognises what is stored.
+	resumable := event.Resumable(e.resume)
+	if resumable {
+		c.resume = e.resume
+		if _, ok := ParseHeaderID(e.resumeH); ok {
+			// A digest (an id too long to keep) never becomes Bridge-Resume-After: the next message
+			// names the last id a restart can resume from, and the skip list covers the rest.
+			c.resumeHdr = e.resumeH
+		}
+		c.setLast(e.resume)
+	}
+	switch {
+	case !e.noID && resumable:
+		c.tail = c.tail[:0] // the resume point moved to this event's own id
+	case e.dead == nil && e.id != "":
+		if len(c.tail) >= 2*len(p.win.ring) { // bounded: beyond it, the duplicate window has to do
+			c.tail = append(c.tail[:0], c.tail[len(p.win.ring):]...)
+		}
+		c.tail = append(c.tail, e.id)
+	}
+	*e = pending{}
+	p.win.head = (p.win.head + 1) % len(p.win.ring)
+	p.win.n--
+}
 
 // Outcomes of a publish, in the low bits of a slot's state word. acking is the reply handler's hold on a
 // slot while it reads the slot's token (the publisher reuses a slot only once it is acked or failed).
@@ -163,7 +278,10 @@ func (a *acks) handle(m *nats.Msg) {
 	a.notify()
 }
 
-// ackResult returns whether a PubAck reports a duplicate, or why the publish failed.
+// ackResult returns whether a PubAck reports a duplicate, or why the publish failed. It reads the reply
+// as encoding/json decodes it into the struct of decodeAck (member names matched case-insensitively, the
+// last of duplicates counting, null leaving a field as it is), in one pass without decoding; a reply
+// with an "error" member, JetStream's refusal, is decoded in full (FuzzAckResult compares the two).
 func ackResult(m *nats.Msg) (duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
@@ -172,9 +290,49 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		}
 		return false, errBadAck
 	}
-	if ok, dup := plainPubAck(d); ok {
-		return dup, nil
+	var s jsonscan.Scanner
+	s.Reset(d)
+	if !s.Object() {
+		return false, errBadAck // not JSON, or not an object: no PubAck either way
 	}
+	stream := false
+	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
+		switch {
+		case jsonscan.EqualFold(key, esc, "stream"):
+			switch s.Kind() {
+			case jsonscan.String:
+				name, _ := s.String()
+				stream = len(name) > 0 // a non-empty body decodes to a non-empty name
+			case jsonscan.Null:
+				s.Skip()
+			default:
+				return false, errBadAck // not a string: encoding/json fails too
+			}
+		case jsonscan.EqualFold(key, esc, "duplicate"):
+			switch s.Kind() {
+			case jsonscan.True:
+				duplicate = true
+			case jsonscan.False:
+				duplicate = false
+			case jsonscan.Null:
+			default:
+				return false, errBadAck
+			}
+			s.Skip()
+		case jsonscan.EqualFold(key, esc, "error"):
+			return decodeAck(d)
+		default:
+			s.Skip()
+		}
+	}
+	if s.End() != nil || !stream {
+		return false, errBadAck
+	}
+	return duplicate, nil
+}
+
+// decodeAck decodes a reply in full: JetStream's error, or a PubAck.
+func decodeAck(d []byte) (duplicate bool, err error) {
 	var r struct {
 		Error     *jetstream.APIError `json:"error"`
 		Stream    string              `json:"stream"`
@@ -190,100 +348,4 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		return false, errBadAck
 	}
 	return r.Duplicate, nil
-}
-
-// plainPubAck reports whether d is certainly a PubAck, without decoding it: a valid JSON object whose
-// members are only the ones the server writes in a PubAck (stream, seq, domain, duplicate), spelled
-// exactly so and without escapes, with a non-empty stream name. encoding/json would match member names
-// case-insensitively and take the last of duplicates; anything of that kind, or any other member, goes to
-// the full decode instead. The fast path decides no case differently from that decode (FuzzAckResult).
-// dup is whether the PubAck says "duplicate":true.
-func plainPubAck(d []byte) (ok, dup bool) {
-	if len(d) < 2 || d[0] != '{' || !json.Valid(d) {
-		return false, false
-	}
-	stream := false
-	i := 1
-	for {
-		// A member name: no white space in what the server writes, and no escapes here.
-		if i >= len(d) || d[i] != '"' {
-			return false, false
-		}
-		end := bytes.IndexByte(d[i+1:], '"')
-		if end < 0 {
-			return false, false
-		}
-		name := d[i+1 : i+1+end]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			return false, false
-		}
-		i += end + 2
-		if i >= len(d) || d[i] != ':' {
-			return false, false
-		}
-		i++
-		switch string(name) {
-		case "stream":
-			if stream || i >= len(d) || d[i] != '"' {
-				return false, false
-			}
-			n := bytes.IndexByte(d[i+1:], '"')
-			if n <= 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
-				return false, false
-			}
-			stream = true
-			i += n + 2
-		case "seq", "domain", "duplicate":
-			j := skipScalar(d, i)
-			if j < 0 {
-				return false, false
-			}
-			if string(name) == "duplicate" {
-				switch string(d[i:j]) {
-				case "true":
-					dup = true
-				case "false":
-					dup = false
-				default:
-					return false, false // the full decode decides
-				}
-			}
-			i = j
-		default:
-			return false, false
-		}
-		if i >= len(d) {
-			return false, false
-		}
-		switch d[i] {
-		case ',':
-			i++
-		case '}':
-			return stream && i == len(d)-1, dup
-		default:
-			return false, false
-		}
-	}
-}
-
-// skipScalar returns the index after the number, literal or escape-free string at d[i] of valid JSON, or
-// -1 for anything else.
-func skipScalar(d []byte, i int) int {
-	if i >= len(d) {
-		return -1
-	}
-	switch c := d[i]; {
-	case c == '"':
-		n := bytes.IndexByte(d[i+1:], '"')
-		if n < 0 || bytes.IndexByte(d[i+1:i+1+n], '\\') >= 0 {
-			return -1
-		}
-		return i + n + 2
-	case c == '{' || c == '[':
-		return -1
-	}
-	for i < len(d) && d[i] != ',' && d[i] != '}' && d[i] != ' ' && d[i] != '\t' && d[i] != '\n' && d[i] != '\r' {
-		i++
-	}
-	return i
 }

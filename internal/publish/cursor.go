@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,61 +12,60 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
-// skipped reports whether the event was found stored beyond the cursor (at start-up, or in the tail at a
-// reconnect), and its Nats-Msg-Id then. sc is the event's scan, shared with prepare.
-func (p *Publisher) skipped(ev *event.Event, sc *eventScan) (string, bool) {
-	if p.skip == nil {
-		return "", false
-	}
-	if p.skipTTL--; p.skipTTL <= 0 || len(p.skip) == 0 {
-		p.skip = nil
-		return "", false
-	}
-	id := eventKey(ev, sc)
-	if _, ok := p.skip[id]; !ok || id == "" {
-		return "", false
-	}
-	delete(p.skip, id)
-	return id, true
+// cursor is where the upstream stream resumes: the id after which every event is stored, and the events
+// stored beyond it that the upstream will replay (found in the events stream at start-up, or handed over
+// since the last event with an id of its own).
+type cursor struct {
+	loaded    bool                // read from the events stream (loadCursor)
+	resume    string              // the stream id up to which everything is stored
+	resumeHdr string              // resume as it travels in headers (HeaderID)
+	skip      map[string]struct{} // ids stored beyond the resume point: found at start-up, or tail at a reconnect
+	skipTTL   int
+	// tail holds the ids of the events stored since the last one that came with an SSE id of its own:
+	// the events without one resume after the id before them, so a reconnect replays them.
+	tail []string
+
+	mu   sync.Mutex // guards last, read by LastResumeID from other goroutines
+	last string
 }
 
-// skippedType returns the type token of an event skipped as stored, for the duplicates' log line: "" when
-// its data is not a JSON object.
-func skippedType(sc *eventScan) string {
-	f, err := sc.fields()
-	if err != nil {
-		return ""
-	}
-	return TypeToken(f.Type, f.TypeKind)
+// setLast records the id LastResumeID returns.
+func (c *cursor) setLast(id string) {
+	c.mu.Lock()
+	c.last = id
+	c.mu.Unlock()
 }
 
-// skipAll adds ids to the skip list, for as long as the upstream's replay of them may take.
-func (p *Publisher) skipAll(ids []string) {
+// stored reports whether the event with Nats-Msg-Id id ("": none) was found stored beyond the resume
+// point (at start-up, or in the tail at a reconnect), and takes it off the skip list.
+func (c *cursor) stored(id string) bool {
+	if c.skip == nil {
+		return false
+	}
+	if c.skipTTL--; c.skipTTL <= 0 || len(c.skip) == 0 {
+		c.skip = nil
+		return false
+	}
+	if _, ok := c.skip[id]; !ok || id == "" {
+		return false
+	}
+	delete(c.skip, id)
+	return true
+}
+
+// skipAll adds ids to the skip list, for as long as the upstream's replay of them may take: window is
+// the publisher's window size.
+func (c *cursor) skipAll(ids []string, window int) {
 	if len(ids) == 0 {
 		return
 	}
-	if p.skip == nil {
-		p.skip = make(map[string]struct{}, len(ids))
+	if c.skip == nil {
+		c.skip = make(map[string]struct{}, len(ids))
 	}
 	for _, id := range ids {
-		p.skip[id] = struct{}{}
+		c.skip[id] = struct{}{}
 	}
-	p.skipTTL = 4*len(p.skip) + len(p.ring)
-}
-
-// eventKey returns the Nats-Msg-Id an event will be stored under without building the message, when
-// cheap. An event without an SSE id is scanned for its JSON id; sc keeps that scan for prepare.
-func eventKey(ev *event.Event, sc *eventScan) string {
-	if ev.ID != "" {
-		return HeaderID(ev.ID)
-	}
-	if ev.Oversize > 0 {
-		return ""
-	}
-	if f, err := sc.fields(); err == nil && f.ID != "" {
-		return HeaderID(f.ID)
-	}
-	return digest(ev.Data)
+	c.skipTTL = 4*len(c.skip) + window
 }
 
 // loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
@@ -82,11 +82,11 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 	}
-	p.eventsMax = max(int64(info.Config.MaxMsgSize), 0)
+	p.msgs.eventsMax = max(int64(info.Config.MaxMsgSize), 0)
 	p.readDLQLimit(ctx)
 	st := info.State
 	// The newest message on P.events.>: the fence's markers after it are not read one by one.
-	last, err := lastSeqOf(ctx, s, p.events+">")
+	last, err := lastSeqOf(ctx, s, p.msgs.events+">")
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 	}
@@ -119,13 +119,13 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		p.log.Info("events stream holds no event; starting from the upstream's beginning", "stream", p.cfg.EventsStream)
 		return nil
 	}
-	limit := uint64(2*len(p.ring) + 1000)
+	limit := uint64(2*len(p.win.ring) + 1000)
 	var after string
 	skip := map[string]struct{}{}
 	found, newest := false, false
-	more := len(p.ring) // messages read past the resume point's own (see below)
-	read := uint64(0)   // messages read (the fence's markers are not: the reader's filter leaves them out)
-	tail := newTailReader(s, p.events+">", st.FirstSeq, last, uint64(2*len(p.ring)+FenceWidth))
+	more := len(p.win.ring) // messages read past the resume point's own (see below)
+	read := uint64(0)       // messages read (the fence's markers are not: the reader's filter leaves them out)
+	tail := newTailReader(s, p.msgs.events+">", st.FirstSeq, last, uint64(2*len(p.win.ring)+FenceWidth))
 	for read < limit && more > 0 {
 		m, ok, err := tail.next(ctx)
 		if err != nil {
@@ -174,37 +174,27 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			"stream", p.cfg.EventsStream, "resume_after", after)
 		resume, after = "", ""
 	}
-	p.resume, p.resumeHdr = resume, after
-	p.posID, p.posN = resume, 0
-	p.setLastResume(resume)
+	c := &p.cursor
+	c.resume, c.resumeHdr = resume, after
+	p.pos.reset(resume)
+	c.setLast(resume)
 	if len(skip) > 0 {
-		p.skip, p.skipTTL = skip, 4*len(skip)+len(p.ring)
+		c.skip, c.skipTTL = skip, 4*len(skip)+len(p.win.ring)
 	}
-	p.tail = p.tail[:0]
+	c.tail = c.tail[:0]
 	p.log.Info("resuming", "resume_after", after, "stored_beyond", len(skip), "stream", p.cfg.EventsStream)
 	return nil
-}
-
-// lastSeqOf returns the sequence of the stream's newest message on subject (a filter), 0 when none.
-func lastSeqOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, error) {
-	m, err := s.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return m.Sequence, nil
 }
 
 // restartAt sets the cursor to a restart directive's resume point (header form, "" for the beginning),
 // with nothing to skip: the upstream's replay is stored again, beyond the duplicate window.
 func (p *Publisher) restartAt(after string) error {
 	resume, _ := ParseHeaderID(after)
-	p.resume, p.resumeHdr = resume, after
-	p.posID, p.posN = resume, 0
-	p.setLastResume(resume)
-	p.skip, p.tail = nil, p.tail[:0]
+	c := &p.cursor
+	c.resume, c.resumeHdr = resume, after
+	p.pos.reset(resume)
+	c.setLast(resume)
+	c.skip, c.tail = nil, c.tail[:0]
 	if after == "" {
 		p.log.Warn("restarting the upstream stream from its beginning, as requested", "stream", p.cfg.EventsStream)
 	} else {
@@ -231,17 +221,4 @@ func (p *Publisher) takeDirective(ctx context.Context, seq uint64) (ok bool, err
 		return false, nil
 	}
 	return false, fmt.Errorf("recording the restart directive as taken: %w", err)
-}
-
-// foreign reports whether a message in the events stream was published by another client than the
-// bridge: the bridge's carry the event id as both Nats-Msg-Id and Tracking-Event-Id. A message with a
-// Tracking-Event-Id and no Nats-Msg-Id counts as the bridge's: resuming after it as it stands is the best
-// guess.
-func foreign(h nats.Header) bool {
-	id := h.Get(HeaderEventID)
-	if id == "" {
-		return true
-	}
-	msgID := h.Get(HeaderMsgID)
-	return msgID != "" && msgID != id
 }

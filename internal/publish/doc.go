@@ -1,11 +1,29 @@
 // Package publish owns JetStream publishing of tracking events. It knows nothing about HTTP; the stream
 // layout comes from internal/streams and the dead-letter headers and size bounds from internal/deadletter.
 //
-// Files: options.go (Config, Observer, the dead-letter reasons), publisher.go (Publisher: Handle, Resume,
-// Run), window.go (the asynchronous publish window and its settling), acks.go (JetStream's
-// acknowledgements, matched to the window), recover.go (sending failed publishes again with the same
-// Nats-Msg-Id), cursor.go (the resume cursor read from the events stream, and the events to skip after a
-// restart), message.go (an event's message and subject), headers.go (its headers and how ids travel in
-// them), deadletter.go (events that cannot be published as such: not JSON, oversize, too large for NATS),
-// scan.go and jsonlex.go (ScanEvent), subject.go (type tokens), errors.go (sentinel errors).
+// # The walk of one event
+//
+// Publisher.Handle (publisher.go) takes one SSE event through four steps, one file each, in one
+// direction. Each step owns its part of the publisher's state.
+//
+//  1. event.go reads the event: its data is scanned once (ScanEvent, in scan.go, with internal/jsonscan),
+//     its id is chosen (the SSE id, else the JSON "id", else a digest of the data) in the form it travels
+//     in headers (HeaderID), its type token taken (subject.go), and its place in the stream noted.
+//     cursor.go then says whether it is stored already, beyond the resume point (after a restart or a
+//     reconnect, the upstream replays such events): nothing is sent for it.
+//  2. message.go builds its message: the subject P.events.<TYPE> and every header (ids, type, the
+//     CloudEvents attributes, Bridge-Resume-After, the fence's check); or, when the data is not a JSON
+//     object or too large for the stream, a dead letter for P.dlq.events that stands for it.
+//  3. send.go adds the entry to the window, the events in flight in publish order, and publishes the
+//     message asynchronously, with a reply subject that names the entry.
+//  4. acks.go takes JetStream's answers: the reply handler records each entry's outcome, and entries leave
+//     the window's front in publish order once stored, moving the resume point (cursor.go's state).
+//
+// Before step 1, Handle waits while the window is full: that is step 4 for earlier events. A failed or
+// unanswered publish is sent again with the same Nats-Msg-Id (recover.go), after looking the events
+// stream up for it (tail.go).
+//
+// Around the walk: options.go (Config, Observer, the dead-letter reasons), cursor.go (the resume cursor,
+// read from the events stream by the first Resume, and the events to skip), fence.go (Claim, the markers
+// that fence a former leader out, and restart directives), errors.go (sentinel errors).
 package publish

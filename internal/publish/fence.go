@@ -91,6 +91,7 @@ func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error
 	}
 	f.stored(seqs, at)
 	p.fence = f
+	p.win.limit = min(len(p.win.ring), FenceWidth)
 	p.log.Info("fence claimed", "subjects", p.cfg.FenceSubject+".>", "first_seq", seqs[0], "last_seq", seqs[FenceWidth-1])
 	return nil
 }
@@ -128,7 +129,7 @@ func (p *Publisher) keepFence(ctx context.Context) error {
 	if !aging && !(full && p.fence.oldest < st.FirstSeq+(st.LastSeq-st.FirstSeq)/2) {
 		return nil
 	}
-	for p.n > 0 {
+	for p.win.n > 0 {
 		if err := p.settleFront(ctx); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 
 // BenchmarkPublisherFence measures the publisher with and without the fence (contract §6), on one server
 // and on an R3 stream of a 3-node cluster: events of about 400 bytes handed to Handle, then Resume, as the
-// stream does. On R3 the fenced publisher sends one event at a time (see Publisher.serial). Figures go to
+// stream does. The fenced publisher has at most FenceWidth events in flight (see FenceWidth). Figures go to
 // docs/performance.md; run: go test -run '^$' -bench PublisherFence -benchtime 20000x ./internal/publish/
 func BenchmarkPublisherFence(b *testing.B) {
 	for _, backend := range []string{"server", "R3"} {

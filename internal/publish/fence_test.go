@@ -301,7 +301,7 @@ func TestRestartDirective(t *testing.T) {
 		}
 	}
 	p, after := lead("b")
-	if after != "e-03" || len(p.skip) > 0 {
+	if after != "e-03" || len(p.cursor.skip) > 0 {
 		t.Fatalf("next leader resumes after %q, want e-03", after)
 	}
 	for i := 4; i < 12; i++ { // the upstream's replay after e-03: stored again (beyond the window)
@@ -313,19 +313,19 @@ func TestRestartDirective(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, after := lead("c")
-	if _, skips := c.skip["e-11"]; !skips {
+	if _, skips := c.cursor.skip["e-11"]; !skips {
 		t.Errorf("a leader after the replay resumes after %q without skipping e-11: the directive still applies", after)
 	}
 
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", true); err != nil {
 		t.Fatal(err)
 	}
-	if d, after := lead("d"); after != "" || len(d.skip) > 0 {
+	if d, after := lead("d"); after != "" || len(d.cursor.skip) > 0 {
 		t.Errorf("after a restart from the beginning the leader resumes after %q, want \"\"", after)
 	}
 	// A directive whose replay stores nothing (all within the duplicate window here: none) is taken once.
-	if e, after := lead("e"); after == "" || len(e.skip) == 0 {
-		t.Errorf("the next leader resumes after %q skipping %d: the directive from the beginning was taken twice", after, len(e.skip))
+	if e, after := lead("e"); after == "" || len(e.cursor.skip) == 0 {
+		t.Errorf("the next leader resumes after %q skipping %d: the directive from the beginning was taken twice", after, len(e.cursor.skip))
 	}
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
 		t.Error("a restart without an id nor the beginning was accepted")

@@ -1,40 +1,77 @@
 package publish
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
-// eventScan is ScanEvent's result for an event's data, computed at most once: after a restart the skip
-// check (eventKey) may need the event's JSON id before prepare needs its other fields.
-type eventScan struct {
-	data []byte
-	f    Fields
-	err  error
-	done bool
+// The second step of Handle: the NATS message of an event, with its subject and every header, or the
+// dead letter that stands for it when it cannot go to P.events.* as it is.
+
+// Message headers set on every event (contract §3), plus the bridge's own resume header.
+const (
+	HeaderMsgID     = "Nats-Msg-Id"
+	HeaderEventID   = "Tracking-Event-Id"
+	HeaderEventType = "Tracking-Event-Type"
+	// HeaderResumeAfter names the stream id after which resuming loses nothing: when the message was sent,
+	// every event up to that id was acknowledged by JetStream. The resume cursor is built from it.
+	HeaderResumeAfter = "Bridge-Resume-After"
+	// HeaderStreamID carries the message's own SSE resume id when it differs from its event id (an SSE
+	// message without an id: line).
+	HeaderStreamID = "Bridge-Stream-Id"
+)
+
+// Bounds of headers whose values come from the upstream's data, which keep every header block far below
+// deadletter.MaxHeaderBlock.
+const (
+	maxNameHeader = 256  // Sse-Event of a dead letter
+	maxTypeHeader = 1024 // Tracking-Event-Type
+	maxTimeHeader = 64   // ce-time: an RFC 3339 time with nanoseconds takes 35 bytes
+)
+
+// message is what a window entry sends: an event on P.events.<TYPE>, whose headers are made from these
+// fields at each send (fill), or a dead letter on P.dlq.events, built once.
+type message struct {
+	subject string // "" for an entry with nothing to send (found already stored)
+	token   string // type token, "" for dead letters
+	id      string // Nats-Msg-Id, Tracking-Event-Id and ce-id (header form)
+	name    string // the SSE event name
+	typ     string // Tracking-Event-Type, when hasType
+	hasType bool
+	time    string // ce-time, "" if none
+	after   string // Bridge-Resume-After (header form): what was stored when the entry was made
+	ownID   string // Bridge-Stream-Id (header form), "" if none
+	data    []byte
+	dead    *nats.Msg // a dead letter, built once
 }
 
-// fields returns ScanEvent(data), scanning on the first call only.
-func (s *eventScan) fields() (Fields, error) {
-	if !s.done {
-		s.f, s.err = ScanEvent(s.data)
-		s.done = true
-	}
-	return s.f, s.err
+// messages is the state of the message step: the subjects, the message of every first send with its
+// header set (reused: nats.go serialises the headers inside PublishMsg, so they are free again when it
+// returns), and the size limits messages must fit.
+type messages struct {
+	events string // "P.events."
+	dlq    string // "P.dlq.events"
+	hdr    *headerSet
+	msg    nats.Msg
+	// The max_msg_size of the events and dead-letter streams (0: none), read at start-up and again when
+	// JetStream refuses a message as too large.
+	eventsMax, dlqMax int64
 }
 
-// prepare fills the entry for an event: a message on P.events.<TYPE>, or a dead letter on P.dlq.events.
-// sc is the event's scan (eventScan over ev.Data).
-func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
+// build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>, or a dead letter
+// on P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
+// which for an event is messages.msg, valid until the next build.
+func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	if ev.Oversize > 0 {
 		d := struct {
 			Error string `json:"error"`
@@ -49,38 +86,26 @@ func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", event.MaxLines)
 			d.Error = reason + "; its data was dropped"
 		}
-		if ev.ID != "" {
-			d.ID = HeaderID(ev.ID)
+		if in.id != "" {
+			d.ID = in.id
 		} else {
-			d.After = &position{ResumeID: e.resumeH, Index: p.posN}
+			d.After = &position{ResumeID: e.resumeH, Index: in.index}
 		}
 		desc, _ := json.Marshal(d)
 		p.deadLetter(e, ev.Name, desc, d.ID, ReasonOversize, reason)
-		return
+		return e.dead
 	}
-	f, err := sc.fields()
-	if err != nil {
-		var hid string
-		if ev.ID != "" {
-			hid = HeaderID(ev.ID)
-		}
-		reason := "event data is not a JSON object: " + err.Error()
+	if in.err != nil {
+		reason := "event data is not a JSON object: " + in.err.Error()
 		if len(ev.Data) == 0 {
 			reason = "event data is empty (a data: line without a value), not a JSON object"
 		}
-		p.deadLetter(e, ev.Name, ev.Data, hid, ReasonNotJSON, reason)
-		return
+		p.deadLetter(e, ev.Name, ev.Data, in.id, ReasonNotJSON, reason)
+		return e.dead
 	}
-	id := ev.ID
-	if id == "" {
-		id = f.ID
-	}
-	if id == "" {
-		id = digest(ev.Data)
-	}
-	e.id, e.name, e.data = HeaderID(id), ev.Name, ev.Data
-	e.token = TypeToken(f.Type, f.TypeKind)
-	e.subject = p.events + e.token
+	f := &in.fields
+	e.id, e.name, e.data, e.token = in.id, ev.Name, ev.Data, in.token
+	e.subject = p.msgs.events + e.token
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = deadletter.Clip(headerValue(f.Type), maxTypeHeader), true
 	}
@@ -89,40 +114,235 @@ func (p *Publisher) prepare(e *pending, ev *event.Event, sc *eventScan) {
 		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
 		e.time = strings.ToUpper(f.Timestamp)
 	}
-	if ev.ResumeID != id {
+	if ev.ResumeID != in.rawID {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
 	}
+	p.msgs.hdr.fill(e)
+	p.msgs.msg = nats.Msg{Subject: e.subject, Header: p.msgs.hdr.h, Data: e.data}
 	// An upper bound of the header block's size: the fixed names and values take under 320 bytes, the
-	// fence's under 100 and its subject's base; ce-id
-	// and ce-type may be percent-encoded (at most three times as long).
+	// fence's under 100 and its subject's base; ce-id and ce-type may be percent-encoded (at most three
+	// times as long). Only an event near the bound is measured exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
-	// Only an event near the bound is measured exactly.
-	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
-		int64(deadletter.MsgSize(p.message(e))) > max {
-		p.tooLarge(e, max, max == p.eventsMax && max != p.nc.MaxPayload())
+	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
+		int64(deadletter.MsgSize(&p.msgs.msg)) > max {
+		p.tooLarge(e, max, max == p.msgs.eventsMax && max != p.nc.MaxPayload())
+		return e.dead
 	}
+	return &p.msgs.msg
 }
 
-// Bounds of headers whose values come from the upstream's data, which keep every header block far below
-// deadletter.MaxHeaderBlock.
-const (
-	maxNameHeader = 256  // Sse-Event of a dead letter
-	maxTypeHeader = 1024 // Tracking-Event-Type
-	maxTimeHeader = 64   // ce-time: an RFC 3339 time with nanoseconds takes 35 bytes
-)
-
-func digest(b []byte) string {
-	s := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(s[:])
-}
-
-// message builds a new message for the entry, for sending it again.
-func (p *Publisher) message(e *pending) *nats.Msg {
+// rebuild returns a new message for the entry, for sending it again.
+func (p *Publisher) rebuild(e *pending) *nats.Msg {
 	if e.dead != nil {
 		return e.dead
 	}
 	h := newHeaderSet(p.cfg.Source, &p.fence)
 	h.fill(e)
 	return &nats.Msg{Subject: e.subject, Header: h.h, Data: e.data}
+}
+
+// headerSet is the header block of an event message (contract §3). The first send of every event reuses
+// one (messages.hdr), where only headers that come or go between events touch the map.
+type headerSet struct {
+	fence *fence // the publisher's; its checks are set per event once claimed
+	h     nats.Header
+	vals  [numHeaders][1]string
+	on    [numHeaders]bool
+}
+
+// The headers of an event message, by index into headerSet.
+const (
+	hMsgID = iota
+	hEventID
+	hEventType
+	hContentType
+	hSpecVersion
+	hDataContentType
+	hCEID
+	hSource
+	hCEType
+	hTime
+	hResumeAfter
+	hStreamID
+	hFenceSeq
+	hFenceSubject
+	numHeaders
+)
+
+var headerNames = [numHeaders]string{
+	hMsgID: HeaderMsgID, hEventID: HeaderEventID, hEventType: HeaderEventType,
+	hContentType: "Content-Type", hSpecVersion: "ce-specversion", hDataContentType: "ce-datacontenttype",
+	hCEID: "ce-id", hSource: "ce-source",
+	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
+	hFenceSeq: jetstream.ExpectedLastSubjSeqHeader, hFenceSubject: jetstream.ExpectedLastSubjSeqSubjHeader,
+}
+
+// newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
+// follow the binary content mode of the NATS protocol binding: ce-datacontenttype as well as
+// Content-Type (SDKs read the content type from either), and values percent-encoded (ceValue). With a
+// claimed fence, fill adds each event's check, which makes JetStream refuse it once another leader stored
+// its markers.
+func newHeaderSet(source string, f *fence) *headerSet {
+	s := &headerSet{h: make(nats.Header, numHeaders), fence: f}
+	s.set(hContentType, "application/json", true)
+	s.set(hSpecVersion, "1.0", true)
+	s.set(hDataContentType, "application/json", true)
+	s.set(hSource, ceValue(source), true)
+	return s
+}
+
+// set sets header i to v, or removes it when !on.
+func (s *headerSet) set(i int, v string, on bool) {
+	if on {
+		s.vals[i][0] = v
+		if !s.on[i] {
+			s.h[headerNames[i]] = s.vals[i][:]
+		}
+	} else if s.on[i] {
+		delete(s.h, headerNames[i])
+	}
+	s.on[i] = on
+}
+
+// fill sets the headers of the entry's event.
+func (s *headerSet) fill(e *pending) {
+	s.set(hMsgID, e.id, true)
+	s.set(hEventID, e.id, true)
+	s.set(hCEID, ceValue(e.id), true)
+	s.set(hCEType, ceValue(e.subject), true)
+	s.set(hEventType, e.typ, e.hasType)
+	s.set(hTime, e.time, e.time != "")
+	s.set(hResumeAfter, e.after, e.after != "")
+	s.set(hStreamID, e.ownID, e.ownID != "")
+	if s.fence.on() {
+		subject, seq := s.fence.check(e.seq)
+		s.set(hFenceSeq, seq, true)
+		s.set(hFenceSubject, subject, true)
+	}
+}
+
+// ceValue returns a CloudEvents attribute value as the NATS protocol binding carries it in a header: space,
+// '"', '%' and every byte outside printable ASCII percent-encoded (the UTF-8 bytes of a character each
+// as %XX). A value that needs no encoding, every id and subject in practice, is returned as it is.
+func ceValue(v string) string {
+	i := 0
+	for i < len(v) && ceSafe(v[i]) {
+		i++
+	}
+	if i == len(v) {
+		return v
+	}
+	const hexDigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len(v)+16)
+	b = append(b, v[:i]...)
+	for ; i < len(v); i++ {
+		if c := v[i]; ceSafe(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		}
+	}
+	return string(b)
+}
+
+// ceSafe reports whether c travels in a CloudEvents header value as it is.
+func ceSafe(c byte) bool { return c > ' ' && c < 0x7f && c != '"' && c != '%' }
+
+// headerValue removes control characters (which would break the NATS header block) from a header value.
+func headerValue(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return strings.Map(func(r rune) rune {
+				if r < 0x20 || r == 0x7f {
+					return -1
+				}
+				return r
+			}, s)
+		}
+	}
+	return s
+}
+
+// tooLarge turns the built entry of an event larger than the events stream stores into a dead letter
+// that describes it: larger than the stream's max_msg_size (fromStream) or the server's max_payload, of
+// max bytes, headers included (0: not known).
+func (p *Publisher) tooLarge(e *pending, max int64, fromStream bool) {
+	code, what := ReasonMaxPayload, "the NATS server's max_payload"
+	if fromStream {
+		code, what = ReasonMaxMsgSize, "the max_msg_size of stream "+p.cfg.EventsStream
+	}
+	limit := ""
+	if max > 0 {
+		limit = fmt.Sprintf(" (%d bytes)", max)
+	}
+	desc, _ := json.Marshal(struct {
+		Error string `json:"error"`
+		ID    string `json:"id"`
+		Type  string `json:"type,omitempty"`
+		Size  int    `json:"size"`
+	}{"event larger than " + what + "; its data was dropped", e.id, e.token, len(e.data)})
+	p.deadLetter(e, e.name, desc, e.id, code, fmt.Sprintf("event of %d bytes exceeds %s%s", len(e.data), what, limit))
+}
+
+// position is where an event sat in the stream (see inbound.index).
+type position struct {
+	ResumeID string `json:"resume_id"`
+	Index    int    `json:"index"`
+}
+
+// deadLetter turns the entry into the P.dlq.events message for an event that cannot be published as
+// such; name is its SSE event name, id its id in header form (HeaderID; "": none, the digest of body
+// stands in), code one of the Reason* constants, reason the human-readable Bridge-Error. A dead letter
+// larger than the dead-letter stream stores (the server's max_payload, the stream's max_msg_size) carries
+// a description of the data instead of the data: otherwise it could never be stored, and the stream
+// would stop behind it.
+func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, reason string) {
+	if id == "" {
+		id = digest(body)
+	}
+	h := nats.Header{
+		HeaderMsgID:            {id},
+		HeaderEventID:          {id},
+		deadletter.HeaderError: {deadletter.Clip(headerValue(reason), deadletter.MaxErrorHeader)},
+	}
+	if e.after != "" {
+		h[HeaderResumeAfter] = []string{e.after}
+	}
+	if name != "" {
+		h["Sse-Event"] = []string{deadletter.Clip(headerValue(name), maxNameHeader)}
+	}
+	if e.resumeH != "" && e.resumeH != id {
+		h[HeaderStreamID] = []string{e.resumeH}
+	}
+	m := &nats.Msg{Subject: p.msgs.dlq, Header: h, Data: body}
+	if deadletter.Fit(m, deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
+		reason = m.Header.Get(deadletter.HeaderError)
+	}
+	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.msgs.dlq, "err", reason)
+	p.cfg.Observer.DeadLettered(code)
+	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, noID: e.noID,
+		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m}}
+}
+
+// readLimits reads the max_msg_size of the events stream and of the stream that stores the events' dead
+// letters, keeping the last known value of one it cannot read.
+func (p *Publisher) readLimits(ctx context.Context) {
+	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
+		p.msgs.eventsMax = n
+	}
+	p.readDLQLimit(ctx)
+}
+
+// readDLQLimit reads the max_msg_size of the dead-letter stream, keeping the last known value when it
+// cannot.
+func (p *Publisher) readDLQLimit(ctx context.Context) {
+	if p.cfg.DLQStream == "" {
+		return
+	}
+	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
+		p.msgs.dlqMax = n
+	} else {
+		p.log.Debug("dead-letter stream's max_msg_size unknown", "stream", p.cfg.DLQStream, "err", err)
+	}
 }

@@ -351,7 +351,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			p.loaded = true // the cursor cannot be read from a missing stream; not the point here
+			p.cursor.loaded = true // the cursor cannot be read from a missing stream; not the point here
 			const n = 40
 			handled := make(chan struct{}) // every event was taken by Handle
 			done := make(chan error, 1)
@@ -411,7 +411,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	p.loaded = true // the cursor cannot be read from a missing stream; not the point here
+	p.cursor.loaded = true // the cursor cannot be read from a missing stream; not the point here
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- p.Run(runCtx) }()

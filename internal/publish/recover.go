@@ -18,14 +18,14 @@ import (
 // window drops the second copy only while it lasts, which a NATS outage can outlast, so the events
 // stream is asked first (settleStored). The window is empty afterwards.
 func (p *Publisher) recover(ctx context.Context) error {
-	for i := 0; i < p.n; i++ {
-		if err := p.await(ctx, &p.ring[(p.head+i)%len(p.ring)]); err != nil {
+	for i := 0; i < p.win.n; i++ {
+		if err := p.await(ctx, p.win.at(i)); err != nil {
 			return err
 		}
 	}
 	looked := false
-	for p.n > 0 {
-		e := &p.ring[p.head]
+	for p.win.n > 0 {
+		e := p.win.at(0)
 		resent := e.err != nil
 		for attempt := 0; e.err != nil; attempt++ {
 			if e.err == errFoundStored {
@@ -66,7 +66,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 				}
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-			_, e.err = p.js.PublishMsg(pctx, p.message(e))
+			_, e.err = p.js.PublishMsg(pctx, p.rebuild(e))
 			cancel()
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
@@ -86,7 +86,7 @@ func (p *Publisher) recover(ctx context.Context) error {
 	}
 	if p.failing {
 		p.failing = false
-		p.log.Info("publishing recovered", "resume_after", p.resume)
+		p.log.Info("publishing recovered", "resume_after", p.cursor.resume)
 	}
 	return nil
 }
@@ -104,8 +104,8 @@ func answered(err error) bool {
 // loadCursor, with the same reader.
 func (p *Publisher) settleStored(ctx context.Context) error {
 	want := map[string]bool{}
-	for i := 0; i < p.n; i++ {
-		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && e.subject != "" {
+	for i := 0; i < p.win.n; i++ {
+		if e := p.win.at(i); e.err != nil && e.dead == nil && e.subject != "" {
 			want[e.id] = false
 		}
 	}
@@ -118,13 +118,13 @@ func (p *Publisher) settleStored(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	last, err := lastSeqOf(ctx, s, p.events+">")
+	last, err := lastSeqOf(ctx, s, p.msgs.events+">")
 	if err != nil {
 		return err
 	}
-	limit := uint64(2*len(p.ring) + 1000)
+	limit := uint64(2*len(p.win.ring) + 1000)
 	found := 0
-	tail := newTailReader(s, p.events+">", s.CachedInfo().State.FirstSeq, last, uint64(len(p.ring)))
+	tail := newTailReader(s, p.msgs.events+">", s.CachedInfo().State.FirstSeq, last, uint64(len(p.win.ring)))
 	for read := uint64(0); read < limit && found < len(want); read++ {
 		m, ok, err := tail.next(ctx)
 		if err != nil {
@@ -137,19 +137,38 @@ func (p *Publisher) settleStored(ctx context.Context) error {
 			want[m.Header.Get(HeaderMsgID)] = true
 			found++
 		}
-		if p.resumeHdr != "" && !foreign(m.Header) && m.Header.Get(HeaderStreamID) == "" &&
-			m.Header.Get(HeaderEventID) == p.resumeHdr {
+		if p.cursor.resumeHdr != "" && !foreign(m.Header) && m.Header.Get(HeaderStreamID) == "" &&
+			m.Header.Get(HeaderEventID) == p.cursor.resumeHdr {
 			break
 		}
 	}
 	if found == 0 {
 		return nil
 	}
-	for i := 0; i < p.n; i++ {
-		if e := &p.ring[(p.head+i)%len(p.ring)]; e.err != nil && e.dead == nil && want[e.id] {
+	for i := 0; i < p.win.n; i++ {
+		if e := p.win.at(i); e.err != nil && e.dead == nil && want[e.id] {
 			e.err = errFoundStored
 		}
 	}
 	p.log.Info("failed publishes found stored; not sending them again", "events", found)
 	return nil
+}
+
+// refit answers JetStream's or the client's refusal of the entry's message as too large, which the
+// limits known when it was built did not foresee (a stream's max_msg_size lowered since, a failover to a
+// server with a smaller max_payload): it reads the limits again and turns an event into a dead letter
+// that describes it, or a dead letter into one that fits. It reports whether the message changed; if
+// not, it is sent again as it is, after a pause.
+func (p *Publisher) refit(ctx context.Context, e *pending, refusal error) bool {
+	p.readLimits(ctx)
+	if e.dead == nil {
+		if errors.Is(refusal, nats.ErrMaxPayload) {
+			p.tooLarge(e, p.nc.MaxPayload(), false)
+		} else {
+			p.tooLarge(e, p.msgs.eventsMax, true) // refused by JetStream: the stream's limit (0 if unread)
+		}
+		return true
+	}
+	max := deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax)
+	return max > 0 && deadletter.Fit(e.dead, max, e.id)
 }

@@ -2,9 +2,10 @@ package publish
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
 
 // Fields are the top-level members of a tracking event that the bridge routes on.
@@ -60,172 +61,51 @@ const (
 // them into a string (escapes resolved, invalid UTF-8 and unpaired surrogates replaced by U+FFFD).
 // ScanEvent does not retain data; the returned strings share at most one allocation.
 func ScanEvent(data []byte) (Fields, error) {
-	var (
-		stackBuf [4]uint64 // bit d set: the container at depth d is an object
-		stack    = stackBuf[:]
-		depth    int
-		cur      int // the routing member whose value comes next (memberID...), 0 if none
-		mem      [3]member
-		n        = len(data)
-		i        = skipSpace(data, 0)
-		start    int
-		esc      bool
-		err      error
-		top      byte
-	)
-	if i < n {
-		top = data[i]
-	}
-
-value: // data[i] (white space skipped) should begin a value
-	if i >= n {
-		return Fields{}, errEOF(n)
-	}
-	if cur != 0 && data[i] != '"' {
-		mem[cur-1] = member{kind: KindOther}
-		cur = 0
-	}
-	switch c := data[i]; c {
-	case '"':
-		start = i + 1
-		i = skipPlain(data, start) // fast path for a string without escapes; the rest goes to scanString
-		if i < n && data[i] == '"' {
-			i++
-			esc = false
-		} else if i, esc, err = scanString(data, i); err != nil {
+	var s jsonscan.Scanner
+	s.Reset(data)
+	if k := s.Kind(); k != jsonscan.Object {
+		s.Skip()
+		if err := s.End(); err != nil {
 			return Fields{}, err
 		}
-		if cur != 0 {
-			mem[cur-1] = member{raw: data[start : i-1], kind: KindString, esc: esc}
-			cur = 0
-		}
-	case '{', '[':
-		depth++
-		if depth > maxDepth {
-			return Fields{}, &syntaxError{off: i, msg: "exceeded max depth of " + strconv.Itoa(maxDepth)}
-		}
-		w := depth >> 6
-		if w >= len(stack) { // deeper than 255: rare; grow once to the limit
-			stack = append(make([]uint64, 0, maxDepth/64+1), stack...)[:maxDepth/64+1]
-		}
-		i = skipSpace(data, i+1)
-		if c == '{' {
-			stack[w] |= 1 << (depth & 63)
-			if i < n && data[i] == '}' {
-				i++
-				depth--
-				goto next
-			}
-			goto key
-		}
-		stack[w] &^= 1 << (depth & 63)
-		if i < n && data[i] == ']' {
-			i++
-			depth--
-			goto next
-		}
-		goto value
-	case 't':
-		if i, err = scanLiteral(data, i, "true"); err != nil {
-			return Fields{}, err
-		}
-	case 'f':
-		if i, err = scanLiteral(data, i, "false"); err != nil {
-			return Fields{}, err
-		}
-	case 'n':
-		if i, err = scanLiteral(data, i, "null"); err != nil {
-			return Fields{}, err
-		}
-	default:
-		if c == '-' || c-'0' <= 9 {
-			if i, err = scanNumber(data, i); err != nil {
-				return Fields{}, err
-			}
-			break
-		}
-		return Fields{}, errChar(data, i, "looking for beginning of value")
+		return Fields{}, notObject(k)
 	}
-
-next: // a value ended just before data[i]
-	i = skipSpace(data, i)
-	if depth == 0 {
-		if i < n {
-			return Fields{}, errChar(data, i, "after top-level value")
+	var mem [3]member
+	s.Object()
+	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
+		m := matchKey(key, esc)
+		switch {
+		case m == 0:
+			s.Skip()
+		case s.Kind() == jsonscan.String:
+			raw, esc := s.String()
+			mem[m-1] = member{raw: raw, kind: KindString, esc: esc}
+		default:
+			s.Skip()
+			mem[m-1] = member{kind: KindOther}
 		}
-		goto done
 	}
-	if i >= n {
-		return Fields{}, errEOF(n)
-	}
-	if stack[depth>>6]&(1<<(depth&63)) != 0 {
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-			goto key
-		case '}':
-			i++
-			depth--
-			goto next
-		}
-		return Fields{}, errChar(data, i, "after object key:value pair")
-	}
-	switch data[i] {
-	case ',':
-		i = skipSpace(data, i+1)
-		goto value
-	case ']':
-		i++
-		depth--
-		goto next
-	}
-	return Fields{}, errChar(data, i, "after array element")
-
-key: // data[i] (white space skipped) should begin an object key
-	if i >= n {
-		return Fields{}, errEOF(n)
-	}
-	if data[i] != '"' {
-		return Fields{}, errChar(data, i, "looking for beginning of object key string")
-	}
-	start = i + 1
-	i = skipPlain(data, start) // fast path for a string without escapes; the rest goes to scanString
-	if i < n && data[i] == '"' {
-		i++
-		esc = false
-	} else if i, esc, err = scanString(data, i); err != nil {
+	if err := s.End(); err != nil {
 		return Fields{}, err
 	}
-	if depth == 1 {
-		cur = matchKey(data[start:i-1], esc)
-	}
-	i = skipSpace(data, i)
-	if i >= n {
-		return Fields{}, errEOF(n)
-	}
-	if data[i] != ':' {
-		return Fields{}, errChar(data, i, "after object key")
-	}
-	i = skipSpace(data, i+1)
-	goto value
+	return buildFields(&mem), nil
+}
 
-done:
-	switch top {
-	case '{':
-		return buildFields(&mem), nil
-	case '[':
-		return Fields{}, errTopArray
-	case '"':
-		return Fields{}, errTopString
-	case 't':
-		return Fields{}, errTopTrue
-	case 'f':
-		return Fields{}, errTopFalse
-	case 'n':
-		return Fields{}, errTopNull
-	default:
-		return Fields{}, errTopNumber
+// notObject returns the error for a valid JSON value of kind k that is not an object.
+func notObject(k jsonscan.Kind) error {
+	switch k {
+	case jsonscan.Array:
+		return errTopArray
+	case jsonscan.String:
+		return errTopString
+	case jsonscan.True:
+		return errTopTrue
+	case jsonscan.False:
+		return errTopFalse
+	case jsonscan.Null:
+		return errTopNull
 	}
+	return errTopNumber
 }
 
 // matchKey says which routing member (memberID...) the key with the (valid, undecoded) body raw names, or
@@ -238,7 +118,7 @@ func matchKey(raw []byte, esc bool) int {
 			return 0
 		}
 		var buf [3 * longest]byte // decoding at most triples the length: no allocation
-		raw = appendUnquote(buf[:0], raw)
+		raw = jsonscan.AppendUnquote(buf[:0], raw)
 	}
 	switch string(raw) {
 	case "id":
@@ -287,7 +167,7 @@ func buildFields(mem *[3]member) Fields {
 		}
 		for k := range mem {
 			if mem[k].esc {
-				buf = appendUnquote(buf, mem[k].raw)
+				buf = jsonscan.AppendUnquote(buf, mem[k].raw)
 			} else {
 				buf = append(buf, mem[k].raw...)
 			}

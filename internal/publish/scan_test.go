@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
 
 // benchEvent is a realistic tracking event of about 1 KB.
@@ -149,9 +150,9 @@ func TestScanEvent(t *testing.T) {
 		{"escape in key", `{"\q":1}`, Fields{}, "in string escape code"},
 
 		// Depth.
-		{"deep but allowed", `{"a":` + strings.Repeat("[", maxDepth-1) + strings.Repeat("]", maxDepth-1) + `,"type":"deep"}`,
+		{"deep but allowed", `{"a":` + strings.Repeat("[", jsonscan.MaxDepth-1) + strings.Repeat("]", jsonscan.MaxDepth-1) + `,"type":"deep"}`,
 			Fields{Type: "deep", TypeKind: KindString}, ""},
-		{"too deep", `{"a":` + strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth) + `}`, Fields{}, "exceeded max depth"},
+		{"too deep", `{"a":` + strings.Repeat("[", jsonscan.MaxDepth) + strings.Repeat("]", jsonscan.MaxDepth) + `}`, Fields{}, "exceeded max depth"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,9 +230,9 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, got Fields, err error) 
 		if errors.Is(err, ErrNotObject) != valid {
 			t.Fatalf("ScanEvent(%q) error = %v; json.Valid = %v", data, err, valid)
 		}
-		var se *syntaxError
-		if errors.As(err, &se) && (se.off < 0 || se.off > len(data)) {
-			t.Fatalf("ScanEvent(%q) error offset %d out of range", data, se.off)
+		var se *jsonscan.SyntaxError
+		if errors.As(err, &se) && (se.Offset < 0 || se.Offset > len(data)) {
+			t.Fatalf("ScanEvent(%q) error offset %d out of range", data, se.Offset)
 		}
 		return
 	}
@@ -375,17 +376,19 @@ func BenchmarkJSONValid(b *testing.B) {
 	}
 }
 
-// TestEventScanOnce: the skip check after a restart scans an event without an SSE id for its JSON id;
-// prepare then reuses that scan instead of scanning the same data again.
+// TestEventScanOnce: an event's data is scanned once, when it is read; the skip check after a restart
+// (which needs the JSON id of an event without an SSE id) and the message take what they need from that
+// one read.
 func TestEventScanOnce(t *testing.T) {
+	var p Publisher
 	ev := event.Event{Data: []byte(benchEvent)}
-	sc := eventScan{data: ev.Data}
-	if got, want := eventKey(&ev, &sc), HeaderID("evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9"); got != want {
-		t.Fatalf("eventKey = %q, want %q", got, want)
+	in := p.read(&ev)
+	if got, want := in.id, HeaderID("evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9"); got != want {
+		t.Fatalf("read: id %q, want %q", got, want)
 	}
-	sc.data = []byte("not json") // a second scan would now fail
-	f, err := sc.fields()
-	if err != nil || f.Type != "truck.position.updated" || f.TypeKind != KindString {
-		t.Errorf("fields after eventKey = %+v, %v: scanned again", f, err)
+	ev.Data = []byte("not json") // a second scan would now fail
+	if f := in.fields; in.err != nil || f.Type != "truck.position.updated" || f.TypeKind != KindString ||
+		in.token != "truck_position_updated" {
+		t.Errorf("read = %+v, %v, token %q", f, in.err, in.token)
 	}
 }

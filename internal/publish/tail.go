@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -116,4 +117,29 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 			}
 		}
 	}
+}
+
+// lastSeqOf returns the sequence of the stream's newest message on subject (a filter), 0 when none.
+func lastSeqOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, error) {
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// foreign reports whether a message in the events stream was published by another client than the
+// bridge: the bridge's carry the event id as both Nats-Msg-Id and Tracking-Event-Id. A message with a
+// Tracking-Event-Id and no Nats-Msg-Id counts as the bridge's: resuming after it as it stands is the best
+// guess.
+func foreign(h nats.Header) bool {
+	id := h.Get(HeaderEventID)
+	if id == "" {
+		return true
+	}
+	msgID := h.Get(HeaderMsgID)
+	return msgID != "" && msgID != id
 }

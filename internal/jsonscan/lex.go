@@ -1,34 +1,37 @@
-package publish
+package jsonscan
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
-// maxDepth is the deepest nesting of objects and arrays accepted; it is encoding/json's limit, so that
-// ScanEvent accepts exactly what json.Valid accepts.
-const maxDepth = 10000
+// MaxDepth is the deepest nesting of objects and arrays accepted: encoding/json's limit, so that the
+// scanner accepts exactly what json.Valid accepts.
+const MaxDepth = 10000
 
-// syntaxError reports invalid JSON and the byte offset at which it was detected.
-type syntaxError struct {
-	off int
-	msg string
+// SyntaxError reports invalid JSON and the byte offset at which it was detected. Its message uses
+// encoding/json's words ("invalid character 'x' after object key:value pair").
+type SyntaxError struct {
+	Offset int // where the input stops being JSON
+	msg    string
 }
 
-func (e *syntaxError) Error() string {
-	return "invalid JSON at byte " + strconv.Itoa(e.off) + ": " + e.msg
+func (e *SyntaxError) Error() string {
+	return "invalid JSON at byte " + strconv.Itoa(e.Offset) + ": " + e.msg
 }
 
 func errEOF(n int) error {
-	return &syntaxError{off: n, msg: "unexpected end of input"}
+	return &SyntaxError{Offset: n, msg: "unexpected end of input"}
 }
 
 func errChar(data []byte, i int, context string) error {
-	return &syntaxError{off: i, msg: "invalid character " + quoteByte(data[i]) + " " + context}
+	return &SyntaxError{Offset: i, msg: "invalid character " + quoteByte(data[i]) + " " + context}
+}
+
+func errDepth(i int) error {
+	return &SyntaxError{Offset: i, msg: "exceeded max depth of " + strconv.Itoa(MaxDepth)}
 }
 
 // quoteByte renders an offending byte for an error message: 'x' for printable ASCII, else its escape.
@@ -69,9 +72,24 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// skipPlain returns the index of the first byte from i on that may end a string or need scanString (a
+// quote, a backslash or a control character), examining 8 bytes at a time; it stops early, at most 7
+// bytes before the end, leaving the tail to the caller's checks. It is small enough to be inlined.
+func skipPlain(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		x := binary.LittleEndian.Uint64(data[i:])
+		q, b := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
+}
+
 // scanString validates the rest of a string body from data[i], which is anywhere in the body up to its
 // first backslash. It returns the index just after the closing quote and whether the body contains a
-// backslash escape. ScanEvent inlines the common case (no escape) and calls it for the rest.
+// backslash escape. Callers inline the common case (skipPlain finds the closing quote) and call it for
+// the rest.
 func scanString(data []byte, i int) (int, bool, error) {
 	esc := false
 	for {
@@ -191,70 +209,6 @@ func scanNumber(data []byte, i int) (int, error) {
 	return i, nil
 }
 
-// appendUnquote appends the decoded form of the valid JSON string body raw to dst, exactly as
-// encoding/json decodes it: escapes resolved, a \u escape of an unpaired surrogate and every byte of
-// invalid UTF-8 replaced by U+FFFD.
-func appendUnquote(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			switch raw[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := getu4(raw[i:])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if dec := utf16.DecodeRune(r, getu4(raw[i:])); dec != utf8.RuneError {
-						dst = utf8.AppendRune(dst, dec)
-						i += 6
-						continue
-					}
-					r = utf8.RuneError
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, raw[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			dst = utf8.AppendRune(dst, r)
-			i += size
-		}
-	}
-	return dst
-}
-
-// getu4 decodes the \uXXXX escape at the start of s, or returns -1 if there is none.
-func getu4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		h := unhex(c)
-		if h < 0 {
-			return -1
-		}
-		r = r<<4 | h
-	}
-	return r
-}
-
 // unhex returns the value of the hexadecimal digit c, or -1.
 func unhex(c byte) rune {
 	switch {
@@ -266,18 +220,4 @@ func unhex(c byte) rune {
 		return rune(c - 'A' + 10)
 	}
 	return -1
-}
-
-// skipPlain returns the index of the first byte from i on that may end a string or need scanString (a
-// quote, a backslash or a control character), examining 8 bytes at a time; it stops early, at most 7
-// bytes before the end, leaving the tail to the caller's checks. It is small enough to be inlined.
-func skipPlain(data []byte, i int) int {
-	for ; i+8 <= len(data); i += 8 {
-		x := binary.LittleEndian.Uint64(data[i:])
-		q, b := x^(lsb*'"'), x^(lsb*'\\')
-		if m := ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb; m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	return i
 }
