@@ -95,11 +95,12 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				t.Errorf("dead letter 1: id %q, data %.300s", id, dlq[1].Data)
 			}
 
-			// A restart resumes after ok-1 (ok-4 went out while the two before it were in flight) and the
-			// replay stores nothing twice.
+			// A restart resumes after what was settled when ok-4 went out: ok-1 while the two before it were
+			// in flight, big-2 or raw-3 when their dead letters were stored first (timing decides; a dead
+			// letter known too large at once is settled at once). The replay stores nothing twice.
 			p2 := e.publisher(8, nil)
-			if got, err := p2.Resume(ctx); err != nil || got != "ok-1" {
-				t.Fatalf("after a restart Resume = %q, %v; want ok-1", got, err)
+			if got, err := p2.Resume(ctx); err != nil || got != "ok-1" && got != "big-2" && got != "raw-3" {
+				t.Fatalf("after a restart Resume = %q, %v; want ok-1, big-2 or raw-3", got, err)
 			}
 			if got := handleAll(ctx, t, p2, big, notJSON, ev("ok-4", "GATE_OUT"), ev("ok-5", "GATE_IN")); got != "ok-5" {
 				t.Fatalf("after a restart Resume = %q", got)
