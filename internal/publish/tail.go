@@ -42,6 +42,9 @@ func (t *tailReader) next(ctx context.Context) (m tailMsg, ok bool, err error) {
 		if t.end == 0 || t.end < t.first {
 			return tailMsg{}, false, nil
 		}
+		if err := ctx.Err(); err != nil { // a term that stops mid-read does not finish it
+			return tailMsg{}, false, err
+		}
 		start := t.first
 		if t.end-t.first+1 > t.span {
 			start = t.end - t.span + 1
@@ -76,6 +79,9 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 	// An empty one means the consumer's replica has not caught up yet: look again, for a while.
 	idleUntil := time.Now().Add(2 * time.Second)
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		batch, err := c.FetchNoWait(500)
 		if err != nil {
 			return nil, fmt.Errorf("reading the stream's tail: %w", err)
