@@ -22,9 +22,9 @@ func validateWalker(body []byte, maxBytes int) []string {
 	if !utf8.Valid(body) {
 		return []string{"the report is not valid UTF-8"}
 	}
-	w := walker{b: body}
+	var w walker
 	w.path = w.pathBuf[:0]
-	notObject, ok := w.run(walkerSchema)
+	notObject, ok := w.run(body, walkerSchema)
 	switch {
 	case !ok:
 		return []string{"the report is not valid JSON: " + syntaxError(body)}
