@@ -20,7 +20,8 @@ func TestLightDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	const self = "github.com/tracking-bridge/tracking-bridge"
-	ownAllowed := []string{self + "/tracking", self + "/internal/subjects", self + "/internal/validate", self + "/internal/rfc3339"}
+	ownAllowed := []string{self + "/tracking", self + "/internal/subjects", self + "/internal/validate", self + "/internal/jsonscan",
+		self + "/internal/rfc3339"}
 	modsAllowed := []string{self, "github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
 		"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys"}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
