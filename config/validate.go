@@ -350,27 +350,29 @@ func (ck *checker) subjectPrefix(key, p string) {
 		ck.add(key, "must not be empty")
 		return
 	}
-	empty, wildcard, space := subjectFaults(p)
-	if empty {
-		ck.add(key, "%q has an empty token (a leading, trailing or doubled dot)", p)
-	}
-	if wildcard {
-		ck.add(key, "%q must not contain the wildcards * or >", p)
-	}
-	if space {
-		ck.add(key, "%q must not contain white space or control characters", p)
-	}
+	ck.literalSubject(key, strconv.Quote(p), p)
 }
 
-// subjectFaults tells what keeps subject p from being literal subject tokens: an empty token, a wildcard,
-// white space or a control character.
-func subjectFaults(p string) (empty, wildcard, space bool) {
+// literalSubject adds a problem for each fault that keeps p from being literal subject tokens (an empty
+// token, a wildcard, white space or a control character), showing p as shown; it reports whether there
+// was none.
+func (ck *checker) literalSubject(key, shown, p string) bool {
+	var empty, wildcard, space bool
 	for tok := range strings.SplitSeq(p, ".") {
 		empty = empty || tok == ""
 		wildcard = wildcard || strings.ContainsAny(tok, "*>")
 		space = space || strings.ContainsFunc(tok, badRune)
 	}
-	return empty, wildcard, space
+	if empty {
+		ck.add(key, "%s has an empty token (a leading, trailing or doubled dot)", shown)
+	}
+	if wildcard {
+		ck.add(key, "%s must not contain the wildcards * or >", shown)
+	}
+	if space {
+		ck.add(key, "%s must not contain white space or control characters", shown)
+	}
+	return !empty && !wildcard && !space
 }
 
 // apiEndpoints checks BRIDGE_API_ENDPOINTS: "all", or a comma-separated list of APIEndpointNames
@@ -424,17 +426,7 @@ func (ck *checker) replyPrefixes(key, list, prefix string) {
 			continue
 		}
 		q := strconv.Quote(cutValue(e))
-		empty, wildcard, space := subjectFaults(strings.TrimSuffix(e, "."))
-		if empty {
-			ck.add(key, "%s has an empty token (a leading or doubled dot)", q)
-		}
-		if wildcard {
-			ck.add(key, "%s must not contain the wildcards * or >", q)
-		}
-		if space {
-			ck.add(key, "%s must not contain white space or control characters", q)
-		}
-		if empty || wildcard || space {
+		if !ck.literalSubject(key, q, strings.TrimSuffix(e, ".")) {
 			continue
 		}
 		norm := strings.TrimSuffix(e, ".") + "."
