@@ -112,6 +112,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Observer:         d.ops.streamObserver(),
 	})
 
+	warnPlainCredentials(cfg, log.With("component", "nats"))
 	d.nc, d.natsSt, err = connectNATS(cfg, natsName, log.With("component", "nats"))
 	if err != nil {
 		return nil, err

@@ -236,11 +236,6 @@ func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn,
 	if err != nil {
 		return nil, nil, err
 	}
-	if plain := plainCredentialServers(cfg); len(plain) > 0 && name == natsName { // once, not per connection
-		log.Warn("NATS credentials may travel unencrypted: these servers are reached over plain nats:// or ws:// "+
-			"on a host other than loopback, and no TLS is configured; use tls:// (or wss://) URLs, or set "+
-			"BRIDGE_NATS_CA_FILE (a server that requires TLS gets it anyway)", "servers", redactServers(plain))
-	}
 	nc, err := nats.Connect(strings.Join(cfg.NATSServers(), ","), opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("NATS: %w", err)
@@ -248,6 +243,16 @@ func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn,
 	// Unless a handler has told the state since (they run asynchronously, and in order).
 	state.status.CompareAndSwap(unknownStatus, int32(nc.Status()))
 	return nc, state, nil
+}
+
+// warnPlainCredentials logs, once at start-up, the servers to which NATS credentials would travel in
+// clear text (plainCredentialServers).
+func warnPlainCredentials(cfg *config.Config, log *slog.Logger) {
+	if plain := plainCredentialServers(cfg); len(plain) > 0 {
+		log.Warn("NATS credentials may travel unencrypted: these servers are reached over plain nats:// or ws:// "+
+			"on a host other than loopback, and no TLS is configured; use tls:// (or wss://) URLs, or set "+
+			"BRIDGE_NATS_CA_FILE (a server that requires TLS gets it anyway)", "servers", redactServers(plain))
+	}
 }
 
 // plainCredentialServers returns the configured servers to which NATS credentials would travel in clear

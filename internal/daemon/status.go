@@ -153,5 +153,5 @@ func statusID(id string) string {
 	if len(id) <= event.MaxResumableID {
 		return id
 	}
-	return fmt.Sprintf("%s… (%d bytes)", logging.Value(id, 256), len(id))
+	return fmt.Sprintf("%s (%d bytes)", logging.Value(id, 256), len(id))
 }

@@ -35,14 +35,11 @@ func bound(_ []string, a slog.Attr) slog.Attr {
 			return a
 		}
 		s = err.Error()
-		if len(s) <= MaxAttrBytes {
-			return a
-		}
 	default:
 		return a
 	}
 	if len(s) <= MaxAttrBytes {
 		return a
 	}
-	return slog.String(a.Key, fmt.Sprintf("%s… (%d bytes)", Value(s, MaxAttrBytes), len(s)))
+	return slog.String(a.Key, fmt.Sprintf("%s (%d bytes)", Value(s, MaxAttrBytes), len(s)))
 }
