@@ -113,16 +113,14 @@ func (f *fence) stored(seqs []uint64, at time.Time) {
 // turns over before the next. Every event in flight settles first (one checking a marker being replaced
 // would be refused), and each new marker is stored on condition that the subject's last message is still
 // this leader's, so a renewal never replaces another leader's marker. Run calls it every second (one
-// look-up of the stream's state), with p.mu held.
-func (p *Publisher) keepFence(ctx context.Context) error {
+// look-up of the stream's state, made by fenceStreamInfo before p.mu is taken), with p.mu held.
+func (p *Publisher) keepFence(ctx context.Context, info *jetstream.StreamInfo, infoErr error) error {
 	if !p.fence.on() {
 		return nil
 	}
-	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
-	if err != nil {
-		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	if infoErr != nil {
+		return infoErr
 	}
-	info := s.CachedInfo()
 	c, st := info.Config, info.State
 	aging := c.MaxAge > 0 && time.Since(p.fence.at) > c.MaxAge/2
 	full := c.MaxBytes > 0 && st.Bytes > uint64(c.MaxBytes)/2 || c.MaxMsgs > 0 && st.Msgs > uint64(c.MaxMsgs)/2
@@ -149,6 +147,22 @@ func (p *Publisher) keepFence(ctx context.Context) error {
 	p.log.Info("fence markers stored again ahead of the events stream's limits", "first_seq", seqs[0],
 		"stream_first_seq", st.FirstSeq, "stream_bytes", st.Bytes, "max_bytes", c.MaxBytes, "max_age", c.MaxAge.String())
 	return nil
+}
+
+// fenceStreamInfo reads the events stream's configuration and state for keepFence; nil, nil while no
+// fence is claimed. p.mu is held only to look at the fence, not during the round trip.
+func (p *Publisher) fenceStreamInfo(ctx context.Context) (*jetstream.StreamInfo, error) {
+	p.mu.Lock()
+	on := p.fence.on()
+	p.mu.Unlock()
+	if !on {
+		return nil, nil
+	}
+	s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+	if err != nil {
+		return nil, fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	return s.CachedInfo(), nil
 }
 
 // rollup is the header set of every message on the fence subjects: a subject rollup, with which JetStream

@@ -166,11 +166,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		// The events stream's state, for keepFence, is read before taking the lock: Handle must not wait
+		// on a round trip to the server every second.
+		info, infoErr := p.fenceStreamInfo(ctx)
 		p.mu.Lock()
 		p.checkConnection()
 		err := p.settleReady(ctx) // fails when ctx is done, or the window does (Handle then says so)
 		if err == nil {
-			if err = p.keepFence(ctx); err != nil && ctx.Err() == nil {
+			if err = p.keepFence(ctx, info, infoErr); err != nil && ctx.Err() == nil {
 				p.log.Warn("cannot store the fence markers again; the events stream's limits may remove them, "+
 					"which ends this term", "err", err)
 			}
