@@ -186,5 +186,9 @@ func TestAPIFloodSparesEventConnection(t *testing.T) {
 	if n := ob.b.natsSt.Reconnects(); n != 0 {
 		t.Errorf("the event path's connection reconnected %d times during an API flood", n)
 	}
-	t.Logf("server slow consumers: %d; API connection reconnects: %d", ns.Srv.NumSlowConsumers(), ob.b.apiNC.Stats().Reconnects)
+	slow, cut := ns.Srv.NumSlowConsumers(), ob.b.apiNC.Stats().Reconnects
+	t.Logf("server slow consumers: %d; API connection reconnects: %d", slow, cut)
+	if slow == 0 && cut == 0 {
+		t.Skip("the flood did not make the server cut the API connection here: nothing was tested")
+	}
 }
