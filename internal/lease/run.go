@@ -149,6 +149,9 @@ func (r *runner) foreignValue(ctx context.Context, e jetstream.KeyValueEntry) {
 // is still at it, with the lease's TTL (not kv.Update, which would drop it: nats.go #1994). Another
 // bridge that got there first makes it fail; the key is then read again.
 func (r *runner) takeOver(ctx context.Context, rev uint64) {
+	if time.Now().Before(r.sitOutUntil) {
+		return // a replica that resigned sits out here too; the retry tick tries again
+	}
 	sent := time.Now()
 	actx, cancel := context.WithTimeout(ctx, r.cfg.TTL-r.cfg.Margin)
 	defer cancel()
