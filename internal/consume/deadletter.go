@@ -95,11 +95,7 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	dl.Data = msg.Data()
 	left := 0
 	for k, vs := range msg.Headers() {
-		// JetStream acts on Nats-*, and readers trust Bridge-* as the bridge's own (a producer could plant a
-		// "bridge-error: accepted" beside the real one): both are renamed, whatever their case.
-		if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") || len(k) >= 7 && strings.EqualFold(k[:7], "Bridge-") {
-			k = deadletter.HeaderOriginalPrefix + k
-		}
+		k = deadletter.OriginalKey(k)
 		if !sendableHeaderKey(k) {
 			left++
 			continue

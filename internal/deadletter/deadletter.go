@@ -31,6 +31,17 @@ const (
 	HeaderOriginalPrefix = "Bridge-Original-"
 )
 
+// OriginalKey is the name under which an original message's header k is copied to a dead letter:
+// JetStream acts on Nats-*, and readers trust Bridge-* as the bridge's own (a producer could plant a
+// "bridge-error: accepted" beside the real one), so both are renamed with HeaderOriginalPrefix, whatever
+// their case; any other name is kept.
+func OriginalKey(k string) string {
+	if len(k) >= 5 && strings.EqualFold(k[:5], "Nats-") || len(k) >= 7 && strings.EqualFold(k[:7], "Bridge-") {
+		return HeaderOriginalPrefix + k
+	}
+	return k
+}
+
 // MaxErrorHeader bounds the Bridge-Error header of a dead letter.
 const MaxErrorHeader = 4096
 
