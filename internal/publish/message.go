@@ -18,7 +18,7 @@ import (
 // The second step of Handle: the NATS message of an event, with its subject and every header, or the
 // dead letter that stands for it when it cannot go to P.events.* as it is.
 
-// Message headers set on every event (contract §3), plus the bridge's own resume header.
+// Message headers of events (contract §3), the bridge's own among them, and of their dead letters.
 const (
 	HeaderMsgID     = "Nats-Msg-Id"
 	HeaderEventID   = "Tracking-Event-Id"
@@ -29,12 +29,24 @@ const (
 	// HeaderStreamID carries the message's own SSE resume id when it differs from its event id (an SSE
 	// message without an id: line).
 	HeaderStreamID = "Bridge-Stream-Id"
+	// HeaderSSEEvent, on a dead letter of P.dlq.events, is the SSE event name of the message it stands for.
+	HeaderSSEEvent = "Sse-Event"
 )
+
+// Fixed values of an event's headers: Content-Type and ce-datacontenttype, and ce-specversion.
+const (
+	EventContentType       = "application/json"
+	CloudEventsSpecVersion = "1.0"
+)
+
+// EventHeaders returns the names of every header an event on P.events.* may carry, in the order of the
+// message's header block (api/asyncapi.yaml lists them, and its test compares the two).
+func EventHeaders() []string { return append([]string(nil), headerNames[:]...) }
 
 // Bounds of headers whose values come from the upstream's data, which keep every header block far below
 // deadletter.MaxHeaderBlock.
 const (
-	maxNameHeader = 256  // Sse-Event of a dead letter
+	maxNameHeader = 256  // HeaderSSEEvent of a dead letter
 	maxTypeHeader = 1024 // Tracking-Event-Type
 	maxTimeHeader = 64   // ce-time: an RFC 3339 time with nanoseconds takes 35 bytes
 )
@@ -185,9 +197,9 @@ var headerNames = [numHeaders]string{
 // its markers.
 func newHeaderSet(source string, f *fence) *headerSet {
 	s := &headerSet{h: make(nats.Header, numHeaders), fence: f}
-	s.set(hContentType, "application/json", true)
-	s.set(hSpecVersion, "1.0", true)
-	s.set(hDataContentType, "application/json", true)
+	s.set(hContentType, EventContentType, true)
+	s.set(hSpecVersion, CloudEventsSpecVersion, true)
+	s.set(hDataContentType, EventContentType, true)
 	s.set(hSource, ceValue(source), true)
 	return s
 }
@@ -310,7 +322,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if name != "" {
-		h["Sse-Event"] = []string{deadletter.Clip(headerValue(name), maxNameHeader)}
+		h[HeaderSSEEvent] = []string{deadletter.Clip(headerValue(name), maxNameHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}
