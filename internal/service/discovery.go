@@ -24,24 +24,45 @@ type discovery struct {
 	stats  func() micro.Stats
 }
 
-// subscribe subscribes the nine discovery subjects: each verb for all services, for this service's
-// name, and for this instance.
-func (d *discovery) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
-	var subs []*nats.Subscription
+// DiscoverySubjects returns the nine discovery subjects the service instance id answers: each verb for
+// all services, for the service's Name, and for the instance.
+func DiscoverySubjects(id string) ([]string, error) {
+	var out []string
+	err := controlSubjects(Name, id, func(_ micro.Verb, subj string) error {
+		out = append(out, subj)
+		return nil
+	})
+	return out, err
+}
+
+// controlSubjects calls f with every discovery subject of the instance id of service name, and its verb.
+func controlSubjects(name, id string, f func(verb micro.Verb, subj string) error) error {
 	for _, verb := range []micro.Verb{micro.PingVerb, micro.InfoVerb, micro.StatsVerb} {
-		for _, scope := range [][2]string{{"", ""}, {d.identity.Name, ""}, {d.identity.Name, d.identity.ID}} {
+		for _, scope := range [][2]string{{"", ""}, {name, ""}, {name, id}} {
 			subj, err := micro.ControlSubject(verb, scope[0], scope[1])
-			if err != nil {
-				return subs, err
+			if err == nil {
+				err = f(verb, subj)
 			}
-			sub, err := nc.Subscribe(subj, func(m *nats.Msg) { d.handle(verb, m) })
 			if err != nil {
-				return subs, fmt.Errorf("subscribing %s: %w", subj, err)
+				return err
 			}
-			subs = append(subs, sub)
 		}
 	}
-	return subs, nil
+	return nil
+}
+
+// subscribe subscribes the nine discovery subjects (DiscoverySubjects).
+func (d *discovery) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
+	err := controlSubjects(d.identity.Name, d.identity.ID, func(verb micro.Verb, subj string) error {
+		sub, err := nc.Subscribe(subj, func(m *nats.Msg) { d.handle(verb, m) })
+		if err != nil {
+			return fmt.Errorf("subscribing %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+		return nil
+	})
+	return subs, err
 }
 
 func (d *discovery) handle(verb micro.Verb, m *nats.Msg) {
