@@ -86,10 +86,10 @@ func TestOpenAPILint(t *testing.T) {
 	})
 }
 
-// A finding is one problem a linter reports, at a line and column of openapi.yaml.
+// A finding is one problem a linter reports, at a line and column of file (openapi.yaml when empty).
 type finding struct {
-	severity, rule, message, where string
-	line, col                      int
+	file, severity, rule, message, where string
+	line, col                            int
 }
 
 type linterOutput struct {
@@ -119,7 +119,11 @@ func reportFindings(t *testing.T, linter string, fs []finding, out linterOutput,
 	counts := map[string]int{}
 	for _, f := range fs {
 		counts[f.severity]++
-		msg := fmt.Sprintf("openapi.yaml:%d:%d: %s %s: %s (%s)", f.line, f.col, f.severity, f.rule, f.message, f.where)
+		file := f.file
+		if file == "" {
+			file = "openapi.yaml"
+		}
+		msg := fmt.Sprintf("%s:%d:%d: %s %s: %s (%s)", file, f.line, f.col, f.severity, f.rule, f.message, f.where)
 		if f.severity == "error" {
 			t.Error(msg)
 		} else {
@@ -149,7 +153,7 @@ func installLinters(t *testing.T) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: the OpenAPI linters (api/lint) need Node.js and npm", tool)
+			t.Skipf("%s is not installed: the linters of api/lint (OpenAPI, AsyncAPI) need Node.js and npm", tool)
 		}
 	}
 	dir, err := filepath.Abs("lint")
@@ -196,11 +200,11 @@ func installLinters(t *testing.T) string {
 	case ctx.Err() != nil:
 		t.Skipf("npm ci did not finish in 5 minutes: is the npm registry reachable?\n%s", out)
 	case err != nil && npmNetworkError.Match(out):
-		t.Skipf("npm ci could not reach the npm registry to install the OpenAPI linters: %v\n%s", err, out)
+		t.Skipf("npm ci could not reach the npm registry to install the linters of api/lint: %v\n%s", err, out)
 	case err != nil:
 		t.Fatalf("npm ci in %s: %v\n%s", tmp, err, out)
 	}
-	t.Logf("installed the OpenAPI linters with npm ci in %v", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("installed the linters of api/lint with npm ci in %v", time.Since(start).Round(100*time.Millisecond))
 	if err := os.WriteFile(filepath.Join(tmp, "node_modules", installedStamp), []byte(stamp), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,847 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
+)
+
+// asyncapi.yaml describes what NATS clients see of the bridge. TestAsyncAPIDrift holds it against the
+// code, both ways: every subject, header, stream, endpoint and queue group it names is the code's, every
+// one the code has is in it (or listed below as internal), and the values it fixes (the type token's
+// rule, the streams' retention, the headers' constant values, the codes) are the code's.
+// TestAsyncAPIParse validates it with the AsyncAPI project's parser.
+
+// The subject prefix and the streams' name prefix as the document writes them.
+const (
+	prefixParam = "{prefix}"
+	pfxParam    = "{PFX}"
+)
+
+// The document's parts the tests read. Extensions (x-…) are the document's own.
+type asyncAPI struct {
+	Channels   map[string]asyncChannel   `yaml:"channels"`
+	Operations map[string]asyncOperation `yaml:"operations"`
+	Components struct {
+		Parameters map[string]asyncParameter `yaml:"parameters"`
+		Messages   map[string]asyncMessage   `yaml:"messages"`
+		Schemas    map[string]asyncSchema    `yaml:"schemas"`
+	} `yaml:"components"`
+	Micro struct {
+		Name       string   `yaml:"name"`
+		QueueGroup string   `yaml:"queueGroup"`
+		Operations []string `yaml:"operations"`
+	} `yaml:"x-nats-micro-service"`
+	Streams []struct {
+		Name        string   `yaml:"name"`
+		Subjects    []string `yaml:"subjects"`
+		Retention   string   `yaml:"retention"`
+		Storage     string   `yaml:"storage"`
+		Discard     string   `yaml:"discard"`
+		AllowRollup bool     `yaml:"allowRollup"`
+	} `yaml:"x-jetstream-streams"`
+}
+
+type asyncRef struct {
+	Ref string `yaml:"$ref"`
+}
+
+type asyncChannel struct {
+	Address    *string                   `yaml:"address"`
+	Parameters map[string]asyncParameter `yaml:"parameters"`
+	Messages   map[string]asyncRef       `yaml:"messages"`
+	Stream     string                    `yaml:"x-jetstream-stream"`
+}
+
+type asyncOperation struct {
+	Action   string     `yaml:"action"`
+	Channel  asyncRef   `yaml:"channel"`
+	Messages []asyncRef `yaml:"messages"`
+	Reply    *struct {
+		Channel  asyncRef   `yaml:"channel"`
+		Messages []asyncRef `yaml:"messages"`
+	} `yaml:"reply"`
+	Bindings struct {
+		NATS *struct {
+			Queue string `yaml:"queue"`
+		} `yaml:"nats"`
+	} `yaml:"bindings"`
+	Spec     string `yaml:"x-spec-operation"`
+	Upstream string `yaml:"x-upstream"`
+}
+
+type asyncParameter struct {
+	Ref       string   `yaml:"$ref"`
+	Enum      []string `yaml:"enum"`
+	Default   string   `yaml:"default"`
+	Examples  []string `yaml:"examples"`
+	TokenRule *struct {
+		Pattern     string `yaml:"pattern"`
+		Allowed     string `yaml:"allowed"`
+		Replacement string `yaml:"replacement"`
+		MaxLength   int    `yaml:"maxLength"`
+		Missing     string `yaml:"missing"`
+	} `yaml:"x-token-rule"`
+}
+
+type asyncMessage struct {
+	Headers *asyncRef `yaml:"headers"`
+	Payload *struct {
+		SchemaFormat string   `yaml:"schemaFormat"`
+		Schema       asyncRef `yaml:"schema"`
+	} `yaml:"payload"`
+}
+
+type asyncSchema struct {
+	Ref               string                 `yaml:"$ref"`
+	Properties        map[string]asyncSchema `yaml:"properties"`
+	PatternProperties map[string]asyncSchema `yaml:"patternProperties"`
+	Required          []string               `yaml:"required"`
+	Const             string                 `yaml:"const"`
+	Enum              []string               `yaml:"enum"`
+	MaxLength         int                    `yaml:"maxLength"`
+	Items             *asyncSchema           `yaml:"items"`
+	Codes             []string               `yaml:"x-bridge-codes"`
+}
+
+// loadAsyncAPI reads asyncapi.yaml, typed and as a plain tree.
+func loadAsyncAPI(t *testing.T) (*asyncAPI, any) {
+	t.Helper()
+	b, err := os.ReadFile("asyncapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc asyncAPI
+	var tree any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("asyncapi.yaml: %v", err)
+	}
+	if err := yaml.Unmarshal(b, &tree); err != nil {
+		t.Fatalf("asyncapi.yaml: %v", err)
+	}
+	return &doc, tree
+}
+
+// refName returns the last token of a local reference under prefix ("#/components/messages/"), or
+// fails.
+func refName(t *testing.T, ref, prefix string) string {
+	t.Helper()
+	name, ok := strings.CutPrefix(ref, prefix)
+	if !ok || strings.Contains(name, "/") {
+		t.Fatalf("reference %q is not under %s", ref, prefix)
+	}
+	return name
+}
+
+// message resolves a message reference of an operation or a channel: #/channels/<c>/messages/<m> or
+// #/components/messages/<m>.
+func (d *asyncAPI) message(t *testing.T, ref string) (string, asyncMessage) {
+	t.Helper()
+	if rest, ok := strings.CutPrefix(ref, "#/channels/"); ok {
+		c, m, ok := strings.Cut(rest, "/messages/")
+		r, found := d.Channels[c].Messages[m]
+		if !ok || !found {
+			t.Fatalf("message reference %q does not resolve", ref)
+		}
+		ref = r.Ref
+	}
+	name := refName(t, ref, "#/components/messages/")
+	m, ok := d.Components.Messages[name]
+	if !ok {
+		t.Fatalf("message reference %q does not resolve", ref)
+	}
+	return name, m
+}
+
+// schema resolves a schema and the references among its properties.
+func (d *asyncAPI) schema(t *testing.T, s asyncSchema) asyncSchema {
+	t.Helper()
+	for s.Ref != "" {
+		r, ok := d.Components.Schemas[refName(t, s.Ref, "#/components/schemas/")]
+		if !ok {
+			t.Fatalf("schema reference %q does not resolve", s.Ref)
+		}
+		s = r
+	}
+	for k, p := range s.Properties {
+		s.Properties[k] = d.schema(t, p)
+	}
+	return s
+}
+
+// headers returns the header schema of a message, and the names it allows: its properties, and each
+// of its patternProperties of the form ^<prefix> as <prefix> (a name ending in "-").
+func (d *asyncAPI) headers(t *testing.T, m asyncMessage) (asyncSchema, []string) {
+	t.Helper()
+	if m.Headers == nil {
+		return asyncSchema{}, nil
+	}
+	s := d.schema(t, asyncSchema{Ref: m.Headers.Ref})
+	names := slices.Collect(maps.Keys(s.Properties))
+	for p := range s.PatternProperties {
+		prefix, ok := strings.CutPrefix(p, "^")
+		if !ok || regexp.QuoteMeta(prefix) != prefix {
+			t.Errorf("header pattern %q: only ^<literal prefix> is understood", p)
+			continue
+		}
+		names = append(names, prefix)
+	}
+	return s, names
+}
+
+func (d *asyncAPI) parameter(t *testing.T, p asyncParameter) asyncParameter {
+	t.Helper()
+	if p.Ref == "" {
+		return p
+	}
+	r, ok := d.Components.Parameters[refName(t, p.Ref, "#/components/parameters/")]
+	if !ok {
+		t.Fatalf("parameter reference %q does not resolve", p.Ref)
+	}
+	return r
+}
+
+// sameSet reports, as errors, what is in one of the two lists and not in the other.
+func sameSet(t *testing.T, what, docName string, doc, code []string) {
+	t.Helper()
+	for _, s := range doc {
+		if !slices.Contains(code, s) {
+			t.Errorf("%s %q is in asyncapi.yaml (%s) but not in the code", what, s, docName)
+		}
+	}
+	for _, s := range code {
+		if !slices.Contains(doc, s) {
+			t.Errorf("%s %q is in the code but not in asyncapi.yaml (%s)", what, s, docName)
+		}
+	}
+}
+
+// Every name and value of asyncapi.yaml is the code's, and the reverse.
+func TestAsyncAPIDrift(t *testing.T) {
+	doc, tree := loadAsyncAPI(t)
+
+	t.Run("subjects", func(t *testing.T) {
+		p := prefixParam
+		if got, want := subjects.Event(p, "GATE_IN"), subjects.EventBase(p)+"GATE_IN"; got != want {
+			t.Fatalf("subjects.Event = %q, want %q: the test builds the template from EventBase", got, want)
+		}
+		code := []string{subjects.EventBase(p) + "{type}", subjects.Reports(p), subjects.DLQEvents(p), subjects.DLQReports(p)}
+		for _, op := range service.Operations {
+			code = append(code, subjects.API(p, op.Name))
+		}
+		var addrs []string
+		for _, c := range doc.Channels {
+			if c.Address != nil && !strings.HasPrefix(*c.Address, micro.APIPrefix+".") {
+				addrs = append(addrs, *c.Address)
+			}
+		}
+		sameSet(t, "subject", "a channel's address", addrs, code)
+
+		// Every subject internal/subjects names is above, a stream's (subtest streams) or internal.
+		known := map[string]string{
+			"Event": "channel", "EventBase": "channel", "Reports": "channel", "DLQEvents": "channel",
+			"DLQReports": "channel", "API": "channel",
+			"Events": "stream", "DLQ": "stream", "EventsStream": "stream", "ReportsStream": "stream",
+			"DLQStream": "stream", "Stream": "stream", "TypeToken": "the type parameter",
+			"Fence": "internal", "FenceFilter": "internal (a subject of the events stream)", "LeaseBucket": "internal",
+		}
+		funcs, _ := exportedDecls(t, "../internal/subjects")
+		for _, f := range funcs {
+			if _, ok := known[f]; !ok {
+				t.Errorf("subjects.%s is new: describe its subject in asyncapi.yaml and classify it here", f)
+			}
+		}
+		if p := doc.parameter(t, asyncParameter{Ref: "#/components/parameters/prefix"}); p.Default != subjects.DefaultPrefix {
+			t.Errorf("the prefix parameter's default is %q, the code's %q", p.Default, subjects.DefaultPrefix)
+		}
+	})
+
+	t.Run("type token", func(t *testing.T) {
+		typ := doc.parameter(t, doc.Channels["events"].Parameters["type"])
+		rule := typ.TokenRule
+		if rule == nil {
+			t.Fatal("the events channel's type parameter has no x-token-rule")
+		}
+		if rule.MaxLength != subjects.MaxTypeToken {
+			t.Errorf("maxLength %d, the code's %d", rule.MaxLength, subjects.MaxTypeToken)
+		}
+		if rule.Missing != subjects.UnknownType || subjects.TypeToken("") != rule.Missing {
+			t.Errorf("missing %q, the code's %q", rule.Missing, subjects.UnknownType)
+		}
+		pattern := regexp.MustCompile(rule.Pattern)
+		allowed := regexp.MustCompile("^" + rule.Allowed + "$")
+		for c := range rune(0x100) {
+			s := string(c)
+			want := rule.Replacement
+			if allowed.MatchString(s) {
+				want = s
+			}
+			if got := subjects.TypeToken(s); got != want {
+				t.Errorf("TypeToken(%q) = %q, the rule in asyncapi.yaml gives %q", s, got, want)
+			}
+		}
+		long := strings.Repeat("A", rule.MaxLength+10)
+		if got := subjects.TypeToken(long); got != long[:rule.MaxLength] {
+			t.Errorf("TypeToken of %d characters = %q, the rule cuts at %d", len(long), got, rule.MaxLength)
+		}
+		for _, s := range append([]string{"", "a.b", "*", ">", " ", "GATE IN", "Grüße", long, strings.Repeat("x.", 50)}, typ.Examples...) {
+			if got := subjects.TypeToken(s); !pattern.MatchString(got) {
+				t.Errorf("TypeToken(%q) = %q does not match the pattern %q", s, got, rule.Pattern)
+			}
+		}
+		for _, ex := range typ.Examples {
+			if got := subjects.TypeToken(ex); got != ex {
+				t.Errorf("example %q is not a type token: TypeToken gives %q", ex, got)
+			}
+		}
+	})
+
+	t.Run("streams", func(t *testing.T) {
+		layout := streams.Layout{Prefix: "pfx"}
+		fill := strings.NewReplacer(pfxParam, "PFX", prefixParam, "pfx")
+		configs := layout.Configs()
+		var docNames, codeNames []string
+		for _, s := range doc.Streams {
+			docNames = append(docNames, fill.Replace(s.Name))
+		}
+		for _, c := range configs {
+			codeNames = append(codeNames, c.Name)
+		}
+		sameSet(t, "stream", "x-jetstream-streams", docNames, codeNames)
+		wantNames := []string{subjects.EventsStream("pfx"), subjects.ReportsStream("pfx"), subjects.DLQStream("pfx")}
+		sameSet(t, "stream", "x-jetstream-streams", docNames, wantNames)
+		jsonName := func(v any) string {
+			b, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := strconv.Unquote(string(b))
+			return s
+		}
+		for _, s := range doc.Streams {
+			i := slices.IndexFunc(configs, func(c jetstream.StreamConfig) bool { return c.Name == fill.Replace(s.Name) })
+			if i < 0 {
+				continue
+			}
+			c := configs[i]
+			var subjs []string
+			for _, subj := range s.Subjects {
+				subjs = append(subjs, fill.Replace(subj))
+			}
+			if !slices.Equal(subjs, c.Subjects) {
+				t.Errorf("stream %s: subjects %q, the code's %q", s.Name, subjs, c.Subjects)
+			}
+			for _, f := range []struct{ name, doc, code string }{
+				{"retention", s.Retention, jsonName(c.Retention)},
+				{"storage", s.Storage, jsonName(c.Storage)},
+				{"discard", s.Discard, jsonName(c.Discard)},
+				{"allowRollup", strconv.FormatBool(s.AllowRollup), strconv.FormatBool(c.AllowRollup)},
+			} {
+				if f.doc != f.code {
+					t.Errorf("stream %s: %s %q, the code's %q", s.Name, f.name, f.doc, f.code)
+				}
+			}
+		}
+		// Each channel names the stream that holds its subject.
+		for name, ch := range doc.Channels {
+			if ch.Address == nil || !strings.HasPrefix(*ch.Address, prefixParam+".") {
+				continue
+			}
+			subj := regexp.MustCompile(`\{[a-z]+\}`).ReplaceAllString(strings.Replace(*ch.Address, prefixParam, "pfx", 1), "x")
+			holder := ""
+			for _, c := range configs {
+				for _, filter := range c.Subjects {
+					if subjectMatches(filter, subj) {
+						holder = c.Name
+					}
+				}
+			}
+			if got := fill.Replace(ch.Stream); got != holder {
+				t.Errorf("channel %s: x-jetstream-stream %q, but %q is stored in %q", name, ch.Stream, subj, holder)
+			}
+		}
+	})
+
+	t.Run("headers", func(t *testing.T) {
+		headersOf := func(msg string) (asyncSchema, []string) {
+			m, ok := doc.Components.Messages[msg]
+			if !ok {
+				t.Fatalf("no message %s", msg)
+			}
+			return doc.headers(t, m)
+		}
+		event, names := headersOf("trackingEvent")
+		sameSet(t, "event header", "trackingEvent", names, publish.EventHeaders())
+		for _, h := range []struct{ name, value string }{
+			{"Content-Type", publish.EventContentType},
+			{"ce-datacontenttype", publish.EventContentType},
+			{"ce-specversion", publish.CloudEventsSpecVersion},
+		} {
+			if got := event.Properties[h.name].Const; got != h.value {
+				t.Errorf("event header %s: const %q, the code sets %q", h.name, got, h.value)
+			}
+		}
+		_, names = headersOf("eventDeadLetter")
+		sameSet(t, "header", "eventDeadLetter", names, []string{publish.HeaderMsgID, publish.HeaderEventID,
+			deadletter.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent})
+		_, names = headersOf("report")
+		sameSet(t, "header", "report", names, []string{jetstream.MsgIDHeader})
+		_, names = headersOf("reportDeadLetter")
+		sameSet(t, "header", "reportDeadLetter", names, []string{jetstream.MsgIDHeader, deadletter.HeaderError,
+			deadletter.HeaderUpstreamStatus, deadletter.HeaderReportSequence, deadletter.HeaderReportTime,
+			deadletter.HeaderDeliveries, deadletter.HeaderOriginalPrefix})
+		apiErr, names := headersOf("apiError")
+		sameSet(t, "header", "apiError", names, []string{micro.ErrorHeader, micro.ErrorCodeHeader,
+			service.UpstreamStatusHeader, service.RetryAfterHeader})
+		sameSet(t, "required header", "apiError", apiErr.Required, []string{micro.ErrorHeader, micro.ErrorCodeHeader})
+
+		// The codes the bridge sets itself.
+		codes := map[string]int{"CodeInvalid": service.CodeInvalid, "CodeTooLarge": service.CodeTooLarge,
+			"CodeBadAnswer": service.CodeBadAnswer, "CodeUnavailable": service.CodeUnavailable, "CodeTimeout": service.CodeTimeout}
+		_, consts := exportedDecls(t, "../internal/service")
+		var codeCodes []string
+		for _, c := range consts {
+			if !strings.HasPrefix(c, "Code") {
+				continue
+			}
+			if v, ok := codes[c]; ok {
+				codeCodes = append(codeCodes, strconv.Itoa(v))
+			} else {
+				t.Errorf("service.%s is new: add it to x-bridge-codes in asyncapi.yaml and to this test", c)
+			}
+		}
+		sameSet(t, "error code", "x-bridge-codes of Nats-Service-Error-Code", apiErr.Properties[micro.ErrorCodeHeader].Codes, codeCodes)
+
+		// Bounds the document states.
+		schemas := doc.Components.Schemas
+		for _, b := range []struct {
+			what      string
+			doc, code int
+		}{
+			{"BridgeError's maxLength", schemas["BridgeError"].MaxLength, deadletter.MaxErrorHeader},
+			{"OrderId's maxLength", schemas["OrderId"].MaxLength, service.MaxValueBytes},
+			{"Idempotency-Key's maxLength", schemas["ApiRequestHeaders"].Properties[service.IdempotencyKeyHeader].MaxLength, delivery.MaxIdempotencyKeyBytes},
+		} {
+			if b.doc != b.code {
+				t.Errorf("%s is %d, the code's %d", b.what, b.doc, b.code)
+			}
+		}
+
+		// Every header of every message, against every header name the code has.
+		var docNames []string
+		for _, m := range doc.Components.Messages {
+			_, names := doc.headers(t, m)
+			for _, n := range names {
+				if !slices.Contains(docNames, n) {
+					docNames = append(docNames, n)
+				}
+			}
+		}
+		sameSet(t, "header", "a message's headers", docNames, codeHeaderNames(t))
+	})
+
+	t.Run("endpoints", func(t *testing.T) {
+		if doc.Micro.Name != service.Name || doc.Micro.QueueGroup != service.QueueGroup {
+			t.Errorf("x-nats-micro-service: name %q, queue group %q; the code's %q, %q", doc.Micro.Name,
+				doc.Micro.QueueGroup, service.Name, service.QueueGroup)
+		}
+		if p := doc.parameter(t, doc.Channels["discoveryService"].Parameters["service"]); !slices.Equal(p.Enum, []string{service.Name}) {
+			t.Errorf("the service parameter of discovery is %q, the service's name %q", p.Enum, service.Name)
+		}
+		var served []string // the document's operations of the API, in the order of x-nats-micro-service
+		for _, id := range doc.Micro.Operations {
+			op, ok := doc.Operations[id]
+			if !ok {
+				t.Errorf("x-nats-micro-service names operation %s, which is not in the document", id)
+				continue
+			}
+			addr := doc.Channels[refName(t, op.Channel.Ref, "#/channels/")].Address
+			name, ok := strings.CutPrefix(*addr, subjects.API(prefixParam, ""))
+			if !ok {
+				t.Errorf("operation %s is on %q, not under %s", id, *addr, subjects.API(prefixParam, ""))
+				continue
+			}
+			served = append(served, name)
+			i := slices.IndexFunc(service.Operations, func(o service.Operation) bool { return o.Name == name })
+			if i < 0 {
+				continue // reported below
+			}
+			code := service.Operations[i]
+			if op.Action != "receive" || op.Reply == nil {
+				t.Errorf("operation %s: action %q without a reply; an endpoint receives requests and replies", id, op.Action)
+				continue
+			}
+			if op.Spec != code.Spec || op.Upstream != code.Method+" "+code.Path {
+				t.Errorf("operation %s: spec %q, upstream %q; the code's %q, %q", id, op.Spec, op.Upstream, code.Spec, code.Method+" "+code.Path)
+			}
+			if op.Bindings.NATS == nil || op.Bindings.NATS.Queue != service.QueueGroup {
+				t.Errorf("operation %s: the NATS binding's queue is not the service's queue group %q", id, service.QueueGroup)
+			}
+			for _, r := range op.Messages {
+				_, m := doc.message(t, r.Ref)
+				_, names := doc.headers(t, m)
+				sameSet(t, "request header", "operation "+id, names, []string{service.TimeoutHeader,
+					service.IdempotencyKeyHeader, service.RequestInfoHeader})
+			}
+			var replies []string
+			for _, r := range op.Reply.Messages {
+				name, m := doc.message(t, r.Ref)
+				replies = append(replies, name)
+				if _, names := doc.headers(t, m); name != "apiError" && len(names) > 0 {
+					t.Errorf("operation %s: reply %s has headers; a success is the upstream's body alone", id, name)
+				}
+			}
+			if len(replies) != 2 || !slices.Contains(replies, "apiError") {
+				t.Errorf("operation %s: replies %q, want one success and apiError", id, replies)
+			}
+		}
+		if !slices.Equal(served, service.EndpointNames()) {
+			t.Errorf("x-nats-micro-service serves %q, the service %q", served, service.EndpointNames())
+		}
+		// Only the endpoints are in a queue group.
+		for id, op := range doc.Operations {
+			if op.Bindings.NATS != nil && !slices.Contains(doc.Micro.Operations, id) {
+				t.Errorf("operation %s has a NATS binding (queue %q) but is not an endpoint of the service", id, op.Bindings.NATS.Queue)
+			}
+		}
+	})
+
+	t.Run("discovery", func(t *testing.T) {
+		var addrs []string
+		for name, c := range doc.Channels {
+			if c.Address == nil || !strings.HasPrefix(*c.Address, micro.APIPrefix+".") {
+				continue
+			}
+			expanded := []string{*c.Address}
+			for param, p := range c.Parameters {
+				values := doc.parameter(t, p).Enum
+				if len(values) == 0 {
+					values = []string{"ID"} // the instance id, new at each start
+				}
+				var next []string
+				for _, a := range expanded {
+					for _, v := range values {
+						next = append(next, strings.ReplaceAll(a, "{"+param+"}", v))
+					}
+				}
+				expanded = next
+			}
+			for _, a := range expanded {
+				if strings.ContainsAny(a, "{}") {
+					t.Errorf("channel %s: address %q has a parameter that is not described", name, a)
+				}
+			}
+			addrs = append(addrs, expanded...)
+		}
+		code, err := service.DiscoverySubjects("ID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameSet(t, "discovery subject", "a $SRV channel", addrs, code)
+		for _, c := range []struct{ schema, typ string }{
+			{"MicroPing", micro.PingResponseType}, {"MicroInfo", micro.InfoResponseType}, {"MicroStats", micro.StatsResponseType},
+		} {
+			s := doc.Components.Schemas[c.schema]
+			if !slices.Equal(s.Properties["type"].Enum, []string{c.typ}) || !slices.Equal(s.Properties["name"].Enum, []string{service.Name}) {
+				t.Errorf("%s: type %q and name %q; micro's %q and the service's %q", c.schema,
+					s.Properties["type"].Enum, s.Properties["name"].Enum, c.typ, service.Name)
+			}
+			if e := s.Properties["endpoints"].Items; e != nil && !slices.Equal(e.Properties["queue_group"].Enum, []string{service.QueueGroup}) {
+				t.Errorf("%s: the endpoints' queue group %q, the service's %q", c.schema, e.Properties["queue_group"].Enum, service.QueueGroup)
+			}
+		}
+	})
+
+	t.Run("references", func(t *testing.T) {
+		openapi, err := os.ReadFile("openapi.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var oas any
+		if err := yaml.Unmarshal(openapi, &oas); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		walkRefs(tree, "", func(at, ref string) {
+			file, pointer, _ := strings.Cut(ref, "#")
+			root := tree
+			switch file {
+			case "":
+			case "./openapi.yaml":
+				root = oas
+				n++
+			default:
+				t.Errorf("%s: $ref %q: only local references and ./openapi.yaml are expected", at, ref)
+				return
+			}
+			if resolvePointer(root, pointer) == nil {
+				t.Errorf("%s: $ref %q does not resolve", at, ref)
+			}
+		})
+		if n == 0 {
+			t.Error("no payload is referenced from openapi.yaml")
+		}
+		for name, m := range doc.Components.Messages {
+			if m.Payload != nil && m.Payload.SchemaFormat != "application/vnd.oai.openapi;version=3.0.0" {
+				t.Errorf("message %s: schemaFormat %q; the payloads are OpenAPI 3.0 schemas, as in openapi.yaml", name, m.Payload.SchemaFormat)
+			}
+		}
+	})
+}
+
+// subjectMatches reports whether the NATS subject filter matches subject.
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s) || tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
+
+// walkRefs calls f with every $ref in the tree and where it is.
+func walkRefs(v any, at string, f func(at, ref string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && k == "$ref" {
+				f(at, s)
+			} else {
+				walkRefs(x, at+"/"+k, f)
+			}
+		}
+	case []any:
+		for i, x := range v {
+			walkRefs(x, at+"/"+strconv.Itoa(i), f)
+		}
+	}
+}
+
+// resolvePointer returns what the JSON pointer names in the tree, or nil.
+func resolvePointer(v any, pointer string) any {
+	if pointer == "" {
+		return v
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+		if v == nil {
+			return nil
+		}
+	}
+	return v
+}
+
+// The packages whose NATS messages the document describes: every header name in their code is one
+// a client sees, or one of internalHeaders.
+var headerPackages = []string{"../tracking", "../internal/publish", "../internal/deadletter", "../internal/consume",
+	"../internal/service", "../internal/subjects", "../internal/streams", "../internal/delivery"}
+
+// internalHeaders are header names of the code that no client sees: those of the fence markers on
+// P.leader.>.
+var internalHeaders = []string{publish.HeaderLeader, publish.HeaderRestart, publish.HeaderRestartAfter}
+
+// headerName matches a string literal that names a NATS header (or, ending in "-", a prefix of names).
+var headerName = regexp.MustCompile(`^(?:(?:Nats|Tracking|Bridge|Sse)-[A-Za-z-]+|ce-[a-z]+|Content-Type|Idempotency-Key|Retry-After)$`)
+
+// natsHeaderConsts are the header constants of nats.go that the packages use: an unknown one fails
+// codeHeaderNames until it is added here.
+var natsHeaderConsts = map[string]string{
+	"jetstream.MsgIDHeader":                   jetstream.MsgIDHeader,
+	"jetstream.ExpectedLastSubjSeqHeader":     jetstream.ExpectedLastSubjSeqHeader,
+	"jetstream.ExpectedLastSubjSeqSubjHeader": jetstream.ExpectedLastSubjSeqSubjHeader,
+	"micro.ErrorHeader":                       micro.ErrorHeader,
+	"micro.ErrorCodeHeader":                   micro.ErrorCodeHeader,
+}
+
+// codeHeaderNames returns every header name in the non-test code of headerPackages, but
+// internalHeaders: the string literals that look like one, and nats.go's header constants they use.
+func codeHeaderNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) && !slices.Contains(internalHeaders, n) {
+			names = append(names, n)
+		}
+	}
+	for _, dir := range headerPackages {
+		for _, f := range parseDir(t, dir) {
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.BasicLit:
+					if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && headerName.MatchString(s) {
+						add(s)
+					}
+				case *ast.SelectorExpr:
+					x, ok := n.X.(*ast.Ident)
+					if !ok || !slices.Contains([]string{"nats", "jetstream", "micro"}, x.Name) ||
+						!(strings.HasSuffix(n.Sel.Name, "Header") && n.Sel.Name != "Header" || strings.HasSuffix(n.Sel.Name, "Hdr")) {
+						return true
+					}
+					if v, ok := natsHeaderConsts[x.Name+"."+n.Sel.Name]; ok {
+						add(v)
+					} else {
+						t.Errorf("%s uses %s.%s: add it to natsHeaderConsts, and its header to asyncapi.yaml", dir, x.Name, n.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	return names
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var files []*ast.File
+	fset := token.NewFileSet()
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// exportedDecls returns the names of the exported functions and constants of the package in dir.
+func exportedDecls(t *testing.T, dir string) (funcs, consts []string) {
+	t.Helper()
+	for _, f := range parseDir(t, dir) {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					funcs = append(funcs, d.Name.Name)
+				}
+			case *ast.GenDecl:
+				if d.Tok != token.CONST {
+					continue
+				}
+				for _, s := range d.Specs {
+					for _, n := range s.(*ast.ValueSpec).Names {
+						if n.IsExported() {
+							consts = append(consts, n.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	return funcs, consts
+}
+
+// TestAsyncAPIParse validates asyncapi.yaml with the AsyncAPI project's parser (@asyncapi/parser, with
+// its OpenAPI schema parser for the payloads, at the versions lint/package-lock.json pins), through
+// lint/asyncapi.mjs: it fails on every error the parser reports and on every reference it left
+// unresolved, and logs the rest. Like TestOpenAPILint it installs lint/node_modules with npm ci on its
+// first run, and skips where Node.js or npm is not installed or the npm registry cannot be reached.
+func TestAsyncAPIParse(t *testing.T) {
+	dir := installLinters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "asyncapi.mjs", "../asyncapi.yaml")
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var r struct {
+		Diagnostics []struct {
+			Code, Message   string
+			Severity        int // 0 error, 1 warning, 2 information, 3 hint
+			Path            []string
+			Line, Character int
+		}
+		Parsed     bool
+		Unresolved []string
+		Channels   []*string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("asyncapi.mjs: %v; its output is not JSON: %v\n%s\n%s", runErr, err, stdout.Bytes(), stderr.Bytes())
+	}
+	var fs []finding
+	for _, d := range r.Diagnostics {
+		severity := "hint"
+		if d.Severity >= 0 && d.Severity < 3 {
+			severity = []string{"error", "warning", "info"}[d.Severity]
+		}
+		fs = append(fs, finding{file: "asyncapi.yaml", severity: severity, rule: d.Code, message: d.Message,
+			line: d.Line, col: d.Character, where: strings.Join(d.Path, ".")})
+	}
+	reportFindings(t, "@asyncapi/parser", fs, linterOutput{stdout: stdout.Bytes(), stderr: stderr.Bytes(), err: runErr}, "")
+	if !r.Parsed {
+		t.Fatal("the parser returned no document")
+	}
+	for _, u := range r.Unresolved {
+		t.Errorf("the parser left a reference unresolved: %s", u)
+	}
+	// The parser read the channels this package's YAML reader reads.
+	doc, _ := loadAsyncAPI(t)
+	var want, got []string
+	for _, c := range doc.Channels {
+		want = append(want, derefOr(c.Address, "null"))
+	}
+	for _, a := range r.Channels {
+		got = append(got, derefOr(a, "null"))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the parser read the channels %q, the YAML holds %q", got, want)
+	}
+}
+
+func derefOr(s *string, or string) string {
+	if s == nil {
+		return or
+	}
+	return *s
+}
