@@ -13,5 +13,9 @@
 // configuration and decodes them (Event); Reporter publishes reports and waits for JetStream's
 // acknowledgement; Client calls the API and returns its failures as *APIError.
 //
+// The same subjects, headers, streams and endpoints are described as an AsyncAPI 3.0 document,
+// api/asyncapi.yaml in the repository, for tools and for clients in other languages; a test holds it
+// against the bridge's code.
+//
 // Everything talks to NATS only: the bridge holds the provider's OAuth credentials.
 package tracking
