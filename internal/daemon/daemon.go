@@ -1,7 +1,9 @@
 // Package daemon is the bridge's daemon: it builds the components from the configuration and supervises
-// them (the event stream into JetStream, the report consumer towards the upstream), serves the HTTP
-// endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It knows no protocol
-// detail of a component: it wires them, watches their state and stops them in order.
+// them (the event stream into JetStream, the report consumer towards the upstream, the API service),
+// serves the HTTP endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It
+// knows no protocol detail of a component: each keeps the contract of internal/component, and the daemon
+// runs them in one group, stops them by cancelling its context, and builds /readyz and /status from them
+// (component.go).
 package daemon
 
 import (
@@ -18,6 +20,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -40,7 +43,7 @@ type Daemon struct {
 	natsSt *natsState // nc's state, readable without its lock
 	layout streams.Layout
 	tokens *upstream.TokenSource
-	// The components (component.Component), and parts lists them in /readyz's order.
+	// The components (component.Component) besides events, reports and api.
 	conn  *natsWatch // the NATS connection
 	token *tokens    // the token source
 	// events runs the stream into JetStream while this bridge holds the lease (leader.go).
@@ -56,6 +59,8 @@ type Daemon struct {
 	// events, the lease and the reports travel on.
 	apiNC *nats.Conn
 	ops   *ops // metrics, health checks and the HTTP endpoint (http.go)
+	// parts lists the components, and the streams' check, in /readyz's order (listParts): Run's group,
+	// /readyz and /status are built from it.
 	parts []part
 	// streamsLog is for provisioning the JetStream streams (component "streams").
 	streamsLog *slog.Logger
@@ -102,7 +107,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Observe:       d.tokenObserved,
 	})
 	d.token.src = d.tokens
-	watch := &streamWatch{Metrics: d.ops.metrics}
+	watch := &streamWatch{Stream: d.ops.metrics.Stream}
 	stream := upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
 		Tokens:           d.tokens,
@@ -133,7 +138,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.source = ceSource(cfg.StreamURL())
 	}
 	d.pubLog = log.With("component", "publish")
-	d.events, err = newEvents(d, js, stream, watch, log)
+	d.events, err = newEvents(d, js, stream, watch, d.ops.metrics.Publish, log)
 	if err != nil {
 		d.nc.Close()
 		return nil, err
@@ -154,7 +159,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		AckWait:     max(2*time.Minute, 4*cfg.HTTPTimeout),
 		StopTimeout: cfg.ShutdownTimeout,
 		Logger:      log.With("component", "reports"),
-		Observer:    d.ops.metrics,
+		Observer:    d.ops.metrics.Reports,
 	})}
 	if err := d.newAPI(log); err != nil {
 		d.nc.Close()
@@ -187,8 +192,9 @@ type reports struct{ *consume.Consumer }
 
 func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending: r.Pending()} }
 
-// newPublisher returns a publisher of events, fenced on P.leader.>; each term of leadership gets its own.
-func (d *Daemon) newPublisher() (*publish.Publisher, error) {
+// newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
+// leadership gets its own.
+func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
@@ -199,7 +205,7 @@ func (d *Daemon) newPublisher() (*publish.Publisher, error) {
 		Timeout:      cfg.PublishTimeout,
 		Source:       d.source,
 		Logger:       d.pubLog,
-		Observer:     d.ops.metrics,
+		Observer:     m,
 	})
 	if err != nil {
 		return nil, err
@@ -210,7 +216,7 @@ func (d *Daemon) newPublisher() (*publish.Publisher, error) {
 // tokenObserved is the token source's Observe hook: the readiness and metrics, and a new token ends
 // the report consumer's hold at once, whichever part of the bridge asked for it.
 func (d *Daemon) tokenObserved(kind string, err error) {
-	d.ops.metrics.TokenObserved(kind, err)
+	d.ops.metrics.Tokens.TokenObserved(kind, err)
 	d.token.observed(err)
 	if err == nil && d.reports != nil {
 		d.reports.TokenObtained()
@@ -255,7 +261,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Validator:   validator,
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
-		Observer:    d.ops.metrics,
+		Observer:    d.ops.metrics.API,
 		// Who may call what (contract §7): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
@@ -335,7 +341,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT.
+// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT (the
+// components' component.ErrStopTimeout).
 var ErrShutdownTimeout = component.ErrStopTimeout
 
 // ensureStreams provisions the streams, retrying while NATS is unreachable or JetStream unavailable.

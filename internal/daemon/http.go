@@ -71,7 +71,7 @@ func urlKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.EscapedPat
 // bridge_upstream_request_duration_seconds, labelled by operation (matched on the configured URLs).
 func (o *ops) instrument(clients ...*http.Client) {
 	for _, c := range clients {
-		c.Transport = o.metrics.InstrumentTransport(c.Transport, o.operation)
+		c.Transport = o.metrics.Upstream.InstrumentTransport(c.Transport, o.operation)
 	}
 }
 

@@ -30,8 +30,10 @@ type events struct {
 	d      *Daemon
 	lease  *lease.Lease
 	stream *upstream.Stream
-	watch  *streamWatch // the stream's observer: when its last connection ended
-	log    *slog.Logger
+	watch  *streamWatch // the stream's observer: its metrics, when its last connection ended
+	// published is the publishers' metrics, handed to each term's publisher.
+	published *metrics.Publish
+	log       *slog.Logger
 	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
 	grace time.Duration
 
@@ -55,9 +57,10 @@ type term struct {
 	claimed bool // the fence was claimed; written before done is closed
 }
 
-func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch *streamWatch, log *slog.Logger) (*events, error) {
-	e := &events{d: d, stream: stream, watch: watch, log: log.With("component", "leader"), fatal: make(chan error, 1),
-		grace: 2*d.cfg.ReconnectMin + 2*time.Second}
+func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch *streamWatch, published *metrics.Publish,
+	log *slog.Logger) (*events, error) {
+	e := &events{d: d, stream: stream, watch: watch, published: published, log: log.With("component", "leader"),
+		fatal: make(chan error, 1), grace: 2*d.cfg.ReconnectMin + 2*time.Second}
 	l, err := lease.New(js, lease.Config{
 		Bucket:   d.layout.Leases(),
 		TTL:      d.cfg.LeaseTTL,
@@ -144,27 +147,27 @@ func (e *events) status(doc *statusDoc) {
 	if p := e.publisher(); p != nil {
 		doc.Stream.ResumeAfter = statusID(p.LastResumeID())
 	}
-	a := e.watch.StreamActivity()
+	a := e.watch.Activity()
 	doc.Stream.LastReceivedID = statusID(a.LastID)
-	doc.Stream.Duplicates = e.d.ops.metrics.Duplicates()
+	doc.Stream.Duplicates = e.published.Duplicates()
 	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
 }
 
 // streamWatch is the event stream's observer: its metrics, and when its last established connection
 // ended, for the reconnect grace of the readiness.
 type streamWatch struct {
-	*metrics.Metrics
+	*metrics.Stream
 	down atomic.Int64 // unix ns; 0 while none ended yet
 }
 
 func (w *streamWatch) Connected() {
 	w.down.Store(0)
-	w.Metrics.Connected()
+	w.Stream.Connected()
 }
 
 func (w *streamWatch) Disconnected(reason string) {
 	w.down.Store(time.Now().UnixNano())
-	w.Metrics.Disconnected(reason)
+	w.Stream.Disconnected(reason)
 }
 
 // leading reports whether this bridge holds the lease now (by its own clock).
@@ -188,7 +191,7 @@ func (e *events) onChange(leading bool) {
 
 func (e *events) begin() {
 	h, _ := e.lease.Holder()
-	pub, err := e.d.newPublisher()
+	pub, err := e.d.newPublisher(e.published)
 	if err != nil {
 		e.fail(err)
 		e.lease.Resign(h.Epoch, "cannot publish: "+err.Error(), e.d.cfg.LeaseTTL)

@@ -524,7 +524,7 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 		BackoffMin: 100 * time.Millisecond,
 		BackoffMax: time.Second,
 		Logger:     b.log.With("component", "reports"),
-		Observer:   b.ops.metrics,
+		Observer:   b.ops.metrics.Reports,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
