@@ -204,10 +204,10 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
 		Leader:         func() bool { return true },
 	})
-	m.Published("GATE_IN")
-	m.Received(&event.Event{ID: "x"})
-	m.AckLatency(0)
-	rt := m.InstrumentTransport(okTransport{}, func(*http.Request) string { return "token" })
+	m.Publish.Published("GATE_IN")
+	m.Stream.Received(&event.Event{ID: "x"})
+	m.Publish.AckLatency(0)
+	rt := m.Upstream.InstrumentTransport(okTransport{}, func(*http.Request) string { return "token" })
 	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
 	if resp, err := rt.RoundTrip(req); err == nil {
 		resp.Body.Close()

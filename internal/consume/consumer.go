@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
@@ -44,7 +45,7 @@ import (
 // when it starts backing off, one when the upstream recovered, counters in between. When a probe
 // succeeds, fetching resumes at full concurrency. TokenObtained ends a hold early.
 //
-// Its methods are safe for concurrent use; Run may be called once.
+// It is a component.Component. Its methods are safe for concurrent use; Run may be called once.
 type Consumer struct {
 	js   jetstream.JetStream
 	send Sender
@@ -64,7 +65,8 @@ type Consumer struct {
 	natsFailed atomic.Bool // an acknowledgement or dead-letter publish failed, logged once
 	fetchFails atomic.Int64
 
-	// aborted ends with Abort: the attempts in flight are cancelled and their reports handed back.
+	// aborted ends when a stop is cut short at StopTimeout: the attempts in flight are cancelled and
+	// their reports handed back.
 	aborted context.Context
 	abort   context.CancelFunc
 
@@ -102,17 +104,58 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 // attempt completes (bounded by AckWait/4; the attempt is not cancelled with ctx) and they are settled as
 // usual: acknowledged, dead-lettered or handed back for a later redelivery. Then Run returns nil. So a
 // clean stop loses nothing and sends nothing twice; drain or close the NATS connection only after Run
-// returned. When the stop takes too long (a slow upstream), Abort cuts it short: see there. A report
-// whose settlement failed (NATS unreachable), or that was in flight when the process died, is
-// redelivered after AckWait and may reach the upstream a second time, with the same Idempotency-Key.
+// returned. A report whose settlement failed (NATS unreachable), or that was in flight when the process
+// died, is redelivered after AckWait and may reach the upstream a second time, with the same
+// Idempotency-Key.
+//
+// When the stop takes longer than Config.StopTimeout (a slow upstream), it is cut short: the upstream
+// attempts still in flight are cancelled and their reports handed back to the stream (Nak) for an
+// immediate redelivery, to this bridge after a restart or to another, instead of after AckWait; a report
+// the upstream answered meanwhile is settled as usual. Run then returns an error wrapping
+// component.ErrStopTimeout and ErrAborted. It waits at most a second for the hand-backs; beyond, it
+// returns with its goroutines left behind (the process is on its way out), and the reports come back
+// after AckWait.
 //
 // Run returns an error for an invalid Config, a consumer configuration JetStream refuses (for example
-// another consumer on the work-queue stream with an overlapping filter), a closed NATS connection, or
-// ErrAborted after Abort.
+// another consumer on the work-queue stream with an overlapping filter), a closed NATS connection, or a
+// stop cut short.
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("consume: Run called more than once")
 	}
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	if c.cfg.StopTimeout <= 0 {
+		return <-done
+	}
+	timeout := time.NewTimer(c.cfg.StopTimeout)
+	defer timeout.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timeout.C:
+	}
+	c.abort()
+	wait := time.NewTimer(handBackWait)
+	defer wait.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-wait.C:
+		err = errors.New("still stopping; its unacknowledged reports are delivered again after the ack wait")
+	}
+	err = fmt.Errorf("%w (%s): %w", component.ErrStopTimeout, c.cfg.StopTimeout, err)
+	c.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
+	return err
+}
+
+// run is Run without its stop timeout.
+func (c *Consumer) run(ctx context.Context) error {
 	defer c.setPhase(phaseStopped)
 	if err := c.cfg.check(); err != nil {
 		return err
@@ -153,15 +196,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
-// ErrAborted is Run's error after Abort.
-var ErrAborted = errors.New("consume: stop aborted")
+// The report consumer is one of the bridge's components.
+var _ component.Component = (*Consumer)(nil)
 
-// Abort cuts a stop short (its caller's shutdown timeout passed): the upstream attempts still in flight are
-// cancelled and their reports handed back to the stream (Nak) for an immediate redelivery, to this bridge
-// after a restart or to another, instead of after AckWait. A report the upstream answered meanwhile is
-// settled as usual. Run then returns ErrAborted soon. Abort does not stop Run by itself: cancel Run's
-// context too.
-func (c *Consumer) Abort() { c.abort() }
+// ErrAborted is Run's error when its stop was cut short at Config.StopTimeout, wrapped with
+// component.ErrStopTimeout.
+var ErrAborted = errors.New("consume: stop aborted")
 
 // TokenObtained tells the consumer that some part of the bridge obtained a new access token. A hold
 // while the upstream was failing ends at once (though not before the upstream's Retry-After), so that

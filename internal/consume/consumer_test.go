@@ -73,8 +73,8 @@ func TestValidReportDelivered(t *testing.T) {
 	if err := c.stop(t); err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	if ok, why := c.Ready(); ok || why != "report consumer stopped" {
-		t.Errorf("Ready() = %v, %q after stop", ok, why)
+	if err := c.Ready(); err == nil || err.Error() != "report consumer stopped" {
+		t.Errorf("Ready() = %v after stop", err)
 	}
 }
 
@@ -83,8 +83,8 @@ func TestConsumerConfiguration(t *testing.T) {
 	e.sim.SetFaults(sim.Faults{Report429: true, RetryAfter: time.Hour}) // nothing gets through
 	e.publishN(5)
 	c := New(e.js, e.client, e.config())
-	if ok, why := c.Ready(); ok || why != "report consumer not started" {
-		t.Errorf("Ready() before Run = %v, %q", ok, why)
+	if err := c.Ready(); err == nil || err.Error() != "report consumer not started" {
+		t.Errorf("Ready() before Run = %v", err)
 	}
 	r := e.start(e.js, e.config())
 	ctx := context.Background()
@@ -99,8 +99,8 @@ func TestConsumerConfiguration(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "Pending() = 5", func() bool { return r.Pending() == 5 })
 	testutil.Eventually(t, 10*time.Second, "backing off", func() bool { return r.Stats().BackingOff })
-	if ok, why := r.Ready(); !ok || !strings.Contains(why, "backing off") {
-		t.Errorf("Ready() while the upstream fails = %v, %q", ok, why)
+	if err := r.Ready(); err != nil {
+		t.Errorf("Ready() while the upstream fails = %v", err)
 	}
 
 	// A second Run is refused; a bad configuration is reported at once.
@@ -177,7 +177,7 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 	if n := e.logs.Count(slog.LevelWarn, "report dead-lettered"); n != len(tests) {
 		t.Errorf("%d dead-letter log lines, want %d", n, len(tests))
 	}
-	if ok, _ := c.Ready(); !ok {
+	if c.Ready() != nil {
 		t.Error("consumer not ready after bad input")
 	}
 }
@@ -528,7 +528,7 @@ func TestNATSRestart(t *testing.T) {
 	if len(e.deadLetters()) != 0 {
 		t.Error("dead letters after a NATS restart")
 	}
-	testutil.Eventually(t, 15*time.Second, "ready again", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(t, 15*time.Second, "ready again", func() bool { return c.Ready() == nil })
 	t.Logf("stats %+v; upstream calls %d", c.Stats(), e.rec.count())
 }
 
@@ -547,7 +547,7 @@ func TestConsumerDeletedIsRecreated(t *testing.T) {
 	if n := e.logs.Count(slog.LevelWarn, "report consumer was deleted; creating it again"); n < 1 {
 		t.Error("the deletion was not logged")
 	}
-	testutil.Eventually(t, 10*time.Second, "ready", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(t, 10*time.Second, "ready", func() bool { return c.Ready() == nil })
 }
 
 func TestMaxAgeDeadLetters(t *testing.T) {

@@ -113,7 +113,7 @@ func (e *env) start(js jetstream.JetStream, cfg Config) *running {
 	r := &running{Consumer: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
 	e.tb.Cleanup(func() { cancel(); <-r.done; r.done <- nil })
-	testutil.Eventually(e.tb, 10*time.Second, "consumer ready", func() bool { ok, _ := c.Ready(); return ok })
+	testutil.Eventually(e.tb, 10*time.Second, "consumer ready", func() bool { return c.Ready() == nil })
 	return r
 }
 

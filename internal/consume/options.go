@@ -34,6 +34,9 @@ const (
 	opTimeoutMax = 10 * time.Second
 	// handBackFlush bounds the wait for the hand-backs of an aborted stop to reach NATS.
 	handBackFlush = time.Second
+	// handBackWait bounds the wait for a stop cut short at StopTimeout: its hand-backs are publishes that
+	// need no answer, and cmd/bridge allows a little time past the shutdown timeout.
+	handBackWait = time.Second
 )
 
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
@@ -89,6 +92,10 @@ type Config struct {
 	// settled within AckWait of its delivery, so JetStream does not redeliver a report the bridge is still
 	// working on. Keep it at least 4× the upstream HTTP timeout. Default 2 min.
 	AckWait time.Duration
+	// StopTimeout bounds Run's stop (BRIDGE_SHUTDOWN_TIMEOUT), counted from the end of Run's context: the
+	// reports in flight then are finished within it; those still waiting on the upstream at its end are
+	// handed back (see Run). Zero waits for them without bound.
+	StopTimeout time.Duration
 	// Logger receives the consumer's logs; give it a component key. Nil discards them.
 	Logger *slog.Logger
 	// Observer, when set, is told of every delivery and outcome.

@@ -55,7 +55,7 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	}
 
 	// The attempt is not cancelled when Run's context ends: a report being sent is finished and settled.
-	// Only Abort cancels it.
+	// Only a stop cut short at StopTimeout cancels it.
 	sctx, cancel := context.WithTimeout(c.aborted, c.attemptTimeout)
 	out := c.send.Send(sctx, body, idempotencyKey(msg, meta))
 	cancel()
@@ -121,7 +121,7 @@ func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, ou
 	}
 }
 
-// handBack returns a report to the stream for an immediate redelivery, after Abort.
+// handBack returns a report to the stream for an immediate redelivery, when a stop was cut short.
 func (c *Consumer) handBack(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
 	if err := msg.Nak(); err != nil {
 		c.natsFailure("nak", err)

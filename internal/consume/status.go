@@ -17,7 +17,8 @@ type Stats struct {
 	Rejected int64 // reports the upstream rejected, dead-lettered
 	Invalid  int64 // reports that failed validation, dead-lettered
 	Expired  int64 // reports dead-lettered after MaxAge
-	// HandedBack counts the reports in flight that Abort handed back for an immediate redelivery.
+	// HandedBack counts the reports in flight handed back for an immediate redelivery when a stop was
+	// cut short at StopTimeout.
 	HandedBack int64
 
 	DeadLetterFailures int64 // dead-letter publishes that failed (the report is retried)
@@ -87,33 +88,30 @@ func (c *Consumer) setProblem(field *string, s string) {
 	c.mu.Unlock()
 }
 
-// Ready reports whether the consumer is running with its durable consumer in place and JetStream
-// answering, and why not. A failing upstream does not make it unready (the reports wait in the stream);
-// the reason then says that it is backing off.
-func (c *Consumer) Ready() (bool, string) {
+// Ready returns nil while the consumer is running with its durable consumer in place and JetStream
+// answering, else why not. A failing upstream does not make it unready (the reports wait in the stream;
+// Stats says whether it is backing off).
+func (c *Consumer) Ready() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.phase {
 	case phaseNew:
-		return false, "report consumer not started"
+		return errors.New("report consumer not started")
 	case phaseSetup:
 		if c.setupErr != "" {
-			return false, c.setupErr
+			return errors.New(c.setupErr)
 		}
-		return false, "report consumer starting"
+		return errors.New("report consumer starting")
 	case phaseStopped:
-		return false, "report consumer stopped"
+		return errors.New("report consumer stopped")
 	}
 	if c.infoErr != "" {
-		return false, c.infoErr
+		return errors.New(c.infoErr)
 	}
 	if c.fetchErr != "" {
-		return false, c.fetchErr
+		return errors.New(c.fetchErr)
 	}
-	if c.circ.isOpen() {
-		return true, "consuming reports; upstream failing, backing off"
-	}
-	return true, "consuming reports"
+	return nil
 }
 
 // Pending returns the number of reports in the stream not yet settled: waiting to be fetched, in flight,

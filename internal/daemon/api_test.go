@@ -17,12 +17,13 @@ import (
 )
 
 // TestAPIServiceWired: the daemon serves the API of contract §7 on P.api.* through its own token source,
-// counts it in bridge_api_requests_total, and leaves it out with BRIDGE_API_ENABLED=false.
+// counts it in bridge_api_requests_total, has it in /readyz, and leaves it out with
+// BRIDGE_API_ENABLED=false.
 func TestAPIServiceWired(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.tracking"}))
-	ob.waitReady(t, 15*time.Second, http.StatusOK)
+	ob.waitReady(t, 15*time.Second, http.StatusOK, "api_service: ok")
 	nc := ns.Connect()
 
 	var m *nats.Msg
@@ -53,7 +54,9 @@ func TestAPIServiceWired(t *testing.T) {
 	}
 
 	off := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_API_ENABLED": "false"}))
-	off.waitReady(t, 15*time.Second, http.StatusOK)
+	if body := off.waitReady(t, 15*time.Second, http.StatusOK); strings.Contains(body, "api_service") {
+		t.Errorf("/readyz with BRIDGE_API_ENABLED=false:\n%s", body)
+	}
 	if _, err := nc.Request("tracking.api.orders.list", nil, 500*time.Millisecond); err == nil {
 		t.Error("an answer with BRIDGE_API_ENABLED=false")
 	}

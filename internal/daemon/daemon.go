@@ -1,7 +1,9 @@
 // Package daemon is the bridge's daemon: it builds the components from the configuration and supervises
-// them (the event stream into JetStream, the report consumer towards the upstream), serves the HTTP
-// endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It knows no protocol
-// detail of a component: it wires them, watches their state and stops them in order.
+// them (the event stream into JetStream, the report consumer towards the upstream, the API service),
+// serves the HTTP endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It
+// knows no protocol detail of a component: each keeps the contract of internal/component, and the daemon
+// runs them in one group, stops them by cancelling its context, and builds /readyz and /status from them
+// (component.go).
 package daemon
 
 import (
@@ -10,15 +12,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/oklog/run"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -41,13 +43,15 @@ type Daemon struct {
 	natsSt *natsState // nc's state, readable without its lock
 	layout streams.Layout
 	tokens *upstream.TokenSource
-	stream *upstream.Stream
+	// The components (component.Component) besides events, reports and api.
+	conn  *natsWatch // the NATS connection
+	token *tokens    // the token source
 	// events runs the stream into JetStream while this bridge holds the lease (leader.go).
 	events *events
 	source string       // the CloudEvents source of published events
 	pubLog *slog.Logger // the publishers' (component "publish")
 	// reports is the report consumer (tracking.reports → op 4.8).
-	reports *consume.Consumer
+	reports *reports
 	// api is the request-reply service of contract §7 (P.api.* → ops 4.1–4.8); nil when disabled.
 	api *service.Service
 	// apiNC is the API service's own NATS connection. Any caller can flood P.api.* faster than a client
@@ -55,6 +59,9 @@ type Daemon struct {
 	// events, the lease and the reports travel on.
 	apiNC *nats.Conn
 	ops   *ops // metrics, health checks and the HTTP endpoint (http.go)
+	// parts lists the components, and the streams' check, in /readyz's order (listParts): Run's group,
+	// /readyz and /status are built from it.
+	parts []part
 	// streamsLog is for provisioning the JetStream streams (component "streams").
 	streamsLog *slog.Logger
 }
@@ -87,6 +94,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		return nil, err
 	}
 	d.ops.instrument(apiClient, streamClient)
+	d.token = &tokens{}
 	d.tokens = upstream.NewTokenSource(upstream.TokenConfig{
 		TokenURL:      cfg.TokenURL,
 		ClientID:      cfg.ClientID,
@@ -98,7 +106,9 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Logger:        log.With("component", "token"),
 		Observe:       d.tokenObserved,
 	})
-	d.stream = upstream.NewStream(upstream.StreamConfig{
+	d.token.src = d.tokens
+	watch := &streamWatch{Stream: d.ops.metrics.Stream}
+	stream := upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
 		Tokens:           d.tokens,
 		Client:           streamClient,
@@ -109,7 +119,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		UnavailableRetry: cfg.UnavailableRetry,
 		MaxRetryHint:     cfg.StreamRetryHintMax,
 		Logger:           log.With("component", "stream"),
-		Observer:         d.ops.streamObserver(),
+		Observer:         watch,
 	})
 
 	warnPlainCredentials(cfg, log.With("component", "nats"))
@@ -117,6 +127,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	if err != nil {
 		return nil, err
 	}
+	d.conn = &natsWatch{cfg: cfg, nc: d.nc, st: d.natsSt}
 	js, err := jetstream.New(d.nc)
 	if err != nil {
 		d.nc.Close()
@@ -127,14 +138,14 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.source = ceSource(cfg.StreamURL())
 	}
 	d.pubLog = log.With("component", "publish")
-	d.events, err = newEvents(d, js, log)
+	d.events, err = newEvents(d, js, stream, watch, d.ops.metrics.Publish, log)
 	if err != nil {
 		d.nc.Close()
 		return nil, err
 	}
 	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: d.tokens,
 		Client: apiClient, Logger: log.With("component", "report")})
-	d.reports = consume.New(js, reportClient, consume.Config{
+	d.reports = &reports{consume.New(js, reportClient, consume.Config{
 		Stream:      d.layout.Reports(),
 		Durable:     cfg.ReportDurable,
 		Subject:     d.layout.ReportsSubject(),
@@ -146,19 +157,44 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		BackoffMin:  cfg.ReportBackoffMin,
 		BackoffMax:  cfg.ReportBackoffMax,
 		AckWait:     max(2*time.Minute, 4*cfg.HTTPTimeout),
+		StopTimeout: cfg.ShutdownTimeout,
 		Logger:      log.With("component", "reports"),
-		Observer:    d.ops.reportsObserver(),
-	})
-	d.ops.watchReports(d.reports)
+		Observer:    d.ops.metrics.Reports,
+	})}
 	if err := d.newAPI(log); err != nil {
 		d.nc.Close()
 		return nil, err
 	}
+	d.parts = d.listParts()
+	d.ops.addChecks(d.parts)
 	return d, nil
 }
 
-// newPublisher returns a publisher of events, fenced on P.leader.>; each term of leadership gets its own.
-func (d *Daemon) newPublisher() (*publish.Publisher, error) {
+// listParts lists the bridge's parts in the order /readyz shows their checks; the order also ranks their
+// errors when several fail. Every component is here: what is not here does not run.
+func (d *Daemon) listParts() []part {
+	ps := []part{
+		{name: checkNATS, c: d.conn},
+		// Provisioned by Run before the components start: checked only.
+		{name: checkStreams, check: d.ops.checkStreams},
+		{name: checkToken, c: d.token},
+		{name: checkStream, c: d.events},
+		{name: checkReports, c: d.reports, what: "report consumer"},
+	}
+	if d.api != nil {
+		ps = append(ps, part{name: checkAPI, c: d.api}) // its errors name the service
+	}
+	return ps
+}
+
+// reports is the report consumer, with its section of /status.
+type reports struct{ *consume.Consumer }
+
+func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending: r.Pending()} }
+
+// newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
+// leadership gets its own.
+func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
@@ -169,7 +205,7 @@ func (d *Daemon) newPublisher() (*publish.Publisher, error) {
 		Timeout:      cfg.PublishTimeout,
 		Source:       d.source,
 		Logger:       d.pubLog,
-		Observer:     d.ops.metrics,
+		Observer:     m,
 	})
 	if err != nil {
 		return nil, err
@@ -177,10 +213,11 @@ func (d *Daemon) newPublisher() (*publish.Publisher, error) {
 	return p, nil
 }
 
-// tokenObserved is the token source's Observe hook: the health checks and metrics, and a new token ends
+// tokenObserved is the token source's Observe hook: the readiness and metrics, and a new token ends
 // the report consumer's hold at once, whichever part of the bridge asked for it.
 func (d *Daemon) tokenObserved(kind string, err error) {
-	d.ops.tokenObserved(kind, err)
+	d.ops.metrics.Tokens.TokenObserved(kind, err)
+	d.token.observed(err)
 	if err == nil && d.reports != nil {
 		d.reports.TokenObtained()
 	}
@@ -219,11 +256,12 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Prefix:      d.cfg.SubjectPrefix,
 		Concurrency: d.cfg.APIConcurrency,
 		Timeout:     d.cfg.APITimeout,
+		StopTimeout: d.cfg.ShutdownTimeout,
 		ReportPath:  d.cfg.ReportPath,
 		Validator:   validator,
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
-		Observer:    d.ops.metrics,
+		Observer:    d.ops.metrics.API,
 		// Who may call what (contract §7): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
@@ -245,11 +283,13 @@ func ceSource(raw string) string {
 // HTTPAddr returns the address the HTTP endpoint listens on, "" before Run started it.
 func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 
-// Run runs the bridge until ctx is done: the event stream into JetStream and the report consumer towards
-// the upstream. On the way out it stops ingress first (the stream stops reading, the consumer stops
-// fetching), then waits for in-flight publishes and reports, then drains the NATS connection, all within
-// BRIDGE_SHUTDOWN_TIMEOUT counted from the moment it starts stopping. It returns nil after a clean stop,
-// and the reason otherwise (a part failed, or the NATS connection closed for good).
+// Run runs the bridge until ctx is done: its components (the NATS connection, the token source, the
+// event stream into JetStream, the report consumer, the API service) in one group. Every component stops
+// the same way, when the group's context ends: on ctx, or when one of them returned. Each then stops its
+// ingress first (the stream stops reading, the consumer stops fetching, the service stops taking
+// requests) and finishes its work in flight within BRIDGE_SHUTDOWN_TIMEOUT counted from that moment;
+// once they all returned, Run drains the NATS connections within the same timeout. It returns nil after
+// a clean stop, and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.nc.Close()
 	if d.apiNC != nil {
@@ -267,72 +307,28 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 
-	// rctx ends the ingress parts: on ctx, or when one of them returns (then all stop).
+	// rctx is the components' context: it ends on ctx, or when one of them returns. dctx, the drain's
+	// deadline, ends BRIDGE_SHUTDOWN_TIMEOUT after it, as each component's own stop clock does.
 	rctx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
-	// dctx bounds the stop: it ends BRIDGE_SHUTDOWN_TIMEOUT after rctx, for everything that follows (the
-	// parts winding down, the in-flight publishes, the drain).
-	dctx, stopShutdownClock := d.shutdownClock(rctx)
+	dctx, stopShutdownClock := component.StopClock(rctx, d.cfg.ShutdownTimeout)
 	defer stopShutdownClock()
+	errs := d.runParts(rctx, stopAll, d.parts)
 
-	var eventsErr, reportsErr, apiErr, natsErr error
-	var g run.Group
-	// The event stream into JetStream, while this bridge holds the lease. On the way out the lease's
-	// holder stops reading, settles its publishes in flight within the shutdown clock, then releases the
-	// lease, so that a standby resumes after them at once.
-	g.Add(func() error {
-		if eventsErr = d.events.run(rctx, dctx); eventsErr != nil {
-			d.log.Error("the event path failed; stopping", "err", eventsErr)
+	if d.nc.IsClosed() {
+		// Nothing but drain closes the connection on purpose, and drain comes later. Nothing in flight can
+		// be settled; the restart resumes from the stream.
+		return natsClosedError(d.cfg, d.nc)
+	}
+	err = nil
+	for _, e := range errs { // the first in the parts' order
+		if e != nil {
+			err = e
+			break
 		}
-		return eventsErr
-	}, func(error) { stopAll() })
-	// The report consumer. It finishes the reports in flight and hands back those fetched ahead; at the
-	// shutdown timeout it hands back those still in flight too, and the stop is an error.
-	g.Add(func() error {
-		reportsErr = d.runReports(rctx, dctx)
-		return reportsErr
-	}, func(error) { stopAll() })
-	// The API service: it stops taking requests with the ingress, and answers those in flight until
-	// the shutdown clock runs out.
-	if d.api != nil {
-		g.Add(func() error {
-			apiErr = d.api.Run(rctx, dctx)
-			return apiErr
-		}, func(error) { stopAll() })
-	}
-	// A connection that closed for good (the server refused the credentials on reconnecting) cannot come
-	// back: stop, so that the process exits with the reason and its supervisor restarts it.
-	closed := d.nc.StatusChanged(nats.CLOSED)
-	g.Add(func() error {
-		select {
-		case <-closed:
-			natsErr = natsClosedError(d.cfg, d.nc)
-			d.log.Error("NATS connection closed for good; stopping", "err", natsErr)
-			return natsErr
-		case <-rctx.Done():
-			return nil
-		}
-	}, func(error) { stopAll() })
-	_ = g.Run() // the parts' errors are ranked below
-
-	d.nc.RemoveStatusListener(closed)
-	if natsErr == nil && d.nc.IsClosed() {
-		// Closed while the watcher was already leaving (another part stopped on it first), or before it
-		// started. Nothing but drain closes the connection on purpose, and drain comes later.
-		natsErr = natsClosedError(d.cfg, d.nc)
-	}
-	if natsErr != nil {
-		return natsErr // nothing in flight can be settled; the restart resumes from the stream
-	}
-	err = eventsErr
-	if reportsErr != nil && err == nil {
-		err = fmt.Errorf("report consumer: %w", reportsErr)
-	}
-	if apiErr != nil && err == nil {
-		err = apiErr // it names the service
 	}
 
-	// Ingress has stopped and the publishes in flight are settled (the lease's stop): drain, within the
+	// The components stopped, their work in flight settled (the lease's stop among it): drain, within the
 	// shutdown timeout.
 	if d.apiNC != nil {
 		if derr := drain(dctx, d.apiNC); derr != nil {
@@ -345,68 +341,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// shutdownClock returns a context that ends BRIDGE_SHUTDOWN_TIMEOUT after stopping is done, and a
-// function that releases its timer.
-func (d *Daemon) shutdownClock(stopping context.Context) (context.Context, func()) {
-	dctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	var timer *time.Timer
-	stopWatch := context.AfterFunc(stopping, func() {
-		mu.Lock()
-		timer = time.AfterFunc(d.cfg.ShutdownTimeout, cancel)
-		mu.Unlock()
-	})
-	return dctx, func() {
-		stopWatch()
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
-	}
-}
-
-// runReports runs the report consumer until rctx is done, and then waits for it until dctx is done. When
-// it is still stopping then (reports waiting on a slow upstream), the consumer is aborted: it hands the
-// reports in flight back to the stream, so that the next bridge gets them at once rather than after the
-// ack wait, and runReports returns an error, for a non-zero exit. It waits at most handBackWait for that;
-// beyond, the consumer's goroutine is left behind: the process is on its way out.
-func (d *Daemon) runReports(rctx, dctx context.Context) error {
-	done := make(chan error, 1)
-	go func() { done <- d.reports.Run(rctx) }()
-	var err error
-	select {
-	case err = <-done:
-	case <-rctx.Done():
-		select {
-		case err = <-done:
-		case <-dctx.Done():
-			d.reports.Abort()
-			t := time.NewTimer(handBackWait)
-			defer t.Stop()
-			select {
-			case err = <-done:
-			case <-t.C:
-				err = errors.New("still stopping; its unacknowledged reports are delivered again after the ack wait")
-			}
-			err = fmt.Errorf("%w (%s): %w", ErrShutdownTimeout, d.cfg.ShutdownTimeout, err)
-			d.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
-			return err
-		}
-	}
-	if err != nil {
-		d.log.Error("report consumer failed", "err", err)
-	}
-	return err
-}
-
-// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT.
-var ErrShutdownTimeout = errors.New("stop timed out after BRIDGE_SHUTDOWN_TIMEOUT")
-
-// handBackWait bounds the wait for an aborted report consumer: its hand-backs are publishes that need no
-// answer, and cmd/bridge allows a little time past the shutdown timeout.
-const handBackWait = time.Second
+// ErrShutdownTimeout is Run's error when a part was still stopping at BRIDGE_SHUTDOWN_TIMEOUT (the
+// components' component.ErrStopTimeout).
+var ErrShutdownTimeout = component.ErrStopTimeout
 
 // ensureStreams provisions the streams, retrying while NATS is unreachable or JetStream unavailable.
 func (d *Daemon) ensureStreams(ctx context.Context) error {

@@ -16,32 +16,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
 
 // ops is the bridge's operational side: the metrics registry, the liveness and readiness checks, and the
-// HTTP server on BRIDGE_HTTP_ADDR serving /metrics, /healthz, /readyz and /status (status.go). It reads the components'
-// state through d; it owns no protocol logic.
+// HTTP server on BRIDGE_HTTP_ADDR serving /metrics, /healthz, /readyz and /status (status.go). /readyz
+// and /status are built from the parts (addChecks, status); it owns no protocol logic.
 type ops struct {
 	d       *Daemon
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
-	ready   health.Checks
+	ready   health.Checks // the parts' readiness (addChecks)
 	live    health.Checks
-
-	// Set by the stream observer: when the last established stream connection ended (unix ns; 0 while
-	// none ended yet), for the reconnect grace of the stream check.
-	streamDown atomic.Int64
-	// The last token request's outcome: its error text (nil after a success), and whether one succeeded.
-	tokenErr atomic.Pointer[string]
-	tokenOK  atomic.Bool
-	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
-	grace time.Duration
-
-	reports atomic.Pointer[consume.Consumer] // the report consumer, once watchReports was called
+	// streams is the streams' check, asked of JetStream and cached.
+	streams func(context.Context) error
 
 	running  atomic.Bool // Run's loop is running
 	stopping atomic.Bool // ctx is done: shutting down
@@ -51,8 +41,8 @@ type ops struct {
 	opByURL map[string]string
 }
 
-// newOps builds the registry, the metrics and the checks of d; log is the HTTP endpoint's. It reads d's
-// components lazily, so it may be called before they exist.
+// newOps builds the registry, the metrics and the liveness check of d; log is the HTTP endpoint's. It
+// reads d's components lazily, so it may be called before they exist.
 func newOps(d *Daemon, log *slog.Logger) *ops {
 	o := &ops{d: d, log: log, reg: prometheus.NewRegistry()}
 	o.reg.MustRegister(
@@ -60,7 +50,6 @@ func newOps(d *Daemon, log *slog.Logger) *ops {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	o.metrics = metrics.New(o.reg, metrics.BuildInfo{Version: d.info.Version, Commit: d.info.Commit, GoVersion: runtime.Version()})
-	o.grace = 2*d.cfg.ReconnectMin + 2*time.Second
 
 	o.opByURL = map[string]string{}
 	for op, raw := range map[string]string{
@@ -71,16 +60,7 @@ func newOps(d *Daemon, log *slog.Logger) *ops {
 		}
 	}
 
-	o.ready.Add(checkNATS, o.checkNATS)
-	cachedStreams := health.Cached(streamsTTL, o.checkStreams)
-	o.ready.Add(checkStreams, func(ctx context.Context) error {
-		if st := o.d.natsSt; st == nil || !st.Connected() {
-			return errors.New("NATS not connected")
-		}
-		return cachedStreams(ctx)
-	})
-	o.ready.Add(checkToken, o.checkToken)
-	o.ready.Add(checkStream, o.checkStream)
+	o.streams = health.Cached(streamsTTL, o.askStreams)
 	o.live.Add(checkLoop, o.checkLoop)
 	return o
 }
@@ -91,7 +71,7 @@ func urlKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.EscapedPat
 // bridge_upstream_request_duration_seconds, labelled by operation (matched on the configured URLs).
 func (o *ops) instrument(clients ...*http.Client) {
 	for _, c := range clients {
-		c.Transport = o.metrics.InstrumentTransport(c.Transport, o.operation)
+		c.Transport = o.metrics.Upstream.InstrumentTransport(c.Transport, o.operation)
 	}
 }
 
@@ -124,17 +104,14 @@ func (o *ops) handler() http.Handler {
 // passes from now until ctx is done.
 func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	d := o.d
-	src := metrics.Sources{
-		StreamState:    d.stream.State,
+	o.metrics.SetSources(metrics.Sources{
+		StreamState:    d.events.stream.State,
+		ReportsPending: d.reports.Pending,
 		NATSConnected:  d.natsSt.Connected,
 		NATSReconnects: d.natsSt.Reconnects,
 		Readiness:      o.readiness,
 		Leader:         d.events.leading,
-	}
-	if c := o.reports.Load(); c != nil {
-		src.ReportsPending = c.Pending
-	}
-	o.metrics.SetSources(src)
+	})
 	ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGE_HTTP_ADDR: %w", err)

@@ -7,26 +7,37 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// events is the event path under the lease (contract §6). The lease decides whether this bridge leads;
-// each time it starts leading, a term begins: a publisher of its own claims the fence (a marker on P.leader
-// that fences out every former leader's writes), reads the resume cursor from the stream, and the upstream
-// stream runs into it. When the lease says stop, the term's reading stops and its publishes in flight are
-// settled before the lease is released.
+// events is the event path under the lease (contract §6), a component. The lease decides whether this
+// bridge leads; each time it starts leading, a term begins: a publisher of its own claims the fence (a
+// marker on P.leader that fences out every former leader's writes), reads the resume cursor from the
+// stream, and the upstream stream runs into it. When the lease says stop, the term's reading stops and its
+// publishes in flight are settled before the lease is released. Its readiness is the upstream stream's
+// (on a standby: that a leader is known), and it writes the role, the lease and the stream into /status.
 type events struct {
-	d     *Daemon
-	lease *lease.Lease
-	log   *slog.Logger
+	d      *Daemon
+	lease  *lease.Lease
+	stream *upstream.Stream
+	watch  *streamWatch // the stream's observer: its metrics, when its last connection ended
+	// published is the publishers' metrics, handed to each term's publisher.
+	published *metrics.Publish
+	log       *slog.Logger
+	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
+	grace time.Duration
 
-	// Set by run before the lease starts: the ingress context and the shutdown clock.
+	// Set by Run before the lease starts: its context (the stop of ingress) and the shutdown clock.
 	rctx, dctx context.Context
 	// fatal carries a failure no other term can mend (no publisher can be made): the daemon stops on it.
 	// A term whose stream or publisher fails resigns the lease instead, for a while.
@@ -46,8 +57,10 @@ type term struct {
 	claimed bool // the fence was claimed; written before done is closed
 }
 
-func newEvents(d *Daemon, js jetstream.JetStream, log *slog.Logger) (*events, error) {
-	e := &events{d: d, log: log.With("component", "leader"), fatal: make(chan error, 1)}
+func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch *streamWatch, published *metrics.Publish,
+	log *slog.Logger) (*events, error) {
+	e := &events{d: d, stream: stream, watch: watch, published: published, log: log.With("component", "leader"),
+		fatal: make(chan error, 1), grace: 2*d.cfg.ReconnectMin + 2*time.Second}
 	l, err := lease.New(js, lease.Config{
 		Bucket:   d.layout.Leases(),
 		TTL:      d.cfg.LeaseTTL,
@@ -62,14 +75,15 @@ func newEvents(d *Daemon, js jetstream.JetStream, log *slog.Logger) (*events, er
 	return e, nil
 }
 
-// run competes for the lease until rctx ends or a failure no term can mend (fatal); dctx bounds the
-// settling of the last term's publishes. A standby gets a token meanwhile, for its readiness. It returns
-// once the lease is released.
-func (e *events) run(rctx, dctx context.Context) error {
-	e.rctx, e.dctx = rctx, dctx
-	lctx, stop := context.WithCancel(rctx)
+// Run competes for the lease until ctx ends or a failure no term can mend (fatal). When ctx ends, the
+// term's reading stops and its publishes in flight are settled within BRIDGE_SHUTDOWN_TIMEOUT; Run
+// returns once the lease is released.
+func (e *events) Run(ctx context.Context) error {
+	dctx, stopClock := component.StopClock(ctx, e.d.cfg.ShutdownTimeout)
+	defer stopClock()
+	e.rctx, e.dctx = ctx, dctx
+	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go e.warmToken(lctx)
 	done := make(chan error, 1)
 	go func() { done <- e.lease.Run(lctx) }()
 	select {
@@ -83,6 +97,77 @@ func (e *events) run(rctx, dctx context.Context) error {
 		<-done
 		return err
 	}
+}
+
+// Ready: on the leader, the event stream is connected, or reconnecting for less than the grace period
+// after an established connection ended.
+func (e *events) Ready() error {
+	s := e.stream
+	if !e.leading() {
+		// A standby reads no stream (contract §6). It is ready once it has known a leader, so that a bridge
+		// starting alone is not ready before it leads and its stream is connected, and a standby stays
+		// ready while the lease changes hands.
+		if !e.lease.SawHolder() {
+			return errors.New("standing by: no leader known yet")
+		}
+		return nil
+	}
+	st := s.State()
+	switch st {
+	case upstream.StateConnected:
+		return nil
+	case upstream.StateReconnecting:
+		if down := e.watch.down.Load(); down != 0 && time.Since(time.Unix(0, down)) < e.grace {
+			return nil
+		}
+	}
+	if err := s.LastError(); err != nil {
+		return fmt.Errorf("%s: %v", st, err)
+	}
+	return errors.New(st.String())
+}
+
+// status writes the role, the lease and the stream into /status.
+func (e *events) status(doc *statusDoc) {
+	s := e.stream
+	doc.Stream.State = s.State().String()
+	if err := s.LastError(); err != nil {
+		doc.Stream.LastError = err.Error()
+	}
+	doc.Role = "standby"
+	if e.leading() {
+		doc.Role = "leader"
+	}
+	self := e.lease.Self()
+	doc.Lease = statusLease{Bucket: e.d.layout.Leases(), TTL: e.d.cfg.LeaseTTL.String(),
+		Self: statusHolder{Name: self.Name, PID: self.PID, Instance: self.Instance}}
+	if h, ok := e.lease.Holder(); ok {
+		doc.Lease.Holder = &statusHolder{Name: h.Name, PID: h.PID, Instance: h.Instance, Epoch: h.Epoch}
+	}
+	if p := e.publisher(); p != nil {
+		doc.Stream.ResumeAfter = statusID(p.LastResumeID())
+	}
+	a := e.watch.Activity()
+	doc.Stream.LastReceivedID = statusID(a.LastID)
+	doc.Stream.Duplicates = e.published.Duplicates()
+	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
+}
+
+// streamWatch is the event stream's observer: its metrics, and when its last established connection
+// ended, for the reconnect grace of the readiness.
+type streamWatch struct {
+	*metrics.Stream
+	down atomic.Int64 // unix ns; 0 while none ended yet
+}
+
+func (w *streamWatch) Connected() {
+	w.down.Store(0)
+	w.Stream.Connected()
+}
+
+func (w *streamWatch) Disconnected(reason string) {
+	w.down.Store(time.Now().UnixNano())
+	w.Stream.Disconnected(reason)
 }
 
 // leading reports whether this bridge holds the lease now (by its own clock).
@@ -106,7 +191,7 @@ func (e *events) onChange(leading bool) {
 
 func (e *events) begin() {
 	h, _ := e.lease.Holder()
-	pub, err := e.d.newPublisher()
+	pub, err := e.d.newPublisher(e.published)
 	if err != nil {
 		e.fail(err)
 		e.lease.Resign(h.Epoch, "cannot publish: "+err.Error(), e.d.cfg.LeaseTTL)
@@ -172,7 +257,7 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 		defer close(upkeep)
 		_ = t.pub.Run(uctx) // returns nil when uctx ends
 	}()
-	err = e.d.stream.Run(ctx, t.pub)
+	err = e.stream.Run(ctx, t.pub)
 	stopUpkeep()
 	<-upkeep
 	switch {
@@ -221,19 +306,5 @@ func (e *events) fail(err error) {
 	select {
 	case e.fatal <- err:
 	default:
-	}
-}
-
-// warmToken gets a token once, so that a standby's readiness reflects its credentials (contract §6: a
-// standby is ready when its own parts are); a leader's stream gets one anyway. It retries until one
-// request succeeds or ctx ends; the token source paces logins after a rejection.
-func (e *events) warmToken(ctx context.Context) {
-	for attempt := 0; ; attempt++ {
-		if _, err := e.d.tokens.Token(ctx); err == nil || ctx.Err() != nil {
-			return
-		}
-		if !retry.Sleep(ctx, retry.Backoff(time.Second, time.Minute, attempt)) {
-			return
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -329,4 +330,44 @@ func closedError(cfg *config.Config, err error) error {
 		hint = "the NATS authentication variables (none is set)"
 	}
 	return fmt.Errorf("NATS connection closed: %w (check %s, and the user's permissions on the server)", err, hint)
+}
+
+// natsWatch is the bridge's NATS connection as a component. Its Run watches for the connection closing
+// for good (the server refused the credentials on reconnecting): it cannot come back, so Run returns the
+// reason and the bridge stops, for its supervisor to restart it. Ready says whether the connection is up.
+type natsWatch struct {
+	cfg *config.Config
+	nc  *nats.Conn
+	st  *natsState
+}
+
+func (w *natsWatch) Run(ctx context.Context) error {
+	closed := w.nc.StatusChanged(nats.CLOSED)
+	defer w.nc.RemoveStatusListener(closed)
+	select {
+	case <-closed:
+		return natsClosedError(w.cfg, w.nc)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Ready: the connection is up; else the servers and the last connection error.
+func (w *natsWatch) Ready() error {
+	if w.st == nil {
+		return errors.New("not connected yet")
+	}
+	if why := w.st.NotConnected(); why != "" {
+		return errors.New(why)
+	}
+	return nil
+}
+
+// status is the connection's section of /status.
+func (w *natsWatch) status(doc *statusDoc) {
+	doc.NATS.Status = "not connected yet"
+	if ns := w.st; ns != nil {
+		st := ns.Status()
+		doc.NATS.Connected, doc.NATS.Status, doc.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
+	}
 }

@@ -499,8 +499,8 @@ func TestLogsOneLinePerStateChange(t *testing.T) {
 
 // opsWireConsumer wires a report consumer into b the way daemon.go does it once the consumer is part
 // of the daemon: on the bridge's NATS connection, with the bridge's token source, an instrumented HTTP
-// client, the metrics observer and the readiness check. It runs until the bridge is stopped, and stops
-// before it.
+// client and the metrics observer (readiness follows the daemon's own consumer). It runs until the
+// bridge is stopped, and stops before it.
 func opsWireConsumer(t *testing.T, ob *opsBridge) {
 	t.Helper()
 	b := ob.b
@@ -524,9 +524,8 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 		BackoffMin: 100 * time.Millisecond,
 		BackoffMax: time.Second,
 		Logger:     b.log.With("component", "reports"),
-		Observer:   b.ops.reportsObserver(),
+		Observer:   b.ops.metrics.Reports,
 	})
-	b.ops.watchReports(c)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()

@@ -7,84 +7,40 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// Names of the readiness checks, in the order /readyz lists them.
+// Names of the readiness checks, one per part (Daemon.listParts, which gives /readyz's order), and of the
+// liveness check.
 const (
 	checkNATS     = "nats"
 	checkStreams  = "jetstream_streams"
 	checkToken    = "upstream_token"
 	checkStream   = "upstream_stream"
 	checkReports  = "report_consumer"
+	checkAPI      = "api_service"
 	checkLoop     = "loop" // liveness
 	streamsTTL    = 2 * time.Second
 	httpStopLimit = 5 * time.Second
 )
 
-// tokenObserved is the token source's Observe hook: metrics, and the last error for the token check.
-func (o *ops) tokenObserved(kind string, err error) {
-	o.metrics.TokenObserved(kind, err)
-	o.tokenOK.Store(err == nil)
-	if err == nil {
-		o.tokenErr.Store(nil)
-		return
+// addChecks makes /readyz of the parts' readiness, in their order.
+func (o *ops) addChecks(parts []part) {
+	for _, p := range parts {
+		o.ready.Add(p.name, p.ready())
 	}
-	msg := err.Error() // the token source's errors carry no secret
-	o.tokenErr.Store(&msg)
 }
 
-// streamObserver returns the event stream's observer: the metrics, plus the disconnect time for the
-// stream check.
-func (o *ops) streamObserver() upstream.StreamObserver { return streamObserver{o.metrics, o} }
-
-type streamObserver struct {
-	*metrics.Metrics
-	o *ops
-}
-
-func (s streamObserver) Connected() {
-	s.o.streamDown.Store(0)
-	s.Metrics.Connected()
-}
-
-func (s streamObserver) Disconnected(reason string) {
-	s.o.streamDown.Store(time.Now().UnixNano())
-	s.Metrics.Disconnected(reason)
-}
-
-// reportsObserver is the report consumer's observer (consume.Config.Observer).
-func (o *ops) reportsObserver() consume.Observer { return o.metrics }
-
-// watchReports adds the report consumer to readiness (its own Ready) and to the metrics (its Pending).
-// Call it after consume.New, before Run.
-func (o *ops) watchReports(c *consume.Consumer) {
-	o.reports.Store(c)
-	o.ready.Add(checkReports, func(context.Context) error {
-		if ok, why := c.Ready(); !ok {
-			return errors.New(why)
-		}
-		return nil
-	})
-}
-
-// checkNATS: the connection is up.
-func (o *ops) checkNATS(context.Context) error {
-	ns := o.d.natsSt
-	if ns == nil {
-		return errors.New("not connected yet")
-	}
-	if why := ns.NotConnected(); why != "" {
-		return errors.New(why)
-	}
-	return nil
-}
-
-// checkStreams: the three JetStream streams exist (asked of JetStream; cached for streamsTTL).
+// checkStreams: the three JetStream streams exist (asked of JetStream; cached for streamsTTL) while NATS
+// is connected.
 func (o *ops) checkStreams(ctx context.Context) error {
+	if st := o.d.natsSt; st == nil || !st.Connected() {
+		return errors.New("NATS not connected")
+	}
+	return o.streams(ctx)
+}
+
+// askStreams asks JetStream whether the three streams exist.
+func (o *ops) askStreams(ctx context.Context) error {
 	js, err := jetstream.New(o.d.nc)
 	if err != nil {
 		return err
@@ -102,50 +58,6 @@ func (o *ops) checkStreams(ctx context.Context) error {
 		}
 	}
 	return joinLine(errs)
-}
-
-// checkToken: the token source holds an unexpired access token, or its last request succeeded. (The
-// source refreshes on demand: while the stream stays connected, nothing asks for a token and it may
-// expire unused; the next request gets a new one.)
-func (o *ops) checkToken(context.Context) error {
-	if o.d.tokens != nil && o.d.tokens.Valid() || o.tokenOK.Load() {
-		return nil
-	}
-	if msg := o.tokenErr.Load(); msg != nil {
-		return fmt.Errorf("no valid access token: %s", *msg)
-	}
-	return errors.New("no valid access token yet")
-}
-
-// checkStream: on the leader, the event stream is connected, or reconnecting for less than the grace period after an
-// established connection ended.
-func (o *ops) checkStream(context.Context) error {
-	s := o.d.stream
-	if s == nil {
-		return errors.New("not started")
-	}
-	if e := o.d.events; e != nil && !e.leading() {
-		// A standby reads no stream (contract §6). It is ready once it has known a leader, so that a bridge
-		// starting alone is not ready before it leads and its stream is connected, and a standby stays
-		// ready while the lease changes hands.
-		if !e.lease.SawHolder() {
-			return errors.New("standing by: no leader known yet")
-		}
-		return nil
-	}
-	st := s.State()
-	switch st {
-	case upstream.StateConnected:
-		return nil
-	case upstream.StateReconnecting:
-		if down := o.streamDown.Load(); down != 0 && time.Since(time.Unix(0, down)) < o.grace {
-			return nil
-		}
-	}
-	if err := s.LastError(); err != nil {
-		return fmt.Errorf("%s: %v", st, err)
-	}
-	return errors.New(st.String())
 }
 
 // checkLoop is the liveness check: the bridge's loop runs and NATS has not given up for good.

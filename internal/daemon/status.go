@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
@@ -77,7 +75,7 @@ type statusReports struct {
 	Pending uint64 `json:"pending"` // reports in the stream not yet settled
 }
 
-// status gathers the status document. The readiness checks run as for /readyz.
+// status gathers the status document: the readiness checks, run as for /readyz, and each part's section.
 func (o *ops) status(ctx context.Context) statusDoc {
 	doc := statusDoc{Version: o.d.info.Version, Commit: o.d.info.Commit, Checks: []statusCheck{}}
 	rs := o.ready.Evaluate(ctx)
@@ -89,42 +87,10 @@ func (o *ops) status(ctx context.Context) statusDoc {
 		}
 		doc.Checks = append(doc.Checks, c)
 	}
-
-	d := o.d
-	doc.Stream.State = "not started"
-	if s := d.stream; s != nil {
-		doc.Stream.State = s.State().String()
-		if err := s.LastError(); err != nil {
-			doc.Stream.LastError = err.Error()
+	for _, p := range o.d.parts {
+		if w, ok := p.c.(statusWriter); ok {
+			w.status(&doc)
 		}
-	}
-	doc.Role = "standby"
-	if e := d.events; e != nil {
-		if e.leading() {
-			doc.Role = "leader"
-		}
-		self := e.lease.Self()
-		doc.Lease = statusLease{Bucket: d.layout.Leases(), TTL: d.cfg.LeaseTTL.String(),
-			Self: statusHolder{Name: self.Name, PID: self.PID, Instance: self.Instance}}
-		if h, ok := e.lease.Holder(); ok {
-			doc.Lease.Holder = &statusHolder{Name: h.Name, PID: h.PID, Instance: h.Instance, Epoch: h.Epoch}
-		}
-		if p := e.publisher(); p != nil {
-			doc.Stream.ResumeAfter = statusID(p.LastResumeID())
-		}
-	}
-	a := o.metrics.StreamActivity()
-	doc.Stream.LastReceivedID = statusID(a.LastID)
-	doc.Stream.Duplicates = o.metrics.Duplicates()
-	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(a.LastEvent), optionalTime(a.LastBytes)
-
-	doc.NATS.Status = "not connected yet"
-	if ns := d.natsSt; ns != nil {
-		st := ns.Status()
-		doc.NATS.Connected, doc.NATS.Status, doc.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
-	}
-	if c := o.reports.Load(); c != nil {
-		doc.Reports = &statusReports{Pending: c.Pending()}
 	}
 	return doc
 }

@@ -64,13 +64,13 @@ func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
 func TestTypeCardinalityIsCapped(t *testing.T) {
 	m, reg := newTest(t)
 	for i := range MaxTypes + 50 {
-		m.Published(fmt.Sprintf("TYPE_%d", i))
-		m.Published(fmt.Sprintf("TYPE_%d", i))
+		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
+		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
 	}
-	if got := value(t, m.publishedBy.WithLabelValues(OtherType)); got != 100 {
+	if got := value(t, m.Publish.publishedBy.WithLabelValues(OtherType)); got != 100 {
 		t.Errorf("other = %v, want 100 (50 types beyond the cap, twice each)", got)
 	}
-	if got := value(t, m.publishedBy.WithLabelValues("TYPE_0")); got != 2 {
+	if got := value(t, m.Publish.publishedBy.WithLabelValues("TYPE_0")); got != 2 {
 		t.Errorf("TYPE_0 = %v, want 2", got)
 	}
 	n := 0
@@ -87,14 +87,14 @@ func TestTypeCardinalityIsCapped(t *testing.T) {
 func TestHotPathDoesNotAllocate(t *testing.T) {
 	m, _ := newTest(t)
 	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
-	m.Published("GATE_IN") // the first time creates the series
+	m.Publish.Published("GATE_IN") // the first time creates the series
 	for name, f := range map[string]func(){
-		"Received":   func() { m.Received(ev) },
-		"Heartbeat":  m.Heartbeat,
-		"Published":  func() { m.Published("GATE_IN") },
-		"AckLatency": func() { m.AckLatency(time.Millisecond) },
-		"Outcome":    func() { m.Outcome("accepted", "2xx") },
-		"Consumed":   m.Consumed,
+		"Received":   func() { m.Stream.Received(ev) },
+		"Heartbeat":  m.Stream.Heartbeat,
+		"Published":  func() { m.Publish.Published("GATE_IN") },
+		"AckLatency": func() { m.Publish.AckLatency(time.Millisecond) },
+		"Outcome":    func() { m.Reports.Outcome("accepted", "2xx") },
+		"Consumed":   m.Reports.Consumed,
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s allocates %v times per call", name, n)
@@ -104,20 +104,20 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 
 func TestObserverLabels(t *testing.T) {
 	m, reg := newTest(t)
-	m.Connected()
-	m.Disconnected("idle")
-	m.Disconnected("something new")
-	m.DeadLettered("not_json")
-	m.DeadLettered("unheard of")
-	m.TokenObserved("login", nil)
-	m.TokenObserved("login", fmt.Errorf("x: %w", upstream.ErrLoginRejected))
-	m.TokenObserved("refresh", fmt.Errorf("x: %w", upstream.ErrTokenEndpoint))
-	m.TokenObserved("refresh", errors.New("refresh rejected: HTTP 400 invalid_grant"))
-	m.Outcome("retry", "5xx")
-	m.Outcome("new_kind", "none")
-	m.PublishRetried(errors.New("timeout"))
-	m.APIRefused("reply_not_inbox")
-	m.APIRefused("reply_not_inbox")
+	m.Stream.Connected()
+	m.Stream.Disconnected("idle")
+	m.Stream.Disconnected("something new")
+	m.Publish.DeadLettered("not_json")
+	m.Publish.DeadLettered("unheard of")
+	m.Tokens.TokenObserved("login", nil)
+	m.Tokens.TokenObserved("login", fmt.Errorf("x: %w", upstream.ErrLoginRejected))
+	m.Tokens.TokenObserved("refresh", fmt.Errorf("x: %w", upstream.ErrTokenEndpoint))
+	m.Tokens.TokenObserved("refresh", errors.New("refresh rejected: HTTP 400 invalid_grant"))
+	m.Reports.Outcome("retry", "5xx")
+	m.Reports.Outcome("new_kind", "none")
+	m.Publish.PublishRetried(errors.New("timeout"))
+	m.API.APIRefused("reply_not_inbox")
+	m.API.APIRefused("reply_not_inbox")
 
 	got := series(t, reg)
 	for k, v := range map[string]float64{
@@ -147,7 +147,7 @@ func TestObserverLabels(t *testing.T) {
 
 func TestScrapeTimeSources(t *testing.T) {
 	m, reg := newTest(t)
-	m.Received(&event.Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
+	m.Stream.Received(&event.Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
 	m.SetSources(Sources{
 		StreamState:    func() upstream.StreamState { return upstream.StateReconnecting },
 		ReportsPending: func() uint64 { return 7 },
@@ -195,17 +195,17 @@ func TestScrapeTimeSources(t *testing.T) {
 
 func TestStreamActivity(t *testing.T) {
 	m, _ := newTest(t)
-	if a := m.StreamActivity(); a != (StreamActivity{}) {
+	if a := m.Stream.Activity(); a != (StreamActivity{}) {
 		t.Errorf("before any byte: %+v, want the zero value", a)
 	}
-	m.Heartbeat()
-	a := m.StreamActivity()
+	m.Stream.Heartbeat()
+	a := m.Stream.Activity()
 	if a.LastBytes.IsZero() || !a.LastEvent.IsZero() || a.LastID != "" {
 		t.Errorf("after a keep-alive: %+v, want only LastBytes", a)
 	}
-	m.Received(&event.Event{ID: "ev-7"})
-	m.Received(&event.Event{}) // without an id: the last id stays
-	a = m.StreamActivity()
+	m.Stream.Received(&event.Event{ID: "ev-7"})
+	m.Stream.Received(&event.Event{}) // without an id: the last id stays
+	a = m.Stream.Activity()
 	if a.LastID != "ev-7" || a.LastEvent.IsZero() || a.LastEvent.After(a.LastBytes) {
 		t.Errorf("after two events: %+v, want id ev-7 and the event's time from its bytes", a)
 	}
@@ -219,7 +219,7 @@ func TestInstrumentTransport(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := &http.Client{Transport: m.InstrumentTransport(nil, func(r *http.Request) string {
+	c := &http.Client{Transport: m.Upstream.InstrumentTransport(nil, func(r *http.Request) string {
 		if r.URL.Path == "/busy" {
 			return "report"
 		}
@@ -239,7 +239,7 @@ func TestInstrumentTransport(t *testing.T) {
 		op, code string
 		want     int
 	}{{"token", "200", 1}, {"report", "503", 2}, {"token", "error", 1}} {
-		h := m.requests.WithLabelValues(tc.op, tc.code).(prometheus.Histogram)
+		h := m.Upstream.requests.WithLabelValues(tc.op, tc.code).(prometheus.Histogram)
 		if got := int(value(t, h)); got != tc.want {
 			t.Errorf("%s/%s: %d observations, want %d", tc.op, tc.code, got, tc.want)
 		}
@@ -255,10 +255,10 @@ func BenchmarkPerEvent(b *testing.B) {
 	types := []string{"GATE_IN", "GATE_OUT", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED"}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		m.Heartbeat()
-		m.Received(ev)
-		m.Published(types[i%len(types)])
-		m.AckLatency(time.Millisecond)
+		m.Stream.Heartbeat()
+		m.Stream.Received(ev)
+		m.Publish.Published(types[i%len(types)])
+		m.Publish.AckLatency(time.Millisecond)
 	}
 }
 
@@ -288,9 +288,9 @@ func TestDocumented(t *testing.T) {
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
 		Leader:         func() bool { return true },
 	})
-	m.Published("X")
-	m.AckLatency(0)
-	rt := m.InstrumentTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+	m.Publish.Published("X")
+	m.Publish.AckLatency(0)
+	rt := m.Upstream.InstrumentTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 	}), func(*http.Request) string { return "token" })
 	if _, err := rt.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err != nil {

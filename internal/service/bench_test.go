@@ -46,9 +46,9 @@ func BenchmarkAPI(b *testing.B) {
 		service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx, context.Background()) }()
+	go func() { done <- svc.Run(ctx) }()
 	b.Cleanup(func() { cancel(); <-done })
-	testutil.Eventually(b, 5*time.Second, "service up", svc.Ready)
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
 	caller := ns.Connect()
 
 	// The order both ways read.

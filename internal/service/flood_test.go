@@ -94,9 +94,9 @@ func hostileFlood(b *testing.B, order floodOrder) {
 		Version: "1.0.0", Validator: validator})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx, context.Background()) }()
+	go func() { done <- svc.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	testutil.Eventually(b, 5*time.Second, "service up", svc.Ready)
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
 	caller := connect()
 	if _, err := caller.Request("tracking.api.orders.list", nil, 10*time.Second); err != nil {
 		b.Fatal(err) // and the token is had

@@ -140,7 +140,7 @@ func start(t *testing.T, o options) *harness {
 	h.svc = service.New(bridgeNC, h.calls, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.svc.Run(ctx, context.Background()) }()
+	go func() { done <- h.svc.Run(ctx) }()
 	h.stop = sync.OnceFunc(func() {
 		cancel()
 		select {
@@ -153,7 +153,7 @@ func start(t *testing.T, o options) *harness {
 		}
 	})
 	t.Cleanup(h.stop)
-	testutil.Eventually(t, 5*time.Second, "service up", h.svc.Ready)
+	testutil.Eventually(t, 5*time.Second, "service up", func() bool { return h.svc.Ready() == nil })
 	h.nc = h.ns.Connect()
 	return h
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
@@ -131,12 +132,16 @@ type Config struct {
 	ReplyPrefixes []string
 	// MaxBody bounds a request's body in bytes (BRIDGE_API_MAX_BODY_BYTES); 0 means DefaultMaxBody.
 	MaxBody int
+	// StopTimeout bounds Run's stop (BRIDGE_SHUTDOWN_TIMEOUT), counted from the end of Run's context: the
+	// calls in flight then are answered within it, and those still running at its end are cancelled
+	// (their callers get 503). Zero waits for them without bound.
+	StopTimeout time.Duration
 	// RefusalLogEvery is the least time between two log lines about dropped requests of one reason; 0
 	// means a minute.
 	RefusalLogEvery time.Duration
 }
 
-// Service is the request-reply service. Create it with New and run it with Run.
+// Service is the request-reply service, a component.Component. Create it with New and run it with Run.
 type Service struct {
 	cfg   Config
 	nc    *nats.Conn
@@ -147,8 +152,10 @@ type Service struct {
 	abort context.CancelFunc   // ends every call in flight (shutdown past its drain deadline)
 	eps   map[string]*endpoint // the endpoints served, by micro name
 	up    atomic.Bool
-	limit *logging.Limiter // the log lines anyone can cause, one per reason a minute
-	err   error            // a Config that cannot be served, returned by Run
+	// stopped is set when Run returned.
+	stopped atomic.Bool
+	limit   *logging.Limiter // the log lines anyone can cause, one per reason a minute
+	err     error            // a Config that cannot be served, returned by Run
 }
 
 // endpoint is one Operation as served, with its counters for micro's STATS answer.
@@ -216,13 +223,28 @@ func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 // Subject is the subject the operation named op is served on.
 func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, op) }
 
-// Ready reports whether the service is subscribed and answering.
-func (s *Service) Ready() bool { return s.up.Load() }
+// Ready returns nil while the service is subscribed and answering, else why not.
+func (s *Service) Ready() error {
+	if s.up.Load() {
+		return nil
+	}
+	if s.stopped.Load() {
+		return errors.New("API service stopped")
+	}
+	if s.err != nil {
+		return fmt.Errorf("API service: %w", s.err)
+	}
+	return errors.New("API service not started")
+}
+
+// The API service is one of the bridge's components.
+var _ component.Component = (*Service)(nil)
 
 // Run serves until ctx is done. Then it stops taking requests (the subscriptions are drained), waits for
-// the calls in flight until drain is done, cancels those still running (their callers get 503) and
+// the calls in flight within Config.StopTimeout, cancels those still running (their callers get 503) and
 // returns. It returns an error when the service cannot be set up.
-func (s *Service) Run(ctx, drain context.Context) error {
+func (s *Service) Run(ctx context.Context) error {
+	defer s.stopped.Store(true)
 	if s.err != nil {
 		return fmt.Errorf("API service: %w", s.err)
 	}
@@ -277,6 +299,8 @@ func (s *Service) Run(ctx, drain context.Context) error {
 	<-ctx.Done()
 	s.up.Store(false)
 	stop()
+	drain, release := component.StopClock(ctx, s.cfg.StopTimeout)
+	defer release()
 	// Taking every slot waits for the calls in flight, and makes a request still arriving from the
 	// drained subscriptions get 503 rather than a call that could outlive the connection.
 	taken := 0

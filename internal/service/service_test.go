@@ -412,9 +412,9 @@ func TestReplicas(t *testing.T) {
 	second := service.New(h.ns.Connect(), h.calls, service.Config{Prefix: "tracking", Version: "1.2.3"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- second.Run(ctx, context.Background()) }()
+	go func() { done <- second.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	testutil.Eventually(t, 5*time.Second, "second replica up", second.Ready)
+	testutil.Eventually(t, 5*time.Second, "second replica up", func() bool { return second.Ready() == nil })
 
 	sub, err := h.nc.SubscribeSync(nats.NewInbox())
 	if err != nil {

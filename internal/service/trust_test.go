@@ -190,7 +190,7 @@ func TestUnknownEndpointConfig(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	s := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Endpoints: []string{"orders.fetch"},
 		ReplyPrefixes: []string{"_INBOX.>"}})
-	err := s.Run(t.Context(), t.Context())
+	err := s.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), `"orders.fetch"`) || !strings.Contains(err.Error(), `"_INBOX.>"`) {
 		t.Errorf("Run: %v", err)
 	}
