@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
@@ -192,7 +193,7 @@ func (c *checker) unknown(env envelope, allowed ...string) {
 	}
 	slices.Sort(extra)
 	for _, k := range extra {
-		c.addf("unknown member %s (allowed: %s)", strconv.QuoteToASCII(cut(k, 40)), allowedList(allowed))
+		c.addf("unknown member %s (allowed: %s)", strconv.QuoteToASCII(logging.Cut(k, 40)), allowedList(allowed))
 	}
 }
 
@@ -250,7 +251,7 @@ func (c *checker) integer(env envelope, key string, lo int64) (int64, bool) {
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
 	if err != nil || f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
-		c.addf("%s must be an integer (int32), not %s", key, cut(string(v), 40))
+		c.addf("%s must be an integer (int32), not %s", key, logging.Cut(string(v), 40))
 		return 0, false
 	}
 	if int64(f) < lo {
@@ -275,19 +276,6 @@ func (c *checker) object(env envelope, key string, required bool) (json.RawMessa
 	}
 	return v, true
 }
-
-// cut shortens s to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // withQuery returns path with the query q, if any.
 func withQuery(path string, q url.Values) string {
