@@ -21,6 +21,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Prefix starts every variable's name, followed by "_".
@@ -45,10 +47,8 @@ const (
 const MaxAPIBodyBytes = 64 << 20
 
 // APIEndpointNames are the operations BRIDGE_API_ENDPOINTS may name, the subjects' tails after P.api. (contract
-// §7). The API service defines them; a test keeps the two lists equal, so that this package need not
-// import the service.
-var APIEndpointNames = []string{"locations.search", "orders.list", "orders.create", "orders.get",
-	"orders.update", "orders.delete", "tracking.query", "tracking.report"}
+// §7), in its order: subjects.APIOperations, which the API service serves.
+var APIEndpointNames = subjects.APIOperations()
 
 // AllEndpoints is the BRIDGE_API_ENDPOINTS value that serves every endpoint, its default.
 const AllEndpoints = "all"

@@ -509,6 +509,8 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_API_ENDPOINTS"}, `an unknown endpoint "orders.fetch"; use all, or a comma-separated list of: locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report`, nil},
 		{"unknown endpoints, one problem", map[string]string{"BRIDGE_API_ENDPOINTS": "orders.fetch, *"},
 			[]string{"BRIDGE_API_ENDPOINTS"}, `unknown endpoints "orders.fetch", "*"`, nil},
+		{"long unknown endpoint, cut on a rune boundary", map[string]string{"BRIDGE_API_ENDPOINTS": strings.Repeat("x", 63) + "éé"},
+			[]string{"BRIDGE_API_ENDPOINTS"}, `an unknown endpoint "` + strings.Repeat("x", 63) + `…";`, nil},
 		{"empty endpoint entry", map[string]string{"BRIDGE_API_ENDPOINTS": "orders.get,,orders.list"},
 			[]string{"BRIDGE_API_ENDPOINTS"}, "entry 2 of 3 is empty", nil},
 		{"no endpoint", map[string]string{"BRIDGE_API_ENDPOINTS": " , "},

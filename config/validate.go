@@ -18,8 +18,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
+
+// maxQuoted bounds a value a problem quotes, in bytes.
+const maxQuoted = 64
 
 // problem is one configuration problem: the variables it concerns and what is wrong with them. Its text is
 // "VAR: message" (or "VAR1, VAR2: message"); cause, when set, is kept for errors.Is.
@@ -394,7 +398,7 @@ func (ck *checker) apiEndpoints(key, list string) {
 		case e == AllEndpoints:
 			all = true
 		case !slices.Contains(APIEndpointNames, e):
-			unknown = append(unknown, strconv.Quote(cutValue(e)))
+			unknown = append(unknown, strconv.Quote(logging.Cut(e, maxQuoted)))
 		}
 	}
 	if len(unknown) > 0 {
@@ -425,7 +429,7 @@ func (ck *checker) replyPrefixes(key, list, prefix string) {
 			ck.add(key, "entry %d of %d is empty", i+1, len(entries))
 			continue
 		}
-		q := strconv.Quote(cutValue(e))
+		q := strconv.Quote(logging.Cut(e, maxQuoted))
 		if !ck.literalSubject(key, q, strings.TrimSuffix(e, ".")) {
 			continue
 		}
@@ -436,14 +440,6 @@ func (ck *checker) replyPrefixes(key, list, prefix string) {
 			ck.add(key, "%s covers the bridge's own subjects (BRIDGE_SUBJECT_PREFIX %q), not an inbox", q, prefix)
 		}
 	}
-}
-
-// cutValue shortens a value quoted in a problem.
-func cutValue(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // consumerName checks a JetStream durable consumer name.

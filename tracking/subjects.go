@@ -47,16 +47,17 @@ func (s Subjects) EventsStream() string  { return subjects.EventsStream(s.prefix
 func (s Subjects) ReportsStream() string { return subjects.ReportsStream(s.prefix()) }
 func (s Subjects) DLQStream() string     { return subjects.DLQStream(s.prefix()) }
 
-// The operations of the request-reply API, each served on Subjects.API(op) (contract §7).
+// The operations of the request-reply API, each served on Subjects.API(op) (contract §7): the bridge's
+// own names (internal/subjects), not a copy.
 const (
-	OpSearchLocations = "locations.search" // spec 4.1
-	OpListOrders      = "orders.list"      // spec 4.2
-	OpCreateOrder     = "orders.create"    // spec 4.3
-	OpGetOrder        = "orders.get"       // spec 4.4
-	OpUpdateOrder     = "orders.update"    // spec 4.5
-	OpDeleteOrder     = "orders.delete"    // spec 4.6
-	OpQueryTracking   = "tracking.query"   // spec 4.7
-	OpReportEvent     = "tracking.report"  // spec 4.8
+	OpSearchLocations = subjects.OpSearchLocations // "locations.search", spec 4.1
+	OpListOrders      = subjects.OpListOrders      // "orders.list", spec 4.2
+	OpCreateOrder     = subjects.OpCreateOrder     // "orders.create", spec 4.3
+	OpGetOrder        = subjects.OpGetOrder        // "orders.get", spec 4.4
+	OpUpdateOrder     = subjects.OpUpdateOrder     // "orders.update", spec 4.5
+	OpDeleteOrder     = subjects.OpDeleteOrder     // "orders.delete", spec 4.6
+	OpQueryTracking   = subjects.OpQueryTracking   // "tracking.query", spec 4.7
+	OpReportEvent     = subjects.OpReportEvent     // "tracking.report", spec 4.8
 )
 
 // TypeToken returns the subject token of an event type, as the bridge forms it (contract §3): every

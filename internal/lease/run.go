@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // releaseTimeout bounds the deletion of the key on a clean stop: a standby takes over at the TTL anyway.
@@ -180,7 +181,7 @@ func (r *runner) takeOver(ctx context.Context, rev uint64) {
 const maxQuotedValue = 128
 
 // quoteValue renders a foreign value for the log: at most maxQuotedValue bytes of valid UTF-8, control
-// characters removed, "…" where it was cut.
+// characters removed, "…" where it was cut. Only its first 4*maxQuotedValue bytes are read.
 func quoteValue(b []byte) string {
 	s := strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -188,14 +189,10 @@ func quoteValue(b []byte) string {
 		}
 		return r
 	}, strings.ToValidUTF8(string(b[:min(len(b), 4*maxQuotedValue)]), "\uFFFD"))
-	if len(s) <= maxQuotedValue && len(b) <= 4*maxQuotedValue {
-		return s
+	if len(b) > 4*maxQuotedValue && len(s) <= maxQuotedValue {
+		return s + "…" // the bytes not read were cut
 	}
-	k := min(len(s), maxQuotedValue)
-	for k > 0 && k < len(s) && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return s[:k] + "…"
+	return logging.Cut(s, maxQuotedValue)
 }
 
 // lead makes this process the leader of epoch rev, acquired by a request sent at sent.

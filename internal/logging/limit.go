@@ -80,13 +80,18 @@ func Value(s string, max int) string {
 			b.WriteRune(r)
 		}
 	}
-	out := b.String()
-	if len(out) <= max {
-		return out
+	return Cut(b.String(), max)
+}
+
+// Cut returns s cut to at most n bytes on a rune boundary, with "…" appended when something was cut (so
+// at most n+len("…") bytes in all). Unlike Value it keeps the bytes as they are: for a value that is
+// quoted or escaped afterwards.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	n := max
-	for n > 0 && !utf8.RuneStart(out[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return out[:n] + "…"
+	return s[:n] + "…"
 }

@@ -66,6 +66,28 @@ func TestValue(t *testing.T) {
 	}
 }
 
+// TestCut: at most n bytes on a rune boundary, "…" marking a cut; the bytes themselves are kept.
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 0, ""},
+		{"short", 5, "short"},
+		{"longer", 5, "longe…"},
+		{"tab\t\xff", 5, "tab\t\xff"},
+		{strings.Repeat("é", 3), 5, "éé…"}, // byte 5 is inside the third é
+		{"aé", 1, "a…"},                    // the cut falls before a two-byte rune
+		{"€uro", 2, "…"},                   // inside the first rune: nothing of it is kept
+		{strings.Repeat("x", 1<<20), 64, strings.Repeat("x", 64) + "…"},
+	} {
+		if got := Cut(tc.in, tc.n); got != tc.want {
+			t.Errorf("Cut(%.20q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
 // TestNewBoundsValues: a log line never carries a string or error value longer than MaxAttrBytes,
 // whatever its source; short values pass unchanged.
 func TestNewBoundsValues(t *testing.T) {

@@ -86,7 +86,11 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	p.readDLQLimit(ctx)
 	st := info.State
 	// The newest message on P.events.>: the fence's markers after it are not read one by one.
-	last, err := lastSeqOf(ctx, s, p.msgs.events+">")
+	var last uint64
+	err = awaitLeader(ctx, func() (err error) {
+		last, err = lastSeqOf(ctx, s, p.msgs.events+">")
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 	}
@@ -127,7 +131,12 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	read := uint64(0)       // messages read (the fence's markers are not: the reader's filter leaves them out)
 	tail := newTailReader(s, p.msgs.events+">", st.FirstSeq, last, uint64(2*len(p.win.ring)+FenceWidth))
 	for read < limit && more > 0 {
-		m, ok, err := tail.next(ctx)
+		var m tailMsg
+		var ok bool
+		err := awaitLeader(ctx, func() (err error) {
+			m, ok, err = tail.next(ctx)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 		}

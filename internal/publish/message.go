@@ -136,9 +136,10 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	// times as long). Only an event near the bound is measured exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
-	if max := deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
+	payload := p.nc.MaxPayload()
+	if max := deadletter.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
 		int64(deadletter.MsgSize(&p.msgs.msg)) > max {
-		p.tooLarge(e, max, max == p.msgs.eventsMax && max != p.nc.MaxPayload())
+		p.tooLarge(e, max, max == p.msgs.eventsMax && max != payload)
 		return e.dead
 	}
 	return &p.msgs.msg

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
 // tailReader reads the headers of the events stream's messages on one filter (P.events.>) from a
@@ -135,6 +137,26 @@ func lastSeqOf(ctx context.Context, s jetstream.Stream, subject string) (uint64,
 		return 0, err
 	}
 	return m.Sequence, nil
+}
+
+// electionRetries bounds how often awaitLeader tries a read again: with its backoff, about two seconds.
+const electionRetries = 5
+
+// awaitLeader calls read again, a few times with a short backoff within ctx, while it fails with "no
+// responders". JetStream on a cluster answers so for a moment while a stream's or consumer's leader is
+// elected or moves, and when a pull reaches a server before the interest of the consumer just created
+// there (the tail reader's ordered consumer is created anew for every fetch). It is the only retry of
+// loadCursor's reads; settleStored has none of its own, as recover tries it again.
+func awaitLeader(ctx context.Context, read func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := read()
+		if !errors.Is(err, nats.ErrNoResponders) || attempt == electionRetries {
+			return err
+		}
+		if !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, time.Second, attempt)) {
+			return err
+		}
+	}
 }
 
 // foreign reports whether a message in the events stream was published by another client than the

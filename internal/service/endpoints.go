@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
@@ -55,16 +57,16 @@ func (b builder) checker() *checker {
 	return b.c
 }
 
-// Operations are the endpoints of the service, in the order of contract §7.
+// Operations are the endpoints of the service: subjects.APIOperations, in its order.
 var Operations = []Operation{
-	{Name: "locations.search", Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
-	{Name: "orders.list", Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
-	{Name: "orders.create", Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
-	{Name: "orders.get", Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
-	{Name: "orders.update", Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
-	{Name: "orders.delete", Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
-	{Name: "tracking.query", Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
-	{Name: "tracking.report", Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
+	{Name: subjects.OpSearchLocations, Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
+	{Name: subjects.OpListOrders, Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
+	{Name: subjects.OpCreateOrder, Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
+	{Name: subjects.OpGetOrder, Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
+	{Name: subjects.OpUpdateOrder, Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
+	{Name: subjects.OpDeleteOrder, Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
+	{Name: subjects.OpQueryTracking, Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
+	{Name: subjects.OpReportEvent, Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
 }
 
 // MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most
@@ -192,7 +194,7 @@ func (c *checker) unknown(env envelope, allowed ...string) {
 	}
 	slices.Sort(extra)
 	for _, k := range extra {
-		c.addf("unknown member %s (allowed: %s)", strconv.QuoteToASCII(cut(k, 40)), allowedList(allowed))
+		c.addf("unknown member %s (allowed: %s)", strconv.QuoteToASCII(logging.Cut(k, 40)), allowedList(allowed))
 	}
 }
 
@@ -250,7 +252,7 @@ func (c *checker) integer(env envelope, key string, lo int64) (int64, bool) {
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
 	if err != nil || f != math.Trunc(f) || f > math.MaxInt32 || f < math.MinInt32 {
-		c.addf("%s must be an integer (int32), not %s", key, cut(string(v), 40))
+		c.addf("%s must be an integer (int32), not %s", key, logging.Cut(string(v), 40))
 		return 0, false
 	}
 	if int64(f) < lo {
@@ -275,19 +277,6 @@ func (c *checker) object(env envelope, key string, required bool) (json.RawMessa
 	}
 	return v, true
 }
-
-// cut shortens s to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // withQuery returns path with the query q, if any.
 func withQuery(path string, q url.Values) string {

@@ -521,7 +521,7 @@ func pendingLimits(concurrency, maxBody, maxPayload int) (msgs, bytes int) {
 	return 256 + 2*concurrency, 4*maxBody + maxPayload
 }
 
-func strQuote(v string) string { return fmt.Sprintf("%q", cut(v, 40)) }
+func strQuote(v string) string { return fmt.Sprintf("%q", logging.Cut(v, 40)) }
 
 // refuse answers a request the service did not send upstream.
 func (s *Service) refuse(ep *endpoint, r *nats.Msg, res result, start time.Time) {

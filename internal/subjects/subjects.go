@@ -41,6 +41,26 @@ func DLQReports(prefix string) string { return prefix + ".dlq.reports" }
 // API is P.api.<op>, the subject of one operation of the request-reply API ("orders.get").
 func API(prefix, op string) string { return prefix + ".api." + op }
 
+// The operations of the request-reply API (contract §7): each is the tail of its subject after P.api.
+const (
+	OpSearchLocations = "locations.search" // spec 4.1
+	OpListOrders      = "orders.list"      // spec 4.2
+	OpCreateOrder     = "orders.create"    // spec 4.3
+	OpGetOrder        = "orders.get"       // spec 4.4
+	OpUpdateOrder     = "orders.update"    // spec 4.5
+	OpDeleteOrder     = "orders.delete"    // spec 4.6
+	OpQueryTracking   = "tracking.query"   // spec 4.7
+	OpReportEvent     = "tracking.report"  // spec 4.8
+)
+
+// APIOperations returns every operation of the request-reply API in the order of contract §7: the
+// endpoints the API service serves, the names BRIDGE_API_ENDPOINTS accepts, tracking's Op constants. The
+// slice is the caller's.
+func APIOperations() []string {
+	return []string{OpSearchLocations, OpListOrders, OpCreateOrder, OpGetOrder, OpUpdateOrder, OpDeleteOrder,
+		OpQueryTracking, OpReportEvent}
+}
+
 // EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams, PFX_EVENTS,
 // PFX_REPORTS and PFX_DLQ; LeaseBucket is the key-value bucket of the leader lease, PFX_LEASES.
 func EventsStream(prefix string) string  { return Stream(prefix, "EVENTS") }

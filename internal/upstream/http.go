@@ -14,7 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // ClientOptions configures the HTTP clients towards the provider.
@@ -123,16 +124,13 @@ func quoted(s string) string {
 	return strconv.Quote(clip(s, maxQuoted)) + " (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// clip cuts s to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
+// clip cuts s to at most n bytes, at a UTF-8 boundary, marking the cut with "…": the mark included, unlike
+// logging.Cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	k := n - len("…")
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return s[:k] + "…"
+	return logging.Cut(s, n-len("…"))
 }
 
 // boundError cuts the text of an error from the HTTP client short: net/http quotes some of the upstream's
