@@ -250,9 +250,12 @@ func TestAsyncAPIDrift(t *testing.T) {
 			t.Fatalf("subjects.Event = %q, want %q: the test builds the template from EventBase", got, want)
 		}
 		code := []string{subjects.EventBase(p) + "{type}", subjects.Reports(p), subjects.DLQEvents(p), subjects.DLQReports(p)}
+		var served []string
 		for _, op := range service.Operations {
 			code = append(code, subjects.API(p, op.Name))
+			served = append(served, op.Name)
 		}
+		sameSet(t, "API operation", "the service's", subjects.APIOperations(), served)
 		var addrs []string
 		for _, c := range doc.Channels {
 			if c.Address != nil && !strings.HasPrefix(*c.Address, micro.APIPrefix+".") {
@@ -264,7 +267,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// Every subject internal/subjects names is above, a stream's (subtest streams) or internal.
 		known := map[string]string{
 			"Event": "channel", "EventBase": "channel", "Reports": "channel", "DLQEvents": "channel",
-			"DLQReports": "channel", "API": "channel",
+			"DLQReports": "channel", "API": "channel", "APIOperations": "channel (the API's endpoints)",
 			"Events": "stream", "DLQ": "stream", "EventsStream": "stream", "ReportsStream": "stream",
 			"DLQStream": "stream", "Stream": "stream", "TypeToken": "the type parameter",
 			"Fence": "internal", "FenceFilter": "internal (a subject of the events stream)", "LeaseBucket": "internal",
