@@ -404,6 +404,7 @@ func TestRunFailureIsLogged(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	var last map[string]any
 	for _, line := range lines {
+		last = nil // a map Unmarshal fills keeps the keys of the line before
 		if err := json.Unmarshal([]byte(line), &last); err != nil {
 			t.Fatalf("a line that is not JSON: %s", line)
 		}

@@ -58,7 +58,8 @@ type Daemon struct {
 	// reads, and the server then cuts the connection as a slow consumer: this one, not the one the
 	// events, the lease and the reports travel on.
 	apiNC *nats.Conn
-	ops   *ops // metrics, health checks and the HTTP endpoint (http.go)
+	apiSt *natsState // apiNC's state
+	ops   *ops       // metrics, health checks and the HTTP endpoint (http.go)
 	// parts lists the components, and the streams' check, in /readyz's order (listParts): Run's group,
 	// /readyz and /status are built from it.
 	parts []part
@@ -234,11 +235,11 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		return err
 	}
 	d.ops.instrument(client)
-	nc, _, err := connectNATS(d.cfg, natsAPIName, log.With("component", "nats-api"))
+	nc, st, err := connectNATS(d.cfg, natsAPIName, log.With("component", "nats-api"))
 	if err != nil {
 		return err
 	}
-	d.apiNC = nc
+	d.apiNC, d.apiSt = nc, st
 	// With the bridge's own inbox prefix exactly a reply prefix (nats.go's _INBOX with the default
 	// _INBOX.), the service cannot tell a caller's inbox from one of the bridge's, which only their
 	// random names protect.
@@ -291,9 +292,9 @@ func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 // once they all returned, Run drains the NATS connections within the same timeout. It returns nil after
 // a clean stop, and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.nc.Close()
+	defer closeNATS(d.nc, d.natsSt)
 	if d.apiNC != nil {
-		defer d.apiNC.Close()
+		defer closeNATS(d.apiNC, d.apiSt)
 	}
 	stopHTTP, err := d.ops.start(ctx)
 	if err != nil {

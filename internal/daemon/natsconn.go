@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,9 @@ type natsState struct {
 	lastErr    atomic.Pointer[string]
 	// servers are the configured server URLs, without user information, for logs and /readyz.
 	servers string
+	// closed is closed by the last handler nats.go runs, the closed handler: after it no handler logs.
+	closed     chan struct{}
+	closedOnce sync.Once
 	// logged holds the connection failures logged since the connection was last up, so that a failure
 	// repeating on every attempt (on each of several servers in turn) is logged once. Only the handlers
 	// touch it, and nats.go runs them one at a time.
@@ -39,7 +43,7 @@ const maxLoggedFailures = 32
 const unknownStatus = -1
 
 func newNATSState(servers []string) *natsState {
-	s := &natsState{servers: redactServers(servers)}
+	s := &natsState{servers: redactServers(servers), closed: make(chan struct{})}
 	s.status.Store(unknownStatus)
 	return s
 }
@@ -177,6 +181,7 @@ func natsOptions(cfg *config.Config, name string, log *slog.Logger, state *natsS
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			state.set(nats.CLOSED, nc.LastError())
+			state.closedOnce.Do(func() { close(state.closed) })
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			// Some of these any NATS client can cause at will: a discovery request ($SRV.*) whose reply
@@ -244,6 +249,19 @@ func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn,
 	// Unless a handler has told the state since (they run asynchronously, and in order).
 	state.status.CompareAndSwap(unknownStatus, int32(nc.Status()))
 	return nc, state, nil
+}
+
+// closeNATS closes nc and waits, at most a second, for its handlers to have run: nats.go runs them
+// asynchronously, so without the wait a "NATS disconnected" line could follow the process's last line,
+// the reason it stopped.
+func closeNATS(nc *nats.Conn, st *natsState) {
+	nc.Close()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-st.closed:
+	case <-t.C:
+	}
 }
 
 // warnPlainCredentials logs, once at start-up, the servers to which NATS credentials would travel in
