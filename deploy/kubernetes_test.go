@@ -1,8 +1,8 @@
 package deploy_test
 
-// Tests of the Kubernetes manifests, deploy/kubernetes: a kustomize base and overlays, rendered by
-// kustomize's own API (what kubectl kustomize runs) and decoded strictly into the Kubernetes API types,
-// as the API server would receive them. They check the Deployment's replicas, rolling update, probes,
+// Tests of the Kubernetes manifests, deploy/kubernetes: a kustomize base, components and overlays,
+// rendered by kustomize's own API (what kubectl kustomize runs) and decoded strictly into the Kubernetes
+// API types (and the Prometheus Operator's), as the API server would receive them. They check the Deployment's replicas, rolling update, probes,
 // ports and grace period against the bridge's defaults, every BRIDGE_* name against the configuration,
 // secrets as mounted files only, and the labels the PodDisruptionBudget and the Service select.
 
