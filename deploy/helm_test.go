@@ -678,3 +678,21 @@ func helmNormal(t *testing.T, app *k8sApp, untagged bool) map[string]string {
 	}
 	return out
 }
+
+// TestHelmDocsValues renders the values file that docs/operations.md shows for the chart, so that what
+// the documentation tells to write installs.
+func TestHelmDocsValues(t *testing.T) {
+	doc := readRepo(t, "docs/operations.md")
+	_, section, ok := strings.Cut(doc, "\n### The Helm chart\n")
+	if !ok {
+		t.Fatal("docs/operations.md has no section The Helm chart")
+	}
+	_, block, ok := strings.Cut(section, "\n```yaml\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("docs/operations.md, The Helm chart: no yaml block of values")
+	}
+	app, _ := chartRender(t, "docs/operations.md", block, "tracking")
+	k8sCheck(t, "docs/operations.md", app, "docs/operations.md")
+	checkAddOns(t, "docs/operations.md", app)
+}
