@@ -441,7 +441,7 @@ func chartRender(t *testing.T, name, valuesYAML, namespace string) (*k8sApp, str
 
 // TestHelmTemplate renders the chart with each of chartValueSets and checks each as TestKustomize checks
 // the kustomize manifests (k8sCheck, checkAddOns), and what is the chart's own: every key of config
-// reaches the ConfigMap as written, a change of it rolls the pods, the NOTES name the Secrets to create,
+// reaches the ConfigMap as written, the pods carry the ConfigMap's checksum, the NOTES name the Secrets to create,
 // and the value sets together set every variable but the plain secrets.
 func TestHelmTemplate(t *testing.T) {
 	known, secret := bridgeVars(t)
@@ -695,4 +695,27 @@ func TestHelmDocsValues(t *testing.T) {
 	app, _ := chartRender(t, "docs/operations.md", block, "tracking")
 	k8sCheck(t, "docs/operations.md", app, "docs/operations.md")
 	checkAddOns(t, "docs/operations.md", app)
+}
+
+// TestHelmConfigRollsPods: a change of config changes the pod template (its checksum/config
+// annotation), so that the pods restart with it, as kustomize's hashed ConfigMap name makes them do; a
+// change of a pod annotation alone leaves the checksum as it was.
+func TestHelmConfigRollsPods(t *testing.T) {
+	checksum := func(values string) string {
+		app, _ := chartRender(t, "checksum", values, "default")
+		return app.deployment.Spec.Template.Annotations["checksum/config"]
+	}
+	base := checksum("")
+	if base == "" {
+		t.Fatal("no checksum/config annotation")
+	}
+	if checksum("config: {BRIDGE_LOG_LEVEL: debug}") == base {
+		t.Error("a change of config.BRIDGE_LOG_LEVEL leaves the pod template as it was")
+	}
+	if checksum("nats: {urls: [nats://other:4222]}") == base {
+		t.Error("a change of nats.urls leaves the pod template as it was")
+	}
+	if checksum("podAnnotations: {example.com/a: b}") != base {
+		t.Error("a pod annotation changes the ConfigMap's checksum")
+	}
 }
