@@ -1,26 +1,36 @@
 package deploy_test
 
-// Tests of the Kubernetes manifests, deploy/kubernetes: a kustomize base and overlays, rendered by
-// kustomize's own API (what kubectl kustomize runs) and decoded strictly into the Kubernetes API types,
-// as the API server would receive them. They check the Deployment's replicas, rolling update, probes,
+// Tests of the Kubernetes manifests, deploy/kubernetes: a kustomize base, components and overlays,
+// rendered by kustomize's own API (what kubectl kustomize runs) and decoded strictly into the Kubernetes
+// API types (and the Prometheus Operator's), as the API server would receive them. They check the Deployment's replicas, rolling update, probes,
 // ports and grace period against the bridge's defaults, every BRIDGE_* name against the configuration,
 // secrets as mounted files only, and the labels the PodDisruptionBudget and the Service select.
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nkeys"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -28,16 +38,21 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	ktypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
 )
 
 // k8sRoot is the manifests' directory, relative to the repository.
 const k8sRoot = "deploy/kubernetes"
 
 // k8sDecoder decodes a manifest into its Kubernetes type by apiVersion and kind, strictly: an unknown or
-// duplicate field is an error, as kubectl apply --validate=strict reports it.
+// duplicate field is an error, as kubectl apply --validate=strict reports it. The Prometheus Operator's
+// ServiceMonitor and PrometheusRule decode into the operator's own Go types, from which its CRDs are
+// generated.
 var k8sDecoder = func() runtime.Decoder {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, corev1.AddToScheme, policyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, corev1.AddToScheme, policyv1.AddToScheme,
+		networkingv1.AddToScheme, monitoringv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
@@ -45,33 +60,51 @@ var k8sDecoder = func() runtime.Decoder {
 	return serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 }()
 
-// k8sApp is one deployment of the bridge as the API server would receive it.
+// k8sApp is one deployment of the bridge as the API server would receive it: the objects in the order
+// they came, and those the tests look into by kind.
 type k8sApp struct {
-	deployment *appsv1.Deployment
-	pdb        *policyv1.PodDisruptionBudget
-	service    *corev1.Service
-	configMaps map[string]*corev1.ConfigMap // by name
+	objects        []runtime.Object
+	deployment     *appsv1.Deployment
+	pdb            *policyv1.PodDisruptionBudget // nil with one replica
+	service        *corev1.Service
+	configMaps     map[string]*corev1.ConfigMap // by name
+	serviceAccount *corev1.ServiceAccount
+	serviceMonitor *monitoringv1.ServiceMonitor
+	prometheusRule *monitoringv1.PrometheusRule
+	networkPolicy  *networkingv1.NetworkPolicy
 }
 
 // kustomize renders the kustomization in dir (relative to the repository) with kustomize's API and
-// decodes every object strictly; exactly one Deployment, PodDisruptionBudget and Service, and any
-// ConfigMaps.
+// decodes every object strictly (k8sDecode).
 func kustomize(t *testing.T, dir string) *k8sApp {
 	t.Helper()
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), repoPath(dir))
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	app := &k8sApp{configMaps: map[string]*corev1.ConfigMap{}}
+	var docs [][]byte
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
 		if err != nil {
 			t.Fatal(err)
 		}
+		docs = append(docs, y)
+	}
+	return k8sDecode(t, dir, docs)
+}
+
+// k8sDecode decodes the manifests docs strictly, each into its Kubernetes type: exactly one Deployment
+// and Service, at most one PodDisruptionBudget, ServiceAccount, ServiceMonitor, PrometheusRule and
+// NetworkPolicy, and any ConfigMaps. where names them in messages.
+func k8sDecode(t *testing.T, where string, docs [][]byte) *k8sApp {
+	t.Helper()
+	app := &k8sApp{configMaps: map[string]*corev1.ConfigMap{}}
+	for _, y := range docs {
 		obj, gvk, err := k8sDecoder.Decode(y, nil, nil)
 		if err != nil {
-			t.Fatalf("%s: %s: %v", dir, r.CurId(), err)
+			t.Fatalf("%s: %v\n%s", where, err, y)
 		}
+		app.objects = append(app.objects, obj)
 		dup := false
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
@@ -80,18 +113,26 @@ func kustomize(t *testing.T, dir string) *k8sApp {
 			dup, app.pdb = app.pdb != nil, o
 		case *corev1.Service:
 			dup, app.service = app.service != nil, o
+		case *corev1.ServiceAccount:
+			dup, app.serviceAccount = app.serviceAccount != nil, o
+		case *monitoringv1.ServiceMonitor:
+			dup, app.serviceMonitor = app.serviceMonitor != nil, o
+		case *monitoringv1.PrometheusRule:
+			dup, app.prometheusRule = app.prometheusRule != nil, o
+		case *networkingv1.NetworkPolicy:
+			dup, app.networkPolicy = app.networkPolicy != nil, o
 		case *corev1.ConfigMap:
+			dup = app.configMaps[o.Name] != nil
 			app.configMaps[o.Name] = o
 		default:
-			t.Errorf("%s: unexpected kind %s", dir, gvk)
+			t.Errorf("%s: unexpected kind %s", where, gvk)
 		}
 		if dup {
-			t.Errorf("%s: a second %s", dir, gvk.Kind)
+			t.Errorf("%s: a second %s", where, gvk.Kind)
 		}
 	}
-	if app.deployment == nil || app.pdb == nil || app.service == nil {
-		t.Fatalf("%s: Deployment %v, PodDisruptionBudget %v, Service %v; want one of each",
-			dir, app.deployment != nil, app.pdb != nil, app.service != nil)
+	if app.deployment == nil || app.service == nil {
+		t.Fatalf("%s: Deployment %v, Service %v; want one of each", where, app.deployment != nil, app.service != nil)
 	}
 	return app
 }
@@ -148,19 +189,70 @@ func k8sFileContent(t *testing.T, name string) string {
 			"-----BEGIN USER NKEY SEED-----\n" + string(seed) + "\n------END USER NKEY SEED------\n"
 	case "BRIDGE_PASSWORD_FILE", "BRIDGE_NATS_PASSWORD_FILE", "BRIDGE_NATS_TOKEN_FILE":
 		return "not-the-real-secret\n"
+	case "BRIDGE_UPSTREAM_CA_FILE", "BRIDGE_NATS_CA_FILE", "BRIDGE_NATS_CERT_FILE":
+		return testCert(t).cert
+	case "BRIDGE_NATS_KEY_FILE":
+		return testCert(t).key
 	}
 	t.Fatalf("%s: the test has no content for this file; add it to k8sFileContent", name)
 	return ""
 }
+
+// testCertPEM is a self-signed certificate and its key, in PEM.
+type testCertPEM struct{ cert, key string }
+
+// testCert returns a certificate and key, the same for the whole test run, for the files of CA
+// certificates and of a client certificate.
+func testCert(t *testing.T) testCertPEM {
+	t.Helper()
+	c, err := makeTestCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var makeTestCert = sync.OnceValues(func() (testCertPEM, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return testCertPEM{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "tracking-bridge test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return testCertPEM{}, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return testCertPEM{}, err
+	}
+	return testCertPEM{
+		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
+	}, nil
+})
 
 // isInt reports whether v is the number n.
 func isInt(v *intstr.IntOrString, n int) bool {
 	return v != nil && v.Type == intstr.Int && v.IntValue() == n
 }
 
-// k8sCheck checks one deployment of the bridge; where names it in messages.
-func k8sCheck(t *testing.T, where string, app *k8sApp) {
+// k8sCheck checks one deployment of the bridge; where names it in messages. howTo is the file (relative
+// to the repository) that must say how to create its Secrets, or "" when the test made them up.
+func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 	dep := app.deployment
+	if app.pdb == nil {
+		t.Fatalf("%s: no PodDisruptionBudget", where)
+	}
 
 	// Replicas and rollouts: two, and a new pod ready before an old one stops.
 	if r := dep.Spec.Replicas; r == nil || *r != 2 {
@@ -231,7 +323,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp) {
 	}
 	fileVars := map[string]string{}
 	for _, e := range c.Env {
-		if !known[e.Name] {
+		if strings.HasPrefix(e.Name, config.Prefix+"_") && !known[e.Name] {
 			t.Errorf("%s: env sets %s, which the bridge does not read", where, e.Name)
 		}
 		if e.ValueFrom != nil {
@@ -368,12 +460,15 @@ func k8sCheck(t *testing.T, where string, app *k8sApp) {
 		}
 	}
 
-	// The Secrets are created as the base's header says, with the keys the variables read.
-	header := readRepo(t, k8sRoot+"/base/kustomization.yaml")
+	// The Secrets are created as howTo says, with the keys the variables read.
+	if howTo == "" {
+		return
+	}
+	header := readRepo(t, howTo)
 	for secret, keys := range secretFiles {
 		for _, key := range keys {
 			if cmd := "kubectl create secret generic " + secret + " --from-file=" + key + "="; !strings.Contains(header, cmd) {
-				t.Errorf("%s: base/kustomization.yaml does not say how to create Secret %s with key %s (%q)", where, secret, key, cmd)
+				t.Errorf("%s: %s does not say how to create Secret %s with key %s (%q)", where, howTo, secret, key, cmd)
 			}
 		}
 	}
@@ -415,11 +510,25 @@ func TestKustomize(t *testing.T) {
 	if !slices.Contains(dirs, k8sRoot+"/base") {
 		t.Fatalf("no %s/base/kustomization.yaml (found %q)", k8sRoot, dirs)
 	}
+	used := map[string]bool{} // the components the overlays use
+	for _, dir := range dirs {
+		for _, c := range kustomization(t, dir).Components {
+			used[path.Join(dir, c)] = true
+		}
+	}
 	for _, dir := range dirs {
 		t.Run(strings.TrimPrefix(dir, k8sRoot+"/"), func(t *testing.T) {
 			k := kustomization(t, dir)
+			if k.Kind == ktypes.ComponentKind {
+				// A component is rendered, and checked, as part of the overlays that use it.
+				if !used[dir] {
+					t.Errorf("%s: a component that no overlay uses, so no test renders it", dir)
+				}
+				return
+			}
 			app := kustomize(t, dir)
-			k8sCheck(t, dir, app)
+			k8sCheck(t, dir, app, k8sRoot+"/base/kustomization.yaml")
+			checkAddOns(t, dir, app)
 			if dir == k8sRoot+"/base" {
 				return
 			}
