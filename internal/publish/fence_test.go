@@ -34,8 +34,10 @@ func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window 
 // whatever the duplicate window, and the second resumes after what the first stored. Every event stored
 // carries the check of the marker stored before it.
 func TestFenceRefusesFormerLeader(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			var connect func() *nats.Conn
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
 			if backend == "server" {
@@ -184,8 +186,10 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 // fenced out: five leaders in turn, an operator's restart between two of them, on one server and on an
 // R3 stream.
 func TestFenceMarkersBounded(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			var connect func() *nats.Conn
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
 			if backend == "server" {
@@ -268,6 +272,7 @@ func TestFenceMarkersBounded(t *testing.T) {
 // TestRestartDirective: a restart marker newer than every event makes the next leader resume after its
 // id (or from the beginning), with nothing to skip; once an event is stored after it, it no longer applies.
 func TestRestartDirective(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx := context.Background()
 	lead := func(name string) (*Publisher, string) {
@@ -347,6 +352,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // the events stream (here missing, where Resume fails), so that a stopping leader releases the lease
 // without delay.
 func TestSettleReadsNoCursor(t *testing.T) {
+	t.Parallel()
 	nc := testutil.StartNATS(t, nil).Connect()
 	p, err := New(nc, Config{Prefix: "tracking", EventsStream: "MISSING", DLQStream: "MISSING_DLQ", Logger: discard()})
 	if err != nil {
@@ -371,6 +377,10 @@ func isFence(base, subject string) bool {
 // TestFenceOutlivesStreamLimits: in an events stream that discards its oldest messages, by size or by
 // age, a leader's markers would be removed in a long term, and every later event refused as if another
 // leader had taken over; Run stores them again in time, and the leader publishes on.
+//
+// Not parallel with the package's other tests: with a max_age of 2 s, Run's renewal (a look every second,
+// acting past half the max_age) has less than a second to spare, which a machine busy with other tests
+// can take from it.
 func TestFenceOutlivesStreamLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -380,6 +390,7 @@ func TestFenceOutlivesStreamLimits(t *testing.T) {
 		{"max_age", streams.Limits{MaxAge: 2 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
 			nc := testutil.StartNATS(t, nil).Connect()
 			js, _ := jetstream.New(nc)
