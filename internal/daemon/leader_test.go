@@ -166,12 +166,15 @@ func TestForeignLeaseValue(t *testing.T) {
 		Storage: jetstream.FileStorage, LimitMarkerTTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
+	// forge returns when it sent the value: the bridge's watch may see it before the acknowledgement
+	// reaches the test.
 	forge := func(value string) time.Time {
 		t.Helper()
+		sent := time.Now()
 		if _, err := js.Publish(ctx, "$KV.TRACKING_LEASES.events", []byte(value)); err != nil {
 			t.Fatal(err)
 		}
-		return time.Now()
+		return sent
 	}
 	const n = 1500
 	up := simtest.Start(t, false, sim.Options{EventRate: 200, EventLimit: n})
