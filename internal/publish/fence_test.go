@@ -378,16 +378,18 @@ func isFence(base, subject string) bool {
 // age, a leader's markers would be removed in a long term, and every later event refused as if another
 // leader had taken over; Run stores them again in time, and the leader publishes on.
 //
-// Not parallel with the package's other tests: with a max_age of 2 s, Run's renewal (a look every second,
-// acting past half the max_age) has less than a second to spare, which a machine busy with other tests
-// can take from it.
+// Run looks every second and renews past half the max_age, so a max_age of 4 s leaves the renewal at
+// least a second before the markers expire (2 s left less than one, which a machine busy with other
+// tests took from it now and then).
 func TestFenceOutlivesStreamLimits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		limits streams.Limits
+		run    time.Duration // the stream turns over twice
 	}{
-		{"max_bytes", streams.Limits{MaxBytes: 600_000}},
-		{"max_age", streams.Limits{MaxAge: 2 * time.Second}},
+		{"max_bytes", streams.Limits{MaxBytes: 600_000}, 6 * time.Second},
+		{"max_age", streams.Limits{MaxAge: 4 * time.Second}, 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -411,10 +413,10 @@ func TestFenceOutlivesStreamLimits(t *testing.T) {
 			go func() { defer close(ran); _ = p.Run(rctx) }()
 			defer func() { stop(); <-ran }()
 
-			// About 250 events a second of ~700 bytes for 6 s: the stream of 600 kB turns over twice, and
-			// 2 s of max_age three times.
+			// About 250 events a second of ~700 bytes: the stream of 600 kB turns over twice in 6 s, and
+			// 4 s of max_age twice in 8 s.
 			first := p.fence.seqs[0]
-			end := time.Now().Add(6 * time.Second)
+			end := time.Now().Add(tc.run)
 			for i := 0; time.Now().Before(end); i++ {
 				if err := p.Handle(ctx, ev(fmt.Sprintf("e-%05d", i), "GATE_IN")); err != nil {
 					t.Fatalf("event %d: %v", i, err)
