@@ -209,22 +209,26 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const n = 6000
+	// 6000 events at least, and on until the server is back: the restart, at the 2000th, meets
+	// publishes in flight however long a busy machine makes it.
 	var restart sync.WaitGroup
 	defer restart.Wait() // the restart must not outlive the test (it shares the server)
-	for i := range n {
-		if i == 2000 {
-			restart.Go(e.ns.Restart)
+	var restarted atomic.Bool
+	n := 0
+	for ; n < 6000 || !restarted.Load(); n++ {
+		if n == 2000 {
+			restart.Go(func() { e.ns.Restart(); restarted.Store(true) })
 		}
-		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", n), "GATE_IN")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("%d events", n)
 	if last, err := p.Resume(ctx); err != nil || last != fmt.Sprintf("ev-%05d", n-1) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	assertExactlyOnce(t, e.messages(e.layout.Events()), n)
-	if got := obs.published.Load(); got != n {
+	if got := obs.published.Load(); got != int64(n) {
 		t.Errorf("Published told %d times, want %d", got, n)
 	}
 	if obs.retried.Load() == 0 {
