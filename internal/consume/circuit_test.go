@@ -41,6 +41,7 @@ func mustBlock(t *testing.T, c *circuit) {
 }
 
 func TestCircuitOpensAfterThreshold(t *testing.T) {
+	t.Parallel()
 	c, clk := newTestCircuit(4)
 	hooked := 0
 	c.onOpen(func() { hooked++ })
@@ -92,6 +93,7 @@ func TestCircuitOpensAfterThreshold(t *testing.T) {
 }
 
 func TestCircuitRetryAfter(t *testing.T) {
+	t.Parallel()
 	c, clk := newTestCircuit(16)
 	opened, hold := c.failure(false, 3*time.Second)
 	if !opened || hold != 3*time.Second {
@@ -117,6 +119,7 @@ func TestCircuitRetryAfter(t *testing.T) {
 }
 
 func TestCircuitWakesWaiters(t *testing.T) {
+	t.Parallel()
 	c, _ := newTestCircuit(3)
 	for range 3 {
 		c.failure(false, time.Hour)
@@ -135,6 +138,7 @@ func TestCircuitWakesWaiters(t *testing.T) {
 // TestCircuitHoldDoesNotGrow pins the pace of the probes during a long outage: one per interval, however
 // many failed before, and a Retry-After only ever lengthens the hold it came with.
 func TestCircuitHoldDoesNotGrow(t *testing.T) {
+	t.Parallel()
 	c, clk := newTestCircuit(3)
 	for range 3 {
 		c.failure(false, 0)
@@ -154,6 +158,7 @@ func TestCircuitHoldDoesNotGrow(t *testing.T) {
 
 // TestCircuitTokenObtained pins that a new token ends a hold at once, but not before a Retry-After.
 func TestCircuitTokenObtained(t *testing.T) {
+	t.Parallel()
 	c, clk := newTestCircuit(3)
 	c.tokenObtained() // closed: nothing to end
 	mustPass(t, c, false)

@@ -23,6 +23,7 @@ import (
 )
 
 func TestValidReportDelivered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	c := e.start(e.js, e.config())
 
@@ -79,6 +80,7 @@ func TestValidReportDelivered(t *testing.T) {
 }
 
 func TestConsumerConfiguration(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.sim.SetFaults(sim.Faults{Report429: true, RetryAfter: time.Hour}) // nothing gets through
 	e.publishN(5)
@@ -115,6 +117,7 @@ func TestConsumerConfiguration(t *testing.T) {
 }
 
 func TestInvalidReportsDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	cfg := e.config()
 	cfg.MaxBytes = 1024
@@ -187,6 +190,7 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 // description, large headers by leaving them out, and the work queue empties; without that they would
 // be redelivered forever.
 func TestDeadLettersFitMaxPayload(t *testing.T) {
+	t.Parallel()
 	const max = 16 << 10
 	e := newEnvWith(t, false, func(o *server.Options) { o.MaxPayload = max })
 	cfg := e.config()
@@ -237,6 +241,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 // but not once the bridge's are added, and one with a header name the server accepts from other clients
 // but nats.go refuses to send, are both dead-lettered instead of redelivered forever.
 func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	e.start(e.js, e.config())
 	e.publish(`{"not":"a report"`, jetstream.MsgIDHeader, "r-1", "Producer-Note", strings.Repeat("n", 65400))
@@ -262,6 +267,7 @@ func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
 }
 
 func TestUpstreamOutageThenRecovery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{ReportErrorRate: 1})
 	const n = 40
@@ -312,6 +318,7 @@ func TestUpstreamOutageThenRecovery(t *testing.T) {
 }
 
 func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{Report429: true, RetryAfter: time.Second})
 	c := e.start(e.js, e.config()) // backoff 20 ms .. 200 ms: far shorter than Retry-After
@@ -320,6 +327,8 @@ func TestRetryAfterHonoured(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "first attempt", func() bool { return e.rec.count() >= 1 })
 	e.sim.SetFaults(sim.Faults{})
 	testutil.Eventually(t, 10*time.Second, "report accepted", func() bool { return len(e.accepted()) == 1 })
+	// The recorder notes a call once the simulator has answered it: it may lag the accepted report.
+	testutil.Eventually(t, 10*time.Second, "two calls recorded", func() bool { return e.rec.count() >= 2 })
 
 	calls := e.rec.all()
 	if len(calls) != 2 || calls[0].status != http.StatusTooManyRequests || calls[1].status != http.StatusAccepted {
@@ -335,6 +344,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 }
 
 func TestUpstreamRejectionDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
 		switch {
@@ -393,6 +403,7 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 }
 
 func TestTokenExpiredBetweenReports(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	c := e.start(e.js, e.config())
 	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1")
@@ -419,6 +430,7 @@ func TestTokenExpiredBetweenReports(t *testing.T) {
 }
 
 func TestStopAndRestartLosesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{ReportLatency: 30 * time.Millisecond})
 	const n = 300
@@ -465,6 +477,7 @@ func TestStopAndRestartLosesNothing(t *testing.T) {
 }
 
 func TestCrashRedeliversInFlightReports(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{ReportLatency: 200 * time.Millisecond})
 	const n = 20
@@ -507,6 +520,7 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 }
 
 func TestNATSRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{ReportLatency: 10 * time.Millisecond})
 	const n = 300
@@ -533,6 +547,7 @@ func TestNATSRestart(t *testing.T) {
 }
 
 func TestConsumerDeletedIsRecreated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	c := e.start(e.js, e.config())
 	e.publish(string(report(1)), jetstream.MsgIDHeader, "r-1")
@@ -551,6 +566,7 @@ func TestConsumerDeletedIsRecreated(t *testing.T) {
 }
 
 func TestMaxAgeDeadLetters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	e.sim.SetFaults(sim.Faults{ReportErrorRate: 1})
 	cfg := e.config()
@@ -577,6 +593,7 @@ func TestMaxAgeDeadLetters(t *testing.T) {
 }
 
 func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	cfg := e.config()
 	cfg.DLQSubject = "nowhere.dlq.reports" // no stream captures it (yet)
@@ -606,6 +623,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 }
 
 func TestTenThousandReports(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("10,000 reports")
 	}
@@ -649,6 +667,7 @@ func (o *countingObserver) Outcome(kind, class string) {
 }
 
 func TestObserver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, false)
 	cfg := e.config()
 	obs := &countingObserver{}
@@ -679,6 +698,7 @@ func (m stubMsg) Headers() nats.Header { return m.h }
 // within what JetStream stores, and the message within max_payload: describing the body lengthens
 // Bridge-Error, which must not push the header block over.
 func TestDeadLetterMsgBounds(t *testing.T) {
+	t.Parallel()
 	const max = 256 << 10
 	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
 		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
@@ -696,6 +716,7 @@ func TestDeadLetterMsgBounds(t *testing.T) {
 // max_payload, set before the consumer starts or while it runs, or not readable by the consumer: a report whose dead letter would exceed it
 // is dead-lettered as its description, and the work queue empties instead of redelivering it forever.
 func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
+	t.Parallel()
 	const dlqMax = 1024
 	for _, whenSet := range []string{"before start", "while running", "unread"} {
 		t.Run(whenSet, func(t *testing.T) {
@@ -751,6 +772,7 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 // in any case) are renamed in its dead letter, as Nats-* are, so that a reader looking headers up without
 // regard to case finds the bridge's Bridge-Error, not a producer's. (Found by an outside review.)
 func TestDeadLetterRenamesLookAlikes(t *testing.T) {
+	t.Parallel()
 	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
 		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
 	msg := stubMsg{data: []byte(`{}`), h: nats.Header{"bridge-error": {"accepted upstream (202)"},

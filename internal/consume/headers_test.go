@@ -47,6 +47,7 @@ func (e *env) rawHPUB(subject, hdr, body string) {
 // problem and its stream sequence, and with the header lines that could be read. A report without headers
 // published afterwards is still delivered.
 func TestMalformedHeaderBlockDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, true)
 	c := e.start(e.js, e.config())
 	hdr := "NATS/1.0\r\nNats-Msg-Id: bad-1\r\nthis line has no colon\r\nX-Trace: abc\r\n\r\n"
@@ -91,6 +92,7 @@ func TestMalformedHeaderBlockDeadLettered(t *testing.T) {
 }
 
 func TestReadHeaderLines(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		raw, problem string
 		want         nats.Header

@@ -20,6 +20,7 @@ import (
 // counts it in bridge_api_requests_total, has it in /readyz, and leaves it out with
 // BRIDGE_API_ENABLED=false.
 func TestAPIServiceWired(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.tracking"}))
@@ -66,6 +67,7 @@ func TestAPIServiceWired(t *testing.T) {
 // and BRIDGE_API_MAX_BODY_BYTES, counts dropped requests in bridge_api_requests_refused_total (every
 // reason present from the start), and writes the audit line to its log.
 func TestAPIServiceTrustWired(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
@@ -125,6 +127,7 @@ func TestAPIServiceTrustWired(t *testing.T) {
 // TestAPIServiceLeastPrivilege: with exactly the permissions of deploy/nats/nats-users.conf, the
 // bridge answers API and discovery requests without a permission violation.
 func TestAPIServiceLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
@@ -157,6 +160,7 @@ func TestAPIServiceLeastPrivilege(t *testing.T) {
 // client reads, may make the server cut the API service's connection as a slow consumer; the
 // connection the events, the lease and the reports use is another, and stays up.
 func TestAPIFloodSparesEventConnection(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))

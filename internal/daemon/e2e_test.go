@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
 		os.Exit(runAsBridge())
 	}
+	testutil.SetParallel(4)
 	os.Exit(m.Run())
 }
 
@@ -259,6 +260,7 @@ func (h *harness) assertGenerated(n int) {
 // TestEndToEndTypesAndOddPayloads: every event type lands on its subject with the contract's headers,
 // new and odd types pass through safely, and bad payloads are dead-lettered, never lost.
 func TestEndToEndTypesAndOddPayloads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, sim.Options{})
 	types := []string{"GATE_OUT", "GATE_IN", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED",
 		"UNKNOWN", "LOADED_ON_BARGE", "a.b", "*", ">", "GATE IN", "X\r\nY", ""}
@@ -316,6 +318,7 @@ func TestEndToEndTypesAndOddPayloads(t *testing.T) {
 // No partial event is published, each reconnect resumes from the last stored event, and every event is
 // stored exactly once.
 func TestEndToEndCutsMidEvent(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, Faults: sim.Faults{DropEvery: 97, DropMidEvent: true}})
 	h.startBridge()
@@ -338,6 +341,7 @@ func TestEndToEndCutsMidEvent(t *testing.T) {
 // TestEndToEndTokenExpiry: access tokens expire every second and the refresh token after three while
 // the stream runs and reconnects; the bridge refreshes, logs in again, and loses nothing.
 func TestEndToEndTokenExpiry(t *testing.T) {
+	t.Parallel()
 	const n = 2400
 	h := newHarness(t, sim.Options{EventRate: 400, EventLimit: n, AccessTTL: time.Second, RefreshTTL: 3 * time.Second,
 		Faults: sim.Faults{DropEvery: 150}})
@@ -361,6 +365,7 @@ func TestEndToEndTokenExpiry(t *testing.T) {
 
 // TestEndToEndNATSRestart: nats-server stops and starts again during a burst; every event exactly once.
 func TestEndToEndNATSRestart(t *testing.T) {
+	t.Parallel()
 	const n = 20000
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
 	h.startBridge()
@@ -372,6 +377,7 @@ func TestEndToEndNATSRestart(t *testing.T) {
 
 // TestEndToEndBridgeRestart: the bridge is stopped mid-stream and started again; every event exactly once.
 func TestEndToEndBridgeRestart(t *testing.T) {
+	t.Parallel()
 	const n = 1500
 	h := newHarness(t, sim.Options{EventRate: 300, EventLimit: n})
 	stop := h.startBridge()
@@ -388,6 +394,7 @@ func TestEndToEndBridgeRestart(t *testing.T) {
 // line, so the upstream replays it after a restart (Last-Event-ID is the id before it). Past the duplicate
 // window, only the resume cursor keeps it from being stored twice.
 func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, sim.Options{})
 	stop := h.startBridge()
 	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
@@ -409,6 +416,7 @@ func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
 // TestEndToEndReconnectAfterMessageWithoutID: as TestEndToEndRestartAfterMessageWithoutID, for a
 // reconnect of a running bridge (here after the idle timeout) that comes past the duplicate window.
 func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, sim.Options{Heartbeat: -1})
 	h.env["BRIDGE_STREAM_IDLE_TIMEOUT"] = "1s"
 	h.startBridge()
@@ -434,15 +442,19 @@ func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 // (nats.go's default is a minute) so that the client reconnects and a stop keeps to the shutdown
 // timeout, and once the server is back every event is stored exactly once.
 func TestEndToEndFrozenNATS(t *testing.T) {
-	const n = 3000
+	t.Parallel()
+	// 30 MB of events. The proxy's receive buffer is held at 64 KB, where loopback autotuning would grow
+	// it to tens of MB, so that the buffers on the way (with the bridge's send buffer, 4 MB at most) hold
+	// a few MB: what the bridge writes after the freeze outruns them several times over.
+	const n = 1000
 	frozen := func(t *testing.T, publishTimeout string) (*harness, *testutil.Proxy, func() error) {
 		h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, EventSize: 30000})
 		px := testutil.StartProxy(t, h.ns.URL())
+		px.LimitReceiveBuffer(64 << 10)
 		h.env["BRIDGE_NATS_URL"] = px.URL()
 		h.env["BRIDGE_PUBLISH_TIMEOUT"] = publishTimeout
 		h.env["BRIDGE_SHUTDOWN_TIMEOUT"] = "2s"
-		// A window of more bytes than the socket buffers on the way hold (loopback autotuning reaches
-		// tens of MB): the writes outrun the frozen server whatever the buffers grew to.
+		// A window of more events than the test sends: nothing but the frozen server stops the writes.
 		h.env["BRIDGE_PUBLISH_WINDOW"] = "4096"
 		// What the bridge wrote before the freeze waits in the frozen server's socket buffer and is
 		// stored when it thaws, possibly after the bridge sent it again: only the duplicate window tells
@@ -455,27 +467,51 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 	}
 
 	t.Run("the endpoints answer", func(t *testing.T) {
+		t.Parallel()
 		// A long write timeout: the lock stays held for the whole freeze.
 		h, px, _ := frozen(t, "30s")
 		addr := h.bridge.ops.httpAddr()
-		get := func(path string, within time.Duration) int {
+		get := func(path string, within time.Duration) error {
 			client := &http.Client{Timeout: within}
 			resp, err := client.Get("http://" + addr + path)
 			if err != nil {
-				t.Fatalf("GET %s while NATS is frozen: %v", path, err)
+				return fmt.Errorf("GET %s while NATS is frozen: %w", path, err)
 			}
 			_ = resp.Body.Close()
-			return resp.StatusCode
+			if path == "/healthz" && resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/healthz = %d while NATS is frozen", resp.StatusCode)
+			}
+			return nil
 		}
 		// Alive, at once, throughout: no liveness check waits on NATS. (The writes fill the buffers
-		// within the first second.)
-		for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if code := get("/healthz", 2*time.Second); code != http.StatusOK {
-				t.Fatalf("/healthz = %d while NATS is frozen", code)
+		// within the first second.) After that second the endpoints that run the readiness checks are
+		// asked, all three at once, while /healthz is still polled: each answers by the checks' 5 s bound.
+		paths := []string{"/readyz", "/status", "/metrics"}
+		errs := make([]error, len(paths))
+		var asked sync.WaitGroup
+		answered := make(chan struct{})
+		from, launched := time.Now(), false
+		for done := false; !done; time.Sleep(50 * time.Millisecond) {
+			if err := get("/healthz", 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !launched && time.Since(from) >= time.Second:
+				for i, path := range paths {
+					asked.Go(func() { errs[i] = get(path, 8*time.Second) })
+				}
+				go func() { asked.Wait(); close(answered) }()
+				launched = true
+			case launched && time.Since(from) >= 4*time.Second:
+				select {
+				case <-answered:
+					done = true
+				default:
+				}
 			}
 		}
-		for _, path := range []string{"/readyz", "/status", "/metrics"} {
-			get(path, 8*time.Second) // the readiness checks answer by their 5 s bound
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		px.Thaw()
 		h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
@@ -483,6 +519,7 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 	})
 
 	t.Run("a stop keeps to the shutdown timeout", func(t *testing.T) {
+		t.Parallel()
 		h, px, stop := frozen(t, "2s")
 		testutil.Eventually(t, 20*time.Second, "the write to the frozen server timed out", func() bool {
 			return h.bridge.natsSt.Status() != nats.CONNECTED
@@ -505,6 +542,7 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 // TestEndToEndKill9: the bridge process is killed with SIGKILL mid-stream, twice, and started again;
 // every event is stored exactly once, although the duplicate window is too short to help.
 func TestEndToEndKill9(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -545,24 +583,32 @@ func TestEndToEndKill9(t *testing.T) {
 // TestEndToEndUpstreamRefusals: a wrong password, an unreachable token URL and a 403 on the stream each
 // give a clear error, are retried at the stated pace, and never print a secret.
 func TestEndToEndUpstreamRefusals(t *testing.T) {
+	t.Parallel()
 	t.Run("wrong password", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, sim.Options{EventRate: 5})
 		h.env["BRIDGE_PASSWORD"] = "wrong-" + testPassword
 		h.loginRetry = time.Second
 		h.startBridge()
-		time.Sleep(3500 * time.Millisecond) // the pace is what is measured: 3.5 s of retries
+		// The pace is what is measured: 3.5 s of retries from the first login, whenever the bridge got
+		// that far on a busy machine.
+		testutil.Eventually(t, 10*time.Second, "the first login", func() bool {
+			return h.sim.Stats().TokenRequests["password"] >= 1
+		})
+		time.Sleep(3500 * time.Millisecond)
 		logs := h.logs.String()
 		if !strings.Contains(logs, "login rejected") || !strings.Contains(logs, "BRIDGE_PASSWORD") {
 			t.Errorf("no clear error in the logs")
 		}
 		if got := h.sim.Stats().TokenRequests["password"]; got < 2 || got > 5 {
-			t.Errorf("%d logins in 3.5 s with a login retry of 1s, want 2 to 5", got)
+			t.Errorf("%d logins in 3.5 s from the first with a login retry of 1s, want 2 to 5", got)
 		}
 		if strings.Contains(logs, testPassword) {
 			t.Error("password in the logs")
 		}
 	})
 	t.Run("token URL unreachable", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, sim.Options{})
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		dead := ln.Addr().String()
@@ -570,7 +616,11 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		h.env["BRIDGE_TOKEN_URL"] = "http://" + dead + "/auth/token"
 		h.env["BRIDGE_RECONNECT_MIN"], h.env["BRIDGE_RECONNECT_MAX"] = "100ms", "400ms"
 		h.startBridge()
-		time.Sleep(3 * time.Second) // the pace is what is measured: 3 s of retries
+		// The pace is what is measured: 3 s of retries from the first failure.
+		testutil.Eventually(t, 10*time.Second, "the first failure", func() bool {
+			return strings.Contains(h.logs.String(), "token endpoint unavailable")
+		})
+		time.Sleep(3 * time.Second)
 		logs := h.logs.String()
 		if c := countLines(logs, `"level":"WARN"`, "token endpoint unavailable"); c != 1 {
 			t.Errorf("%d warnings naming the token endpoint, want 1 (one line per state change)", c)
@@ -585,16 +635,21 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		}
 	})
 	t.Run("stream forbidden", func(t *testing.T) {
+		t.Parallel()
 		h := newHarness(t, sim.Options{EventRate: 5, Faults: sim.Faults{StreamStatus: 403}})
 		h.env["BRIDGE_UNAVAILABLE_RETRY"] = "500ms"
 		h.startBridge()
-		time.Sleep(2200 * time.Millisecond) // the pace is what is measured
+		// The pace is what is measured: 2.2 s from the first stream request.
+		testutil.Eventually(t, 10*time.Second, "the first stream request", func() bool {
+			return h.sim.Stats().StreamRequests >= 1
+		})
+		time.Sleep(2200 * time.Millisecond)
 		logs := h.logs.String()
 		if !strings.Contains(logs, "not available to this account") {
 			t.Errorf("no clear error in the logs")
 		}
 		if got := h.sim.Stats().StreamRequests; got < 2 || got > 7 {
-			t.Errorf("%d stream requests in 2.2 s at a 500ms pace", got)
+			t.Errorf("%d stream requests in 2.2 s from the first at a 500ms pace", got)
 		}
 		if c := countLines(logs, `"level":"WARN"`, "not available to this account"); c > 1 {
 			t.Errorf("the same failure logged %d times: want one line per state change", c)

@@ -103,6 +103,7 @@ func hostileConnect(t *testing.T, url, user string) *nats.Conn {
 // leader keeps leading and its events keep flowing; each request is counted as refused, the log says so
 // in few lines, and a caller with a proper inbox is still answered.
 func TestHostileReplySubjects(t *testing.T) {
+	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
@@ -249,6 +250,7 @@ func TestHostileReplySubjects(t *testing.T) {
 // client; control characters and long values in every header a caller may send are answered 400; none
 // of it reaches the upstream, and the leader's events keep flowing.
 func TestHostileInputs(t *testing.T) {
+	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	env := up.Env(ns.URL(), secBridgeEnv)
@@ -348,6 +350,7 @@ func TestHostileInputs(t *testing.T) {
 // tracking's consumer with the durable its rights name, and cannot delete, read or replace another
 // reader's consumer. (An outside review found the rights it had before reached every consumer.)
 func TestEventsReaderRights(t *testing.T) {
+	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))

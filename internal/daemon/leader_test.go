@@ -19,6 +19,7 @@ import (
 // publishes; both are ready, and say which role they have in /status and bridge_leader. A clean stop of
 // the leader hands over within about a second, and the stream holds every event once.
 func TestTwoBridgesOneLeader(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	const n = 3000
 	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
@@ -95,6 +96,7 @@ func TestTwoBridgesOneLeader(t *testing.T) {
 // runs, and `bridge cursor restart -after ID` makes the running leader step down and the next leader (here
 // the same bridge) resume after ID: the upstream's replay is stored again, past the duplicate window.
 func TestCursorShowAndRestart(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	const n = 200
 	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
@@ -151,6 +153,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 // bridge leads (it stops leading at once), each counts as expired one TTL after the bridge saw it; the
 // bridge then leads again, and every event is stored once.
 func TestForeignLeaseValue(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	js, err := jetstream.New(ns.Connect())
 	if err != nil {
@@ -163,12 +166,15 @@ func TestForeignLeaseValue(t *testing.T) {
 		Storage: jetstream.FileStorage, LimitMarkerTTL: ttl}); err != nil {
 		t.Fatal(err)
 	}
+	// forge returns when it sent the value: the bridge's watch may see it before the acknowledgement
+	// reaches the test.
 	forge := func(value string) time.Time {
 		t.Helper()
+		sent := time.Now()
 		if _, err := js.Publish(ctx, "$KV.TRACKING_LEASES.events", []byte(value)); err != nil {
 			t.Fatal(err)
 		}
-		return time.Now()
+		return sent
 	}
 	const n = 1500
 	up := simtest.Start(t, false, sim.Options{EventRate: 200, EventLimit: n})

@@ -24,6 +24,7 @@ import (
 // can send), so it is served again; and neither /status nor any log line carries the id whole.
 // (Found by an outside review: the stream stalled at every reconnect until a restart.)
 func TestLongEventIDNotResumedNorQuoted(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	longID := strings.Repeat("i", 900<<10)

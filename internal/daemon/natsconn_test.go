@@ -16,6 +16,7 @@ import (
 // TestClosedErrorHints: the error of a NATS connection closed for good points at the credentials only
 // when the server refused them, and names max_payload when a message exceeded it.
 func TestClosedErrorHints(t *testing.T) {
+	t.Parallel()
 	cfg := &config.Config{NATSUser: "tracking-bridge"}
 	for _, tc := range []struct {
 		err       error
@@ -38,6 +39,7 @@ func TestClosedErrorHints(t *testing.T) {
 // a connection succeeds; ErrNoServers, which names no cause, is not logged; every failure is the last
 // error for /readyz; user information never appears in the servers shown.
 func TestNATSFailuresLoggedOncePerReason(t *testing.T) {
+	t.Parallel()
 	s := newNATSState([]string{"nats://user:pw@a:4222", "nats://tok3n@b:4222", "nats://c:4222"})
 	if want := "nats://xxxxx@a:4222,nats://xxxxx@b:4222,nats://c:4222"; s.servers != want {
 		t.Errorf("servers %q, want %q", s.servers, want)
@@ -64,6 +66,7 @@ func TestNATSFailuresLoggedOncePerReason(t *testing.T) {
 // TestPlainCredentialServers: the servers to which credentials would travel in clear text are the
 // nats:// and ws:// ones off loopback, when credentials are set and no TLS is.
 func TestPlainCredentialServers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  config.Config
@@ -94,6 +97,7 @@ func TestPlainCredentialServers(t *testing.T) {
 // TestPlainCredentialsWarning: connecting with credentials over plain nats:// to another host logs one
 // warning naming the servers without their credentials.
 func TestPlainCredentialsWarning(t *testing.T) {
+	t.Parallel()
 	logs := &testutil.Logs{}
 	cfg := config.Default()
 	cfg.NATSURL = "nats://bridge:s3cret@nats.invalid:4222,nats://127.0.0.1:1"

@@ -19,6 +19,7 @@ import (
 // often it retries, and /readyz gives it as the nats check's reason. Once the server is there the bridge
 // connects and gets ready, and every line it logged, up to its stop, names its component.
 func TestNATSUnreachableAtStart(t *testing.T) {
+	t.Parallel()
 	const natsPassword = "nats-Pa55-unreachable"
 	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "bridge", Password: natsPassword}}

@@ -240,6 +240,7 @@ var allReady = []string{"nats: ok", "jetstream_streams: ok", "upstream_token: ok
 // TestReadyzFollowsNATS: /readyz turns 503 naming NATS within seconds of the server stopping and 200
 // again after it is back; /healthz stays 200 throughout.
 func TestReadyzFollowsNATS(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
@@ -268,8 +269,10 @@ func TestReadyzFollowsNATS(t *testing.T) {
 // available to the account), /readyz is 503 and says so, the bridge stays alive and retries at
 // BRIDGE_UNAVAILABLE_RETRY, and it is ready again once the stream is served.
 func TestReadyzStreamUnavailable(t *testing.T) {
+	t.Parallel()
 	for _, code := range []int{http.StatusForbidden, http.StatusNotFound} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
 			ns := testutil.StartNATS(t, nil)
 			up := simtest.Start(t, false, sim.Options{EventRate: 20, Faults: sim.Faults{StreamStatus: code}})
 			ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_UNAVAILABLE_RETRY": "300ms"}))
@@ -289,6 +292,7 @@ func TestReadyzStreamUnavailable(t *testing.T) {
 // TestReadyzFollowsUpstreamStream: /readyz turns 503 naming the stream while the upstream answers the
 // stream 503, or is closed, and 200 again once it serves it; /healthz stays 200.
 func TestReadyzFollowsUpstreamStream(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
@@ -342,6 +346,7 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 // TestMetricsCountEvents: the event counters match what the upstream sent, by type, and the dead letter
 // by reason.
 func TestMetricsCountEvents(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	sent := map[string]int{"GATE_IN": 3, "ARRIVED": 2, "NEW_KIND": 1}
@@ -427,6 +432,7 @@ func TestMetricsCountEvents(t *testing.T) {
 
 // TestHTTPAddrInUse: a taken BRIDGE_HTTP_ADDR stops the bridge with an error naming the variable.
 func TestHTTPAddrInUse(t *testing.T) {
+	t.Parallel()
 	taken := httptest.NewServer(http.NotFoundHandler())
 	defer taken.Close()
 	ns := testutil.StartNATS(t, nil)
@@ -448,6 +454,7 @@ func TestHTTPAddrInUse(t *testing.T) {
 
 // TestHealthzMethods: only GET and HEAD are answered.
 func TestHealthzMethods(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
@@ -470,6 +477,7 @@ func TestHealthzMethods(t *testing.T) {
 // TestLogsOneLinePerStateChange: thousands of events make no log line at info level; every line is
 // JSON (the default format).
 func TestLogsOneLinePerStateChange(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	const n = 3000
 	up := simtest.Start(t, false, sim.Options{EventRate: -1, EventLimit: n})
@@ -569,6 +577,7 @@ func opsPublishReports(t *testing.T, natsURL string, reports [][]byte, opts ...n
 // TestMetricsCountReports: the report counters match what the test sent, by outcome and status class;
 // the consumer is part of /readyz and its backlog of bridge_reports_pending.
 func TestMetricsCountReports(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
@@ -618,6 +627,7 @@ func TestMetricsCountReports(t *testing.T) {
 // TestReadyzWhileTokenExpiresUnused: an access token that expires while the stream stays connected (no
 // request needs a new one) does not make the bridge unready; a failing token endpoint does.
 func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
@@ -641,6 +651,7 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 // from the signal, instead of waiting for each part in turn (10-15 s with a 2 s timeout before). Nothing
 // is lost: what was not acknowledged is sent again after the restart.
 func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 200})
 	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))

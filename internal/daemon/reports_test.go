@@ -17,6 +17,7 @@ import (
 // make Run return an error (exit 1), and are handed back, so that the next bridge delivers them at once
 // rather than after the consumer's ack wait of 2 minutes.
 func TestStopTimeoutHandsReportsBack(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().SetFaults(sim.Faults{ReportLatency: 10 * time.Minute})

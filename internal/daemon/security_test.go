@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ const (
 // the command itself, 'bridge run', 'bridge -h' and a failing 'bridge run', is searched by cmd/bridge's
 // TestSecretsNeverLeakFromCommand.)
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	users := map[string]string{"alice": secUpstreamPassword}
 	var outputs []string
 
@@ -134,6 +136,7 @@ func secWritePEM(t *testing.T, name string, certs ...*x509.Certificate) string {
 // with BRIDGE_UPSTREAM_CA_FILE naming that CA (token endpoint and stream alike) and fails, clearly and
 // without stopping, without it.
 func TestUpstreamTLSPrivateCA(t *testing.T) {
+	t.Parallel()
 	up := simtest.Start(t, true, sim.Options{EventRate: 50})
 	caFile := secWritePEM(t, "upstream-ca.pem", up.Srv.Certificate())
 	tlsEnv := func(natsURL, ca string) map[string]string {
@@ -167,6 +170,7 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 // always on (and no configuration to turn it off), and no redirect to another host, so that the bearer
 // token never leaves the upstream.
 func TestUpstreamClientPolicy(t *testing.T) {
+	t.Parallel()
 	c, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +251,7 @@ func TestUpstreamClientPolicy(t *testing.T) {
 // TestNATSAuthentication: the bridge connects with each NATS authentication method the server requires,
 // and wrong credentials stop it with an error naming the variables to check.
 func TestNATSAuthentication(t *testing.T) {
+	t.Parallel()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -288,6 +293,7 @@ func TestNATSAuthentication(t *testing.T) {
 			[]string{"authorization violation", "none is set"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ns := testutil.StartNATS(t, tc.configure)
 			up := simtest.Start(t, false, sim.Options{})
 			ob := opsStartBridge(t, up.Env(ns.URL(), tc.env))
@@ -314,6 +320,7 @@ func TestNATSAuthentication(t *testing.T) {
 // TestNATSCredentialsRevoked: the server comes back with the bridge's password changed. nats.go gives up
 // after two refusals in a row; the bridge then stops with the reason instead of running on without NATS.
 func TestNATSCredentialsRevoked(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
 	})
@@ -389,6 +396,7 @@ func secIssue(t *testing.T, ca *secCert, name string, isCA bool, usage x509.ExtK
 // TestNATSTLSClientCertificate: NATS over TLS with a private CA and a client certificate the server
 // requires.
 func TestNATSTLSClientCertificate(t *testing.T) {
+	t.Parallel()
 	ca := secIssue(t, nil, "ca", true, 0)
 	srvCert := secIssue(t, ca, "nats-server", false, x509.ExtKeyUsageServerAuth)
 	client := secIssue(t, ca, "tracking-bridge", false, x509.ExtKeyUsageClientAuth)
@@ -442,14 +450,23 @@ func secClient(name string) []nats.Option {
 	return []nats.Option{nats.UserInfo(name, name+"-"+secNATSPassword), nats.CustomInboxPrefix("_INBOX." + name)}
 }
 
+// secEnvOnce sets the variables of secUserPasswords in the process's environment, where nats-server reads
+// the file's $NAME references, once for every test: the values never change, and t.Setenv would keep the
+// tests that use them from running in parallel.
+var secEnvOnce sync.Once
+
 // secPermissionedNATS starts a server with the users of deploy/nats/nats-users.conf (the bridge's
 // "tracking-bridge" with password secNATSPassword, and the clients of secClient), plus an unrestricted
 // "admin" for the test's own checks.
 func secPermissionedNATS(t *testing.T) *testutil.NATS {
 	t.Helper()
-	for k, v := range secUserPasswords {
-		t.Setenv(k, v)
-	}
+	secEnvOnce.Do(func() {
+		for k, v := range secUserPasswords {
+			if err := os.Setenv(k, v); err != nil {
+				panic(err)
+			}
+		}
+	})
 	users, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "nats-users.conf"))
 	if err != nil {
 		t.Fatal(err)
@@ -476,6 +493,7 @@ func secPermissionedNATS(t *testing.T) *testutil.NATS {
 // a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
 // report). The example's producer user publishes the reports.
 func TestLeastPrivilegePermissions(t *testing.T) {
+	t.Parallel()
 	ns := secPermissionedNATS(t)
 	admin := nats.UserInfo("admin", "admin")
 

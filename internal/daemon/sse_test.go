@@ -28,6 +28,7 @@ func injectIDs(s *sim.Server, from, to int) {
 // its resume cursor finds stored beyond the resume point as well as the resume point's own event, which
 // JetStream finds in its duplicate window.
 func TestReusedIDsCountAsDuplicates(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
@@ -73,6 +74,7 @@ func TestReusedIDsCountAsDuplicates(t *testing.T) {
 // TestEmptyDataDeadLettered: an event whose data line has no value reaches P.dlq.events with its id,
 // as not JSON; a block with only an id reaches nowhere.
 func TestEmptyDataDeadLettered(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().Inject("demo", "empty-1", "GATE_IN", nil) // the simulator writes "data: " for empty data
@@ -93,6 +95,7 @@ func TestEmptyDataDeadLettered(t *testing.T) {
 // TestHugeContentTypeCutShort: an upstream that answers the stream with a Content-Type of 1 MB; the error
 // in the log and /status quotes it cut short.
 func TestHugeContentTypeCutShort(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().SetFaults(sim.Faults{StreamContentType: "text/html; x=" + strings.Repeat("a", 1<<20)})

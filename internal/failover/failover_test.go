@@ -35,6 +35,7 @@ func TestFailoverOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the long failover run on a 3-node cluster")
 	}
+	t.Parallel()
 	c := testutil.StartCluster(t)
 	r := newRig(t, sim.Options{EventRate: 50}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
 	start := time.Now()
@@ -179,6 +180,7 @@ func streamLeaderNode(t *testing.T, r *rig, c *testutil.Cluster) int {
 // as a Kubernetes rolling update does it; three times over, on one server, while events stream at 200 a
 // second and reports are published. Nothing is lost, nothing doubled; the handover times are logged.
 func TestRollingUpdate(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	r := newRig(t, sim.Options{EventRate: 200}, ns.Connect(), nil)
 	old := r.addBridge("v1", ns.URL(), false)
@@ -223,6 +225,7 @@ func TestFencingOnOneServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a failover run")
 	}
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	r := newRig(t, sim.Options{EventRate: 400}, ns.Connect(), nil)
 	r.addBridge("a", ns.URL(), true)

@@ -157,6 +157,7 @@ func becameLeader(c *competitor) time.Time {
 }
 
 func TestNewChecksConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -182,6 +183,7 @@ func TestNewChecksConfig(t *testing.T) {
 // TestOneLeaderAndCleanHandover runs three competitors on one server and on a 3-node cluster (an R3 bucket):
 // exactly one leads, all agree on the holder, and a clean stop hands over in well under the TTL.
 func TestOneLeaderAndCleanHandover(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			var connect func() *nats.Conn
@@ -235,6 +237,7 @@ func TestOneLeaderAndCleanHandover(t *testing.T) {
 // TestKilledLeaderReplacedAfterTTL plays a leader killed with SIGKILL: its connection goes away without a
 // release, and a standby takes over once the key has expired, not before.
 func TestKilledLeaderReplacedAfterTTL(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	cfg := Config{TTL: 2 * time.Second}
 	o := &overlap{}
@@ -262,6 +265,7 @@ func TestKilledLeaderReplacedAfterTTL(t *testing.T) {
 // TestFrozenLeaderDemotesBeforeExpiry cuts the leader off from NATS without closing anything (a frozen
 // proxy): it must stop leading before its lease can expire, and the standby must take over only after.
 func TestFrozenLeaderDemotesBeforeExpiry(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	px := testutil.StartProxy(t, ns.URL())
 	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -313,6 +317,7 @@ func TestFrozenLeaderDemotesBeforeExpiry(t *testing.T) {
 // TestRenewalKeepsTTL checks the trap of nats.go #1994: after several renewals the key still expires when
 // renewals stop, and a standby learns of the expiry from its watch alone.
 func TestRenewalKeepsTTL(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	cfg := Config{TTL: time.Second, RenewInterval: 250 * time.Millisecond, Margin: 300 * time.Millisecond}
 	a := start(t, ns.Connect(), "a", cfg, nil)
@@ -350,6 +355,7 @@ func TestRenewalKeepsTTL(t *testing.T) {
 // TestUpdateDropsTTL pins down nats.go #1994, the reason renewals do not use kv.Update: the key it writes
 // has no TTL and never expires. Should a later nats.go keep the TTL, this test says so.
 func TestUpdateDropsTTL(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	js, err := jetstream.New(ns.Connect())
 	if err != nil {
@@ -377,6 +383,7 @@ func TestUpdateDropsTTL(t *testing.T) {
 // TestLeaderSurvivesLossOfBucketLeader kills the cluster node that leads the R3 lease bucket: the lease
 // survives with the same epoch and renewals resume after the bucket's new leader is elected.
 func TestLeaderSurvivesLossOfBucketLeader(t *testing.T) {
+	t.Parallel()
 	cl := testutil.StartCluster(t)
 	// A stream leader election after a lost node waits for the followers' election timeout (seconds), so
 	// this lease tolerates a long pause in renewals without demotion.
@@ -414,6 +421,7 @@ func TestLeaderSurvivesLossOfBucketLeader(t *testing.T) {
 // TestResignHandsOver: a leader that resigns stops leading at once and releases the key, so that a
 // standby (or itself) takes over without waiting for the TTL.
 func TestResignHandsOver(t *testing.T) {
+	t.Parallel()
 	connect := testutil.StartNATS(t, nil).Connect
 	cfg := Config{TTL: 10 * time.Second}
 	o := &overlap{}
@@ -453,7 +461,8 @@ func TestResignHandsOver(t *testing.T) {
 }
 
 // writeForeign stores value in the lease key as another client would, without a TTL, and returns its
-// revision and when it was stored.
+// revision and when it was sent: no bridge can see it before, while its watch may well see it before the
+// acknowledgement reaches the test.
 func writeForeign(t *testing.T, nc *nats.Conn, value []byte) (uint64, time.Time) {
 	t.Helper()
 	js, err := jetstream.New(nc)
@@ -462,11 +471,12 @@ func writeForeign(t *testing.T, nc *nats.Conn, value []byte) (uint64, time.Time)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	sent := time.Now()
 	ack, err := js.Publish(ctx, "$KV."+bucket+"."+DefaultKey, value)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ack.Sequence, time.Now()
+	return ack.Sequence, sent
 }
 
 // keyTTL returns the Nats-TTL header of the lease key's last message.
@@ -494,6 +504,7 @@ func keyTTL(t *testing.T, nc *nats.Conn) string {
 // renewed: one TTL after the bridges saw it, one of them takes the key over (with the lease's TTL, so
 // that it expires again when its new holder dies) and leads; what was found is logged, cut short.
 func TestForeignValueIsNoHolder(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	cfg := Config{TTL: 2 * time.Second}
 	o := &overlap{}
@@ -544,6 +555,7 @@ func TestForeignValueIsNoHolder(t *testing.T) {
 // TestForeignValueAtStart: a foreign value found in the key at start-up keeps no bridge from leading for
 // longer than a TTL.
 func TestForeignValueAtStart(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	cfg := Config{TTL: 2 * time.Second}
 	// The bucket as a bridge makes it, before any bridge runs.
@@ -574,6 +586,7 @@ func TestForeignValueAtStart(t *testing.T) {
 }
 
 func TestQuoteValue(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ in, want string }{
 		{"{}", "{}"},
 		{"a\x00b\tc\u2028d", "ab" + "c\u2028d"},

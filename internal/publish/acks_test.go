@@ -15,6 +15,7 @@ import (
 )
 
 func TestAckResult(t *testing.T) {
+	t.Parallel()
 	status503 := nats.Header{"Status": {"503"}}
 	for _, tc := range []struct {
 		data string
@@ -57,6 +58,7 @@ func TestAckResult(t *testing.T) {
 // TestAcksLateAnswer: an answer for an entry that was settled otherwise (timed out, sent again) and whose
 // slot now holds a later entry changes nothing, and each entry is told to the observer once.
 func TestAcksLateAnswer(t *testing.T) {
+	t.Parallel()
 	obs := &countingObserver{}
 	a := &acks{prefix: "_INBOX.test.", obs: obs, slots: make([]slot, 4), errs: map[uint64]error{},
 		wake: make(chan struct{}, 1)}
@@ -91,6 +93,7 @@ func TestAcksLateAnswer(t *testing.T) {
 
 // TestAcksFromServer: replies from a real JetStream, a PubAck and an error, reach the right slots.
 func TestAcksFromServer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

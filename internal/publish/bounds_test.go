@@ -25,6 +25,7 @@ var awkwardIDs = []string{
 }
 
 func TestHeaderIDRoundTrip(t *testing.T) {
+	t.Parallel()
 	seen := map[string]string{}
 	for _, id := range append([]string{"ev-1", "sha256:ab12", "01HF-ULID"}, awkwardIDs...) {
 		h := HeaderID(id)
@@ -71,6 +72,7 @@ func FuzzHeaderID(f *testing.F) {
 // TestDeadLettersFitMaxPayload: a non-JSON event as large as max_payload, and events with a huge event
 // name or id, are dead-lettered as descriptions that fit; the stream goes on behind them.
 func TestDeadLettersFitMaxPayload(t *testing.T) {
+	t.Parallel()
 	const max = 64 << 10
 	e := newEnvWith(t, time.Minute, func(o *server.Options) { o.MaxPayload = max })
 	p := e.publisher(8, nil)
@@ -127,6 +129,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 // TestAwkwardIDsStoredApart: events whose ids nats.go would mangle are stored once each, under distinct
 // ids, and a new publisher resumes after the exact last id; the upstream's replay adds nothing.
 func TestAwkwardIDsStoredApart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -220,6 +223,7 @@ func jsonEvent(id string) event.Event {
 // TestLongResumeID: an id too long to keep never becomes a resume point: a new publisher resumes from
 // the id before it, and the replay stores nothing twice.
 func TestLongResumeID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -256,6 +260,7 @@ func TestLongResumeID(t *testing.T) {
 // TestOversizeWithoutIDKeptApart: oversize events of one size without an id are distinct dead letters,
 // and their replay after a reconnect is recognised.
 func TestOversizeWithoutIDKeptApart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(8, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -282,6 +287,7 @@ func TestOversizeWithoutIDKeptApart(t *testing.T) {
 // in the DLQ stream, where the cursor does not look) leaves the resume cursor usable: after a restart
 // past the duplicate window and the tail the cursor reads, no event is stored twice.
 func TestLongIDDeadLetterKeepsCursor(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -339,6 +345,7 @@ func TestLongIDDeadLetterKeepsCursor(t *testing.T) {
 // TestHugeHeaderValuesDoNotStall: a type or a timestamp longer than JetStream's 64 KiB header block
 // allows (though the message fits max_payload) is cut or left out of the headers, and the stream goes on.
 func TestHugeHeaderValuesDoNotStall(t *testing.T) {
+	t.Parallel()
 	for name, data := range map[string]string{
 		"type": `{"id":"big","type":"` + strings.Repeat("T", 70000) + `"}`,
 		"time": `{"id":"big","type":"GATE_IN","timestamp":"2024-01-01T00:00:00.` + strings.Repeat("0", 70000) + `Z"}`,
@@ -377,6 +384,7 @@ func TestHugeHeaderValuesDoNotStall(t *testing.T) {
 // an oversize event without an id behind it keeps its description, so its replay after that id is
 // recognised.
 func TestPositionAfterIDOnlyBlock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(8, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -404,6 +412,7 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 // edge white space) are stored like any other, but the resume point stays at the last id that can be
 // sent: the stream reconnects after it (the replay of the rest is recognised) instead of stopping.
 func TestUnresumableIDsNeverResumePoints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

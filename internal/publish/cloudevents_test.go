@@ -17,6 +17,7 @@ import (
 // CloudEvents SDK for Go (binary content mode) into an event with the right id, source, type, time, data
 // content type and data, also when the id and the source hold characters the binding percent-encodes.
 func TestCloudEventsSDKReadsEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	const source = `urn:tracking bridge:"100%"-ü`
 	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
@@ -132,6 +133,7 @@ func (m *ceMessage) value(k string) any {
 }
 
 func TestCEValue(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"evt-000123", "evt-000123"},
 		{"", ""},

@@ -34,8 +34,10 @@ func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window 
 // whatever the duplicate window, and the second resumes after what the first stored. Every event stored
 // carries the check of the marker stored before it.
 func TestFenceRefusesFormerLeader(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			var connect func() *nats.Conn
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
 			if backend == "server" {
@@ -184,8 +186,10 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 // fenced out: five leaders in turn, an operator's restart between two of them, on one server and on an
 // R3 stream.
 func TestFenceMarkersBounded(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
 			var connect func() *nats.Conn
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
 			if backend == "server" {
@@ -268,6 +272,7 @@ func TestFenceMarkersBounded(t *testing.T) {
 // TestRestartDirective: a restart marker newer than every event makes the next leader resume after its
 // id (or from the beginning), with nothing to skip; once an event is stored after it, it no longer applies.
 func TestRestartDirective(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx := context.Background()
 	lead := func(name string) (*Publisher, string) {
@@ -347,6 +352,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // the events stream (here missing, where Resume fails), so that a stopping leader releases the lease
 // without delay.
 func TestSettleReadsNoCursor(t *testing.T) {
+	t.Parallel()
 	nc := testutil.StartNATS(t, nil).Connect()
 	p, err := New(nc, Config{Prefix: "tracking", EventsStream: "MISSING", DLQStream: "MISSING_DLQ", Logger: discard()})
 	if err != nil {
@@ -371,15 +377,22 @@ func isFence(base, subject string) bool {
 // TestFenceOutlivesStreamLimits: in an events stream that discards its oldest messages, by size or by
 // age, a leader's markers would be removed in a long term, and every later event refused as if another
 // leader had taken over; Run stores them again in time, and the leader publishes on.
+//
+// Run looks every second and renews past half the max_age, so a max_age of 4 s leaves the renewal at
+// least a second before the markers expire (2 s left less than one, which a machine busy with other
+// tests took from it now and then).
 func TestFenceOutlivesStreamLimits(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		limits streams.Limits
+		run    time.Duration // the stream turns over twice
 	}{
-		{"max_bytes", streams.Limits{MaxBytes: 600_000}},
-		{"max_age", streams.Limits{MaxAge: 2 * time.Second}},
+		{"max_bytes", streams.Limits{MaxBytes: 600_000}, 6 * time.Second},
+		{"max_age", streams.Limits{MaxAge: 4 * time.Second}, 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
 			nc := testutil.StartNATS(t, nil).Connect()
 			js, _ := jetstream.New(nc)
@@ -400,10 +413,10 @@ func TestFenceOutlivesStreamLimits(t *testing.T) {
 			go func() { defer close(ran); _ = p.Run(rctx) }()
 			defer func() { stop(); <-ran }()
 
-			// About 250 events a second of ~700 bytes for 6 s: the stream of 600 kB turns over twice, and
-			// 2 s of max_age three times.
+			// About 250 events a second of ~700 bytes: the stream of 600 kB turns over twice in 6 s, and
+			// 4 s of max_age twice in 8 s.
 			first := p.fence.seqs[0]
-			end := time.Now().Add(6 * time.Second)
+			end := time.Now().Add(tc.run)
 			for i := 0; time.Now().Before(end); i++ {
 				if err := p.Handle(ctx, ev(fmt.Sprintf("e-%05d", i), "GATE_IN")); err != nil {
 					t.Fatalf("event %d: %v", i, err)

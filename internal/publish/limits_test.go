@@ -32,6 +32,7 @@ func (e *testEnv) setMaxMsgSize(stream string, max int32) {
 // letter too large for the dead-letter stream, are dead-lettered as descriptions that fit, and the
 // events behind them go on: JetStream's refusal does not stop the stream.
 func TestStreamMaxMsgSize(t *testing.T) {
+	t.Parallel()
 	const eventsMax, dlqMax = 2048, 1024
 	for _, whenSet := range []string{"before start", "while running"} {
 		t.Run(whenSet, func(t *testing.T) {

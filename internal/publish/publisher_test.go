@@ -73,6 +73,7 @@ func ev(id, typ string) event.Event {
 }
 
 func TestPublishSubjectsAndHeaders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(16, nil)
 	ctx := context.Background()
@@ -144,6 +145,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 }
 
 func TestPublishDeadLetters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(8, nil)
 	ctx := context.Background()
@@ -198,6 +200,7 @@ func TestPublishDeadLetters(t *testing.T) {
 // TestPublishSurvivesNATSRestart: the server stops and starts again during a burst; every event is
 // stored exactly once.
 func TestPublishSurvivesNATSRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	obs := &countingObserver{}
 	p := e.publisher(256, obs)
@@ -206,22 +209,26 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const n = 6000
+	// 6000 events at least, and on until the server is back: the restart, at the 2000th, meets
+	// publishes in flight however long a busy machine makes it.
 	var restart sync.WaitGroup
 	defer restart.Wait() // the restart must not outlive the test (it shares the server)
-	for i := range n {
-		if i == 2000 {
-			restart.Go(e.ns.Restart)
+	var restarted atomic.Bool
+	n := 0
+	for ; n < 6000 || !restarted.Load(); n++ {
+		if n == 2000 {
+			restart.Go(func() { e.ns.Restart(); restarted.Store(true) })
 		}
-		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", n), "GATE_IN")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("%d events", n)
 	if last, err := p.Resume(ctx); err != nil || last != fmt.Sprintf("ev-%05d", n-1) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	assertExactlyOnce(t, e.messages(e.layout.Events()), n)
-	if got := obs.published.Load(); got != n {
+	if got := obs.published.Load(); got != int64(n) {
 		t.Errorf("Published told %d times, want %d", got, n)
 	}
 	if obs.retried.Load() == 0 {
@@ -232,6 +239,7 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 // TestResumeAfterCrash: a publisher dies with publishes in flight; a new one resumes from the stream, and
 // the upstream's replay does not duplicate what was stored even though the duplicate window has passed.
 func TestResumeAfterCrash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -320,6 +328,7 @@ func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
 // events meanwhile: once its window is full, or (a slow stream, a large window) as soon as the next event
 // finds an acknowledgement overdue. Every event is then stored exactly once and counted once.
 func TestPublishUnansweredOrRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		listener bool
@@ -331,6 +340,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 		{"no acknowledgement, slow stream", true, 1024, 150 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, time.Minute)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -393,6 +403,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 // TestPublishUpkeepWithoutEvents: events whose acknowledgements never come are sent again, and the resume
 // id moves on, with no further event or Resume: Run's upkeep does it on a quiet stream.
 func TestPublishUpkeepWithoutEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -437,6 +448,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 // replays them, so they must be recognised as stored rather than taken for the message that set the id
 // (which may also be a dead letter, outside the events stream).
 func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
+	t.Parallel()
 	for name, setter := range map[string]event.Event{
 		"published":     ev("ev-a", "GATE_IN"),
 		"dead-lettered": {ID: "ev-a", ResumeID: "ev-a", Data: []byte("not json")},
@@ -480,6 +492,7 @@ func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
 // the resume point of the messages after them; a restart past the duplicate window must still recognise
 // those stored before it in the stream.
 func TestResumeAfterResentPublish(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -551,6 +564,7 @@ func TestResumeAfterResentPublish(t *testing.T) {
 // newest in the stream, the cursor still comes from the newest message the bridge wrote, rather than
 // being lost (a replay of everything the upstream retains, stored again once past the duplicate window).
 func TestResumeSkipsForeignMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -605,6 +619,7 @@ func TestResumeSkipsForeignMessages(t *testing.T) {
 // it, so a replay after that id repeats it. When such a message is the newest stored, a restart (here
 // past the duplicate window) must not store it a second time.
 func TestResumeAfterEventWithoutStreamID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -661,6 +676,7 @@ func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 // lost with the connection, and the connection comes back only after the duplicate window (a NATS outage
 // that outlasts it). The publisher must not store them a second time when it recovers.
 func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 200*time.Millisecond)
 	px := testutil.StartProxy(t, e.ns.URL())
 	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -712,6 +728,7 @@ func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 // duplicate window. Recovery must look each unanswered send up before sending it again, not store the
 // event once per attempt.
 func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 200*time.Millisecond)
 	px := testutil.StartProxy(t, e.ns.URL())
 	nc, err := nats.Connect(px.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -752,6 +769,7 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 // duplicate window) is told as a Duplicate, not as Published, and the start of each run of duplicates is
 // logged once.
 func TestDuplicatesCounted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	obs := &countingObserver{}
 	logs := &testutil.Logs{}
@@ -797,6 +815,7 @@ const duplicatesLine = "events found stored before are not stored again: an upst
 // without a publish; they count as duplicates as those JetStream finds in its duplicate window do, and
 // the run of them is logged once.
 func TestSkippedCountAsDuplicates(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	e := newEnv(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -30,6 +30,7 @@ const benchEvent = `{"id":"evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9","type":"truck.positio
 	`"note":"caf\u00e9 stop \"Nord\"\n"}}`
 
 func TestScanEvent(t *testing.T) {
+	t.Parallel()
 	obj := func(kind Kind) Fields { return Fields{TypeKind: kind} }
 	tests := []struct {
 		name string
@@ -181,6 +182,7 @@ func TestScanEvent(t *testing.T) {
 }
 
 func TestScanEventErrNotObject(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{`[]`, `"s"`, `1`, `true`, `false`, `null`} {
 		if _, err := ScanEvent([]byte(in)); !errors.Is(err, ErrNotObject) {
 			t.Errorf("ScanEvent(%q) error %v, want ErrNotObject", in, err)
@@ -263,6 +265,7 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, got Fields, err error) 
 // TestScanEventRandom compares ScanEvent with encoding/json on generated objects made of tricky pieces
 // (escaped and duplicate keys, surrogates, invalid UTF-8, nesting), whole and damaged.
 func TestScanEventRandom(t *testing.T) {
+	t.Parallel()
 	keys := []string{`id`, `type`, `timestamp`, `Type`, `typ\u0065`, `\u0069d`, `t\u0079pe\u0000`, "typ\xff",
 		`time\/stamp`, `x`, ``, `\u0074\u0069\u006d\u0065\u0073\u0074\u0061\u006d\u0070`}
 	pieces := []string{`a`, `2024-05-14T09:31:27Z`, `\n`, `\"`, `\\`, `\/`, `\u00e9`, `\u20AC`, `\ud83d`, `\ude9a`,
@@ -380,6 +383,7 @@ func BenchmarkJSONValid(b *testing.B) {
 // (which needs the JSON id of an event without an SSE id) and the message take what they need from that
 // one read.
 func TestEventScanOnce(t *testing.T) {
+	t.Parallel()
 	var p Publisher
 	ev := event.Event{Data: []byte(benchEvent)}
 	in := p.read(&ev)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestTypeToken(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		typ  string
 		kind Kind
@@ -34,6 +35,7 @@ func TestTypeToken(t *testing.T) {
 }
 
 func TestHeaderValue(t *testing.T) {
+	t.Parallel()
 	if got := headerValue("GATE\r\nIN\x00\x7f"); got != "GATEIN" {
 		t.Errorf("headerValue = %q", got)
 	}

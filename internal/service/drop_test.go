@@ -13,6 +13,7 @@ import (
 // TestDropLoggedOncePerMinute: of a stream of requests dropped for one reason, one line a minute is
 // logged, carrying the number of drops since the last line; every drop is counted.
 func TestDropLoggedOncePerMinute(t *testing.T) {
+	t.Parallel()
 	logs := &testutil.Logs{}
 	obs := &dropCounter{}
 	s := New(nil, nil, Config{Prefix: "tracking", Logger: slog.New(logs), Observer: obs})

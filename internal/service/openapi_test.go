@@ -11,6 +11,7 @@ import (
 // null where the document says nullable) must reach it and be accepted, the invalid ones must be refused
 // with 400 listing every problem, without an upstream call, and the simulator must refuse them too.
 func TestOpenAPIValidatorAgreesWithSimulator(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	term := h.terminal()
 	full := func(ref string) string {

@@ -23,6 +23,7 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func TestOutcome(t *testing.T) {
+	t.Parallel()
 	answer := func(code int, body string, hdr ...string) *upstream.APIResponse {
 		h := http.Header{}
 		for i := 0; i+1 < len(hdr); i += 2 {
@@ -86,6 +87,7 @@ func TestOutcome(t *testing.T) {
 }
 
 func TestSemver(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"1.2.3": "1.2.3", "v1.2.3": "1.2.3", "1.2.3-rc.1+abc": "1.2.3-rc.1+abc",
 		"dev": "0.0.0-dev", "": "0.0.0-v", "2026.11.25 build/7": "0.0.0-v2026-11-25-build-7",

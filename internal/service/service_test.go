@@ -25,6 +25,7 @@ import (
 // is the upstream's body verbatim (compared with the same call made directly over HTTP where the answer
 // does not change between calls).
 func TestEndpointsSucceed(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 
 	// 4.1 search, verbatim.
@@ -94,6 +95,7 @@ func TestEndpointsSucceed(t *testing.T) {
 // TestRefusedBeforeCalling: a request the service refuses is answered 400 with every problem, and the
 // upstream is not called.
 func TestRefusedBeforeCalling(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	for _, tc := range []struct {
 		op, body string
@@ -156,6 +158,7 @@ func TestRefusedBeforeCalling(t *testing.T) {
 
 // TestUpstreamErrors: the upstream's failures pass through with their status and messages.
 func TestUpstreamErrors(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	id := h.create("MINE")
 
@@ -251,6 +254,7 @@ func TestUpstreamErrors(t *testing.T) {
 
 // TestTimeout: a slow upstream is answered 504 by the caller's deadline, and a POST is not sent again.
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{timeout: 5 * time.Second})
 	terminal := h.terminal()
 	ordersBefore := len(strings.Split(string(h.ok("orders.list", ``)), ","))
@@ -284,6 +288,7 @@ func TestTimeout(t *testing.T) {
 
 // TestUnreachableAndNoToken: 503 when the upstream cannot be reached or no token can be had.
 func TestUnreachableAndNoToken(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +314,7 @@ func TestUnreachableAndNoToken(t *testing.T) {
 
 // TestReplyTooLarge: an answer larger than the server's max_payload gets a clear 502, not silence.
 func TestReplyTooLarge(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{nats: func(o *server.Options) { o.MaxPayload = 16 << 10 }})
 	begin := time.Now()
 	r := h.request("locations.search", `{"pageSize":1000}`)
@@ -324,6 +330,7 @@ func TestReplyTooLarge(t *testing.T) {
 
 // TestBusy: beyond the configured concurrency a request is answered 503 at once, without an upstream call.
 func TestBusy(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{concurrency: 1})
 	h.up.Sim().SetFaults(sim.Faults{Latency: time.Second})
 	first := make(chan reply, 1)
@@ -345,6 +352,7 @@ func TestBusy(t *testing.T) {
 // TestDiscovery: nats micro ls, info and stats show the service, its endpoints with their operation
 // in the metadata, the queue group, and counts that include the replies made after an upstream call.
 func TestDiscovery(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	h.ok("orders.list", ``)
 	h.request("orders.get", `{"id":"BO-404"}`)
@@ -408,6 +416,7 @@ func (h *harness) control(v micro.Verb) []byte {
 
 // TestReplicas: two replicas in the queue group answer each request once between them.
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	second := service.New(h.ns.Connect(), h.calls, service.Config{Prefix: "tracking", Version: "1.2.3"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -441,6 +450,7 @@ func TestReplicas(t *testing.T) {
 
 // TestStopAnswersInFlight: stopping lets the calls in flight finish and answer.
 func TestStopAnswersInFlight(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	h.up.Sim().SetFaults(sim.Faults{Latency: 500 * time.Millisecond})
 	var wg sync.WaitGroup

@@ -33,6 +33,7 @@ var discoverySubjects = []string{"$SRV.PING", "$SRV.INFO", "$SRV.STATS",
 // not a literal subject, gets no answer on it, no upstream call, and is counted by reason; the same
 // request with an inbox gets its answer. Discovery requests ($SRV.*) are held to the same rule.
 func TestReplyOnlyToInboxes(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{svc: func(c *service.Config) { c.ReplyPrefixes = []string{"_INBOX.", "_INBOX_alice."} }})
 	id := h.create("KEEP") // one upstream call for the terminal, one for the create
 	calls := h.calls.n.Load()
@@ -132,6 +133,7 @@ func TestReplyOnlyToInboxes(t *testing.T) {
 // TestNoReplySubject: a publish (no reply subject) is not sent upstream, is counted, and is logged once
 // however many arrive; a second reason gets a line of its own.
 func TestNoReplySubject(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	for range 20 {
 		if err := h.nc.Publish("tracking.api.orders.create", []byte(order("T", "R"))); err != nil {
@@ -168,6 +170,7 @@ func TestNoReplySubject(t *testing.T) {
 // TestDisabledEndpoint: an endpoint left out of Config.Endpoints has no subscription: its callers get
 // no responders, and discovery does not list it.
 func TestDisabledEndpoint(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{svc: func(c *service.Config) { c.Endpoints = []string{"orders.list", "orders.get"} }})
 	h.ok("orders.list", ``)
 	for _, op := range []string{"orders.delete", "orders.create", "orders.update", "tracking.report", "locations.search"} {
@@ -187,6 +190,7 @@ func TestDisabledEndpoint(t *testing.T) {
 
 // TestUnknownEndpointConfig: Run refuses a Config naming an endpoint that does not exist.
 func TestUnknownEndpointConfig(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	s := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Endpoints: []string{"orders.fetch"},
 		ReplyPrefixes: []string{"_INBOX.>"}})
@@ -199,6 +203,7 @@ func TestUnknownEndpointConfig(t *testing.T) {
 // TestBodyBound: a body of exactly the bound is read; one byte more is refused 413 before it is parsed,
 // without an upstream call.
 func TestBodyBound(t *testing.T) {
+	t.Parallel()
 	const bound = 1024
 	h := start(t, options{svc: func(c *service.Config) { c.MaxBody = bound }})
 	at := "{}" + strings.Repeat(" ", bound-2)
@@ -232,6 +237,7 @@ func TestBodyBound(t *testing.T) {
 // it in, a short 400 listing validate.MaxProblems problems and a count of the rest: never a reply beyond
 // max_payload, never silence.
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	hostile := func(size int) string {
 		var b strings.Builder
 		b.WriteString("{")
@@ -283,6 +289,7 @@ func TestHostileBodies(t *testing.T) {
 // control character, a value far too long, or a header given twice is a 400 quoting the value cut short,
 // and the upstream is not called.
 func TestCallerHeaders(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	tracked := h.up.Sim().TrackedOrders("demo")[0]
 	report := fmt.Sprintf(`{"order":{"orderId":%q,"positionId":%q},"event":{"timestamp":"2026-01-02T03:04:05Z","type":"GATE_IN"}}`,
@@ -368,6 +375,7 @@ func auditLines(logs *testutil.Logs) []map[string]string {
 // caller of the same account wrote, as caller_claimed (only NATS's own, on a service import, is the
 // caller: TestAuditCallerAcrossAccounts); reads are not.
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	id := h.create("AUDIT")
 	info := `{"acc":"CALLER","rtt":1000,"user":"alice","name":"erp\u0007` + strings.Repeat("n", 300) + `"}`
@@ -423,6 +431,7 @@ func TestAudit(t *testing.T) {
 // and user. The request arrives with a reply subject under _R_., the server's own for replies across
 // accounts: it is answered only where that prefix is configured.
 func TestAuditCallerAcrossAccounts(t *testing.T) {
+	t.Parallel()
 	conf := filepath.Join(t.TempDir(), "accounts.conf")
 	if err := os.WriteFile(conf, []byte(`
 accounts: {
@@ -494,6 +503,7 @@ no_auth_user: bridge
 // prefix lies within a reply prefix (the bridge's JetStream acknowledgements arrive there), and only
 // then: per-user reply prefixes beside nats.go's default inbox prefix answer their callers.
 func TestOwnInboxes(t *testing.T) {
+	t.Parallel()
 	answered := func(t *testing.T, h *harness, reply string) bool {
 		t.Helper()
 		sub, err := h.nc.SubscribeSync(reply)
@@ -533,6 +543,7 @@ func TestOwnInboxes(t *testing.T) {
 // TestLastErrorKeepsUpstreamOut: the last error that discovery's STATS shows anyone allowed to ask
 // carries the bridge's words, not the upstream's messages (which may name another caller's order).
 func TestLastErrorKeepsUpstreamOut(t *testing.T) {
+	t.Parallel()
 	h := start(t, options{})
 	if r := h.request("orders.get", `{"id":"BO-confidential-4711"}`); r.code != 404 {
 		t.Fatalf("%d %s", r.code, r.desc)

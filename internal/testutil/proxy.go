@@ -18,6 +18,7 @@ type Proxy struct {
 	frozen  bool
 	dropped bool // the server's answers are dropped
 	conns   []net.Conn
+	rcvBuf  int // the receive buffer of accepted connections; 0 leaves it to the kernel
 }
 
 // StartProxy listens on a loopback port and forwards each connection to natsURL until the test ends.
@@ -43,6 +44,9 @@ func StartProxy(tb testing.TB, natsURL string) *Proxy {
 			}
 			px.mu.Lock()
 			px.conns = append(px.conns, c, s)
+			if px.rcvBuf > 0 {
+				_ = c.(*net.TCPConn).SetReadBuffer(px.rcvBuf)
+			}
 			px.mu.Unlock()
 			go px.pump(c, s, false) // the client's requests
 			go px.pump(s, c, true)  // the server's answers
@@ -85,6 +89,16 @@ func (px *Proxy) wait() (dropped bool) {
 
 // URL is the proxy's nats:// URL.
 func (px *Proxy) URL() string { return "nats://" + px.ln.Addr().String() }
+
+// LimitReceiveBuffer sets the receive buffer of the connections the proxy accepts from now on to about
+// bytes. Left to itself, the kernel grows it to tens of MB on loopback; limited, a client writing to a
+// frozen proxy blocks once its own send buffer and those bytes are full, so that a test needs to write
+// far less to get there.
+func (px *Proxy) LimitReceiveBuffer(bytes int) {
+	px.mu.Lock()
+	px.rcvBuf = bytes
+	px.mu.Unlock()
+}
 
 // DropAnswers drops (true) or forwards (false) what the server sends, on every connection.
 func (px *Proxy) DropAnswers(drop bool) {
