@@ -56,11 +56,13 @@ func IsFence(subject string) bool {
 	return len(tokens) >= 3 && tokens[len(tokens)-2] == "leader"
 }
 
-// StreamContents returns every message a JetStream stream holds but fence markers, in sequence order,
-// read one by one without a consumer. Messages deleted between the first and the last are skipped.
+// StreamContents returns every message a JetStream stream holds but fence markers, in sequence order.
+// It reads them through an ordered consumer, one round trip for many; a work-queue stream, which takes
+// no consumer beside its own, it reads one message at a time. Messages deleted between the first and
+// the last are skipped.
 func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -70,18 +72,62 @@ func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jet
 	if err != nil {
 		tb.Fatalf("stream %s: %v", stream, err)
 	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
 	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
-		}
+	keep := func(m *jetstream.RawStreamMsg) {
 		if !IsFence(m.Subject) {
 			out = append(out, m)
 		}
 	}
-	return out
+	if info.Config.Retention == jetstream.WorkQueuePolicy {
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
+			}
+			keep(m)
+		}
+		return out
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		tb.Fatalf("stream %s: %v", stream, err)
+	}
+	for {
+		batch, err := c.FetchNoWait(1000)
+		if err != nil {
+			tb.Fatalf("stream %s: %v", stream, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				tb.Fatalf("stream %s: %v", stream, err)
+			}
+			keep(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(),
+				Data: m.Data(), Time: md.Timestamp})
+			if md.Sequence.Stream >= info.State.LastSeq {
+				return out
+			}
+		}
+		if err := batch.Error(); err != nil {
+			tb.Fatalf("stream %s: %v", stream, err)
+		}
+		if n == 0 && ctx.Err() != nil {
+			tb.Fatalf("stream %s: read up to sequence %d of %d: %v", stream, lastSeq(out), info.State.LastSeq, ctx.Err())
+		}
+	}
+}
+
+func lastSeq(msgs []*jetstream.RawStreamMsg) uint64 {
+	if len(msgs) == 0 {
+		return 0
+	}
+	return msgs[len(msgs)-1].Sequence
 }
