@@ -5,8 +5,9 @@
 // A component is stopped in one way only: its Run context ends. It then stops taking new work at once
 // (ingress first), finishes the work it has in flight within its own stop timeout counted from that
 // moment (StopClock; BRIDGE_SHUTDOWN_TIMEOUT in the bridge), and returns. What it does with work still
-// unfinished at the timeout (hand it back, abandon it) is its own business; Run returns ErrStopTimeout
-// when that loses more than time.
+// unfinished at the timeout (hand it back, abandon it) is its own business: Run returns ErrStopTimeout
+// when that work must be done again (the report consumer hands its reports back), nil when it only
+// abandons answers (the API service) or settles what it could (the event path).
 package component
 
 import (

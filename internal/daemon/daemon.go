@@ -183,9 +183,23 @@ func (d *Daemon) listParts() []part {
 		{name: checkReports, c: d.reports, what: "report consumer"},
 	}
 	if d.api != nil {
-		ps = append(ps, part{name: checkAPI, c: d.api}) // its errors name the service
+		ps = append(ps, part{name: checkAPI, c: &apiPart{d.api, d.apiSt}}) // its errors name the service
 	}
 	return ps
+}
+
+// apiPart is the API service with the readiness of its own NATS connection: a caller's flood can get
+// that connection cut as a slow consumer while the service itself is still up.
+type apiPart struct {
+	*service.Service
+	conn *natsState
+}
+
+func (a *apiPart) Ready() error {
+	if why := a.conn.NotConnected(); why != "" {
+		return fmt.Errorf("API service's NATS connection: %s", why)
+	}
+	return a.Service.Ready()
 }
 
 // reports is the report consumer, with its section of /status.
@@ -292,10 +306,7 @@ func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 // once they all returned, Run drains the NATS connections within the same timeout. It returns nil after
 // a clean stop, and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
-	defer closeNATS(d.nc, d.natsSt)
-	if d.apiNC != nil {
-		defer closeNATS(d.apiNC, d.apiSt)
-	}
+	defer d.closeNATS()
 	stopHTTP, err := d.ops.start(ctx)
 	if err != nil {
 		return err

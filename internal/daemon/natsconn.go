@@ -251,18 +251,30 @@ func connectNATS(cfg *config.Config, name string, log *slog.Logger) (*nats.Conn,
 	return nc, state, nil
 }
 
-// closeNATS closes nc and waits, at most a second, for its handlers to have run: nats.go runs them
-// asynchronously, so without the wait a "NATS disconnected" line could follow the process's last line,
-// the reason it stopped.
-func closeNATS(nc *nats.Conn, st *natsState) {
-	nc.Close()
-	t := time.NewTimer(time.Second)
+// closeNATS closes the bridge's NATS connections and waits, at most closeWait in all, for their handlers
+// to have run: nats.go runs them asynchronously, so without the wait a "NATS disconnected" line could
+// follow the process's last line, the reason it stopped.
+func (d *Daemon) closeNATS() {
+	states := []*natsState{d.natsSt}
+	d.nc.Close()
+	if d.apiNC != nil {
+		d.apiNC.Close()
+		states = append(states, d.apiSt)
+	}
+	t := time.NewTimer(closeWait)
 	defer t.Stop()
-	select {
-	case <-st.closed:
-	case <-t.C:
+	for _, st := range states {
+		select {
+		case <-st.closed:
+		case <-t.C:
+			return
+		}
 	}
 }
+
+// closeWait bounds closeNATS: it comes after the shutdown timeout, within the little time cmd/bridge
+// allows past it.
+const closeWait = 500 * time.Millisecond
 
 // warnPlainCredentials logs, once at start-up, the servers to which NATS credentials would travel in
 // clear text (plainCredentialServers).

@@ -116,3 +116,16 @@ func TestPlainCredentialsWarning(t *testing.T) {
 		t.Errorf("servers %q, want nats://xxxxx@nats.invalid:4222, and no password in the log:\n%s", got, logs)
 	}
 }
+
+// TestAPIPartReadyFollowsItsConnection: the api_service check fails while the API service's own NATS
+// connection is down (a caller's flood can get it cut as a slow consumer), whatever the service says.
+func TestAPIPartReadyFollowsItsConnection(t *testing.T) {
+	t.Parallel()
+	st := newNATSState([]string{"nats://u:secret@127.0.0.1:4222"})
+	st.set(nats.RECONNECTING, errors.New("slow consumer"))
+	err := (&apiPart{conn: st}).Ready() // the service is not asked
+	if err == nil || !strings.Contains(err.Error(), "API service's NATS connection") ||
+		!strings.Contains(err.Error(), "slow consumer") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("Ready = %v, want the API connection's state, without its password", err)
+	}
+}

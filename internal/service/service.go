@@ -152,10 +152,10 @@ type Service struct {
 	abort context.CancelFunc   // ends every call in flight (shutdown past its drain deadline)
 	eps   map[string]*endpoint // the endpoints served, by micro name
 	up    atomic.Bool
-	// stopped is set when Run returned.
-	stopped atomic.Bool
-	limit   *logging.Limiter // the log lines anyone can cause, one per reason a minute
-	err     error            // a Config that cannot be served, returned by Run
+	// stopping is set when Run's context ended, stopped when Run returned.
+	stopping, stopped atomic.Bool
+	limit             *logging.Limiter // the log lines anyone can cause, one per reason a minute
+	err               error            // a Config that cannot be served, returned by Run
 }
 
 // endpoint is one Operation as served, with its counters for micro's STATS answer.
@@ -225,14 +225,15 @@ func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, 
 
 // Ready returns nil while the service is subscribed and answering, else why not.
 func (s *Service) Ready() error {
-	if s.up.Load() {
+	switch {
+	case s.up.Load():
 		return nil
-	}
-	if s.stopped.Load() {
-		return errors.New("API service stopped")
-	}
-	if s.err != nil {
+	case s.err != nil:
 		return fmt.Errorf("API service: %w", s.err)
+	case s.stopped.Load():
+		return errors.New("API service stopped")
+	case s.stopping.Load():
+		return errors.New("API service stopping")
 	}
 	return errors.New("API service not started")
 }
@@ -248,6 +249,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.err != nil {
 		return fmt.Errorf("API service: %w", s.err)
 	}
+	// The stop clock counts from ctx's end, not from the end of the drain of the subscriptions, which
+	// waits for the connection's lock (held up to BRIDGE_PUBLISH_TIMEOUT by a write to a frozen server).
+	drain, release := component.StopClock(ctx, s.cfg.StopTimeout)
+	defer release()
 	started := time.Now().UTC()
 	d := &discovery{
 		identity: micro.ServiceIdentity{Name: Name, ID: nuid.Next(), Version: semver(s.cfg.Version), Metadata: map[string]string{}},
@@ -297,10 +302,9 @@ func (s *Service) Run(ctx context.Context) error {
 		"concurrency", s.cfg.Concurrency, "timeout", s.cfg.Timeout, "max_body", s.cfg.MaxBody, "instance", d.identity.ID)
 
 	<-ctx.Done()
+	s.stopping.Store(true)
 	s.up.Store(false)
 	stop()
-	drain, release := component.StopClock(ctx, s.cfg.StopTimeout)
-	defer release()
 	// Taking every slot waits for the calls in flight, and makes a request still arriving from the
 	// drained subscriptions get 503 rather than a call that could outlive the connection.
 	taken := 0
