@@ -58,41 +58,59 @@ func IsFence(subject string) bool {
 
 // StreamContents returns every message a JetStream stream holds but fence markers, in sequence order.
 // It reads them with an ordered consumer, a thousand a request, where asking for each message alone
-// took thousands of requests (a minute and more for a few thousand events on a busy machine). Messages
-// deleted between the first and the last are skipped.
+// took thousands of requests (a minute and more for a few thousand events on a busy machine); a read
+// that fails (an R3 stream's consumer may find no responders for a moment) starts over, until a minute
+// has passed. Messages deleted between the first and the last are skipped.
 func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	for {
+		out, err := readStream(ctx, js, stream)
+		if err == nil {
+			return out
+		}
+		if ctx.Err() != nil {
+			tb.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readStream is one attempt of StreamContents.
+func readStream(ctx context.Context, js jetstream.JetStream, stream string) ([]*jetstream.RawStreamMsg, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	if info.State.Msgs == 0 {
-		return nil
+		return nil, nil
 	}
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	var out []*jetstream.RawStreamMsg
 	// Up to the last message the stream held when asked: a request for more than are left would wait
 	// out its expiry. Fewer arrive when some were deleted since.
 	for read, last := uint64(0), uint64(0); read < info.State.Msgs && last < info.State.LastSeq; {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", stream, err)
+		}
 		batch, err := c.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			tb.Fatalf("stream %s: %v", stream, err)
+			return nil, fmt.Errorf("stream %s: %w", stream, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
-				tb.Fatalf("stream %s: %v", stream, err)
+				return nil, fmt.Errorf("stream %s: %w", stream, err)
 			}
 			last = md.Sequence.Stream
 			if !IsFence(m.Subject()) {
@@ -101,15 +119,12 @@ func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jet
 			}
 		}
 		if err := batch.Error(); err != nil {
-			tb.Fatalf("stream %s, after sequence %d: %v", stream, last, err)
+			return nil, fmt.Errorf("stream %s, after sequence %d: %w", stream, last, err)
 		}
 		if n == 0 {
 			break
 		}
 		read += uint64(n)
 	}
-	if ctx.Err() != nil {
-		tb.Fatalf("stream %s: %v", stream, ctx.Err())
-	}
-	return out
+	return out, nil
 }
