@@ -35,7 +35,8 @@ func TestFailoverOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the long failover run on a 3-node cluster")
 	}
-	t.Parallel()
+	// Not parallel: it runs alone before the others. With them beside it on a busy machine, a report in
+	// flight was once not accepted within the 30 s its pauses wait.
 	c := testutil.StartCluster(t)
 	r := newRig(t, sim.Options{EventRate: 50}, c.Connect(), map[string]string{"BRIDGE_STREAM_REPLICAS": "3"})
 	start := time.Now()

@@ -193,6 +193,7 @@ func TestScanEventErrNotObject(t *testing.T) {
 	}
 }
 
+// TestScanEventAllocs is not parallel: AllocsPerRun counts the allocations of the whole process.
 func TestScanEventAllocs(t *testing.T) {
 	cases := map[string]struct {
 		in  string

@@ -106,24 +106,30 @@ func (c *Cluster) startNode(i int) {
 	n.srv = s
 }
 
-// WaitReady waits until every running node has JetStream, one of them leads the meta group, and every running
-// node is current with it.
+// WaitReady waits until every running node has JetStream, one of them leads the meta group, every running
+// node is current with it, and the leader counts every running node as a peer a stream can be placed on
+// (else an R3 stream created at once may find "no suitable peers for placement").
 func (c *Cluster) WaitReady() {
 	c.tb.Helper()
 	Eventually(c.tb, 30*time.Second, "the cluster's JetStream meta group is ready", func() bool {
-		leaders := 0
+		var leader *server.Server
+		running := 0
 		for _, n := range c.nodes {
 			if n.srv == nil {
 				continue
 			}
+			running++
 			if !n.srv.JetStreamEnabled() || !n.srv.JetStreamIsCurrent() {
 				return false
 			}
 			if n.srv.JetStreamIsLeader() {
-				leaders++
+				if leader != nil {
+					return false
+				}
+				leader = n.srv
 			}
 		}
-		return leaders == 1
+		return leader != nil && len(leader.JetStreamClusterPeers()) == running
 	})
 }
 

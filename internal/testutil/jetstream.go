@@ -57,77 +57,74 @@ func IsFence(subject string) bool {
 }
 
 // StreamContents returns every message a JetStream stream holds but fence markers, in sequence order.
-// It reads them through an ordered consumer, one round trip for many; a work-queue stream, which takes
-// no consumer beside its own, it reads one message at a time. Messages deleted between the first and
-// the last are skipped.
+// It reads them with an ordered consumer, a thousand a request, where asking for each message alone
+// took thousands of requests (a minute and more for a few thousand events on a busy machine); a read
+// that fails (an R3 stream's consumer may find no responders for a moment) starts over, until a minute
+// has passed. Messages deleted between the first and the last are skipped.
 func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	for {
+		out, err := readStream(ctx, js, stream)
+		if err == nil {
+			return out
+		}
+		if ctx.Err() != nil {
+			tb.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readStream is one attempt of StreamContents.
+func readStream(ctx context.Context, js jetstream.JetStream, stream string) ([]*jetstream.RawStreamMsg, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	if info.State.Msgs == 0 {
-		return nil
-	}
-	var out []*jetstream.RawStreamMsg
-	keep := func(m *jetstream.RawStreamMsg) {
-		if !IsFence(m.Subject) {
-			out = append(out, m)
-		}
-	}
-	if info.Config.Retention == jetstream.WorkQueuePolicy {
-		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-			m, err := s.GetMsg(ctx, seq)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue
-			}
-			if err != nil {
-				tb.Fatalf("stream %s, sequence %d: %v", stream, seq, err)
-			}
-			keep(m)
-		}
-		return out
+		return nil, nil
 	}
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		tb.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
-	for {
-		batch, err := c.FetchNoWait(1000)
+	var out []*jetstream.RawStreamMsg
+	// Up to the last message the stream held when asked: a request for more than are left would wait
+	// out its expiry. Fewer arrive when some were deleted since.
+	for read, last := uint64(0), uint64(0); read < info.State.Msgs && last < info.State.LastSeq; {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", stream, err)
+		}
+		batch, err := c.Fetch(int(min(1000, info.State.Msgs-read)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			tb.Fatalf("stream %s: %v", stream, err)
+			return nil, fmt.Errorf("stream %s: %w", stream, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
-				tb.Fatalf("stream %s: %v", stream, err)
+				return nil, fmt.Errorf("stream %s: %w", stream, err)
 			}
-			keep(&jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: md.Sequence.Stream, Header: m.Headers(),
-				Data: m.Data(), Time: md.Timestamp})
-			if md.Sequence.Stream >= info.State.LastSeq {
-				return out
+			last = md.Sequence.Stream
+			if !IsFence(m.Subject()) {
+				out = append(out, &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: last,
+					Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
 			}
 		}
 		if err := batch.Error(); err != nil {
-			tb.Fatalf("stream %s: %v", stream, err)
+			return nil, fmt.Errorf("stream %s, after sequence %d: %w", stream, last, err)
 		}
-		if n == 0 && ctx.Err() != nil {
-			tb.Fatalf("stream %s: read up to sequence %d of %d: %v", stream, lastSeq(out), info.State.LastSeq, ctx.Err())
+		if n == 0 {
+			break
 		}
+		read += uint64(n)
 	}
-}
-
-func lastSeq(msgs []*jetstream.RawStreamMsg) uint64 {
-	if len(msgs) == 0 {
-		return 0
-	}
-	return msgs[len(msgs)-1].Sequence
+	return out, nil
 }
