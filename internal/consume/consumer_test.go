@@ -483,7 +483,9 @@ func TestCrashRedeliversInFlightReports(t *testing.T) {
 	const n = 20
 	e.publishN(n)
 	cfg := e.config()
-	cfg.AckWait = 2 * time.Second
+	// An attempt may take a quarter of it: 1 s leaves the 200 ms answer room on a busy machine, where a
+	// bound of 500 ms once ended attempts before their answer (and so before any acknowledgement).
+	cfg.AckWait = 4 * time.Second
 
 	// The first consumer's connection dies while reports are in flight: their 2xx arrives, the
 	// acknowledgement cannot be sent.
