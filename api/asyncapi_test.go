@@ -423,7 +423,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 		sameSet(t, "required header", "apiError", apiErr.Required, []string{micro.ErrorHeader, micro.ErrorCodeHeader})
 
 		// The codes the bridge sets itself.
-		codes := map[string]int{"CodeInvalid": service.CodeInvalid, "CodeTooLarge": service.CodeTooLarge,
+		codes := map[string]int{"CodeInvalid": service.CodeInvalid,
 			"CodeBadAnswer": service.CodeBadAnswer, "CodeUnavailable": service.CodeUnavailable, "CodeTimeout": service.CodeTimeout}
 		_, consts := exportedDecls(t, "../internal/service")
 		var codeCodes []string

@@ -40,11 +40,11 @@ const (
 // Codes of Nats-Service-Error-Code the service sets itself (contract §7); any other is the upstream's
 // HTTP status.
 const (
-	CodeInvalid     = http.StatusBadRequest            // refused before calling the upstream
-	CodeTooLarge    = http.StatusRequestEntityTooLarge // the body is larger than the bound; refused before parsing it
-	CodeBadAnswer   = http.StatusBadGateway            // the upstream's answer is unusable (or cannot travel on NATS)
-	CodeUnavailable = http.StatusServiceUnavailable    // upstream unreachable, no token, or the bridge busy or stopping
-	CodeTimeout     = http.StatusGatewayTimeout        // the upstream did not answer in time
+	// CodeInvalid: refused before calling the upstream, the body larger than its bound (not parsed) included.
+	CodeInvalid     = http.StatusBadRequest
+	CodeBadAnswer   = http.StatusBadGateway         // the upstream's answer is unusable (or cannot travel on NATS)
+	CodeUnavailable = http.StatusServiceUnavailable // upstream unreachable, no token, or the bridge busy or stopping
+	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
 )
 
 // result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
