@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -13,15 +14,26 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 )
 
+// payloadPrefix names, among payloadSchemas, the payload schema of a message.
+const payloadPrefix = "payload of "
+
 // payloadSchemas loads the schemas of asyncapi.yaml with kin-openapi, as the OpenAPI 3.0 schemas their
 // messages' schemaFormat says they are, their references into openapi.yaml resolved, so that a test can
-// hold a message's data against its payload schema.
+// hold a message's headers and data against them: each schema of components/schemas by its name, and
+// each message's payload schema as payloadPrefix + the message's name.
 func payloadSchemas(t *testing.T) openapi3.Schemas {
 	t.Helper()
 	_, tree := loadAsyncAPI(t)
-	schemas := resolvePointer(tree, "/components/schemas")
-	if schemas == nil {
+	all, ok := resolvePointer(tree, "/components/schemas").(map[string]any)
+	if !ok {
 		t.Fatal("asyncapi.yaml has no components/schemas")
+	}
+	schemas := maps.Clone(all)
+	messages, _ := resolvePointer(tree, "/components/messages").(map[string]any)
+	for name := range messages {
+		if s := resolvePointer(tree, "/components/messages/"+name+"/payload/schema"); s != nil {
+			schemas[payloadPrefix+name] = s
+		}
 	}
 	b, err := json.Marshal(map[string]any{
 		"openapi": "3.0.3", "info": map[string]any{"title": "asyncapi.yaml's schemas", "version": "1"},
@@ -46,7 +58,7 @@ func payloadSchema(t *testing.T, doc *asyncAPI, schemas openapi3.Schemas, messag
 	if !ok || m.Payload == nil {
 		t.Fatalf("no message %s with a payload", message)
 	}
-	s := schemas[refName(t, m.Payload.Schema.Ref, "#/components/schemas/")]
+	s := schemas[payloadPrefix+message]
 	if s == nil || s.Value == nil {
 		t.Fatalf("message %s: payload schema %q not loaded", message, m.Payload.Schema.Ref)
 	}

@@ -347,7 +347,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	hdr := r.Header
 	var c checker
 	timeout := s.cfg.Timeout
-	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > maxTimeoutHeader {
+	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > MaxTimeoutHeader {
 		c.addf("the %s header %s is %d bytes long; a duration with a unit is expected (e.g. 2s, 1500ms)",
 			TimeoutHeader, strQuote(v), len(v))
 	} else if ok {
@@ -391,8 +391,9 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	go s.work(ep, cl)
 }
 
-// maxTimeoutHeader bounds a Bridge-Timeout value: a duration is written in far fewer bytes.
-const maxTimeoutHeader = 32
+// MaxTimeoutHeader bounds a Bridge-Timeout value (400 when longer): a duration is written in far fewer
+// bytes.
+const MaxTimeoutHeader = 32
 
 // call is a checked request, handed to a worker.
 type call struct {
