@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -138,7 +139,8 @@ func TestAsyncAPIMessages(t *testing.T) {
 			msg: &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}})
 	}
 
-	// Report dead letters, through the report consumer: one invalid, one refused by the upstream.
+	// Report dead letters, through the report consumer: one invalid, one refused by the upstream, and one
+	// refused that came without a Nats-Msg-Id (which the document asks for but does not require).
 	c := consume.New(js, rejectSender{}, consume.Config{Stream: layout.Reports(), Durable: "asyncapi-test",
 		Subject: layout.ReportsSubject(), DLQSubject: layout.ReportsDLQSubject(), DLQStream: layout.DLQ(),
 		Logger: discard})
@@ -151,18 +153,21 @@ func TestAsyncAPIMessages(t *testing.T) {
 	})
 	defer wg.Wait()
 	defer stop()
+	const valid = `{"order":{"orderId":"BO-1","positionId":"1"},"event":{"timestamp":"2026-11-22T10:00:0%dZ","type":"GATE_IN"}}`
 	reports := []struct {
-		body string
-		want []string
+		body, id string
+		want     []string
 	}{
-		{`{"x":1}`, nil},
-		{`{"order":{"orderId":"BO-1","positionId":"1"},"event":{"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN"}}`,
-			[]string{deadletter.HeaderUpstreamStatus}},
+		{`{"x":1}`, "report-a", nil},
+		{fmt.Sprintf(valid, 0), "report-b", []string{deadletter.HeaderUpstreamStatus}},
+		{fmt.Sprintf(valid, 1), "", []string{deadletter.HeaderUpstreamStatus}},
 	}
-	for i, r := range reports {
+	for _, r := range reports {
 		m := nats.NewMsg(layout.ReportsSubject())
 		m.Data = []byte(r.body)
-		m.Header.Set(jetstream.MsgIDHeader, "report-"+string(rune('a'+i)))
+		if r.id != "" {
+			m.Header.Set(jetstream.MsgIDHeader, r.id)
+		}
 		m.Header.Set("Producer", "scanner-7")
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
@@ -215,9 +220,17 @@ func TestAsyncAPIMessages(t *testing.T) {
 		}
 		all = append(all, seen{what: "API " + r.what, message: r.message, want: r.want, msg: m})
 	}
+	for verb, message := range map[string]string{"PING": "discoveryPing", "INFO": "discoveryInfo", "STATS": "discoveryStats"} {
+		m, err := caller.Request(micro.APIPrefix+"."+verb+"."+service.Name, nil, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", verb, err)
+		}
+		all = append(all, seen{what: "discovery " + verb, message: message, msg: m})
+	}
 
 	// Every kind of message the bridge sends is among them.
-	for _, k := range []string{"trackingEvent", "eventDeadLetter", "reportDeadLetter", "apiError", "listOrdersReply"} {
+	for _, k := range []string{"trackingEvent", "eventDeadLetter", "reportDeadLetter", "apiError", "listOrdersReply",
+		"discoveryPing", "discoveryInfo", "discoveryStats"} {
 		if !slices.ContainsFunc(all, func(s seen) bool { return s.message == k }) {
 			t.Errorf("no %s produced", k)
 		}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"go/ast"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,7 +35,9 @@ import (
 // asyncapi.yaml describes what NATS clients see of the bridge. TestAsyncAPIDrift holds it against the
 // code, both ways: every subject, header, stream, endpoint and queue group it names is the code's, every
 // one the code has is in it (or listed below as internal), and the values it fixes (the type token's
-// rule, the streams' retention, the headers' constant values, the codes) are the code's.
+// rule, the streams' retention, the headers' constant values and bounds, the required headers, the codes)
+// are the code's. TestAsyncAPIMessages (asyncapi_messages_test.go) holds the messages the code produces
+// against it.
 // TestAsyncAPIParse validates it with the AsyncAPI project's parser.
 
 // The subject prefix and the streams' name prefix as the document writes them.
@@ -481,7 +485,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"trackingEvent": {publish.HeaderMsgID, publish.HeaderEventID, "Content-Type", "ce-specversion", "ce-id",
 				"ce-source", "ce-type", "ce-datacontenttype"},
 			"eventDeadLetter": {publish.HeaderMsgID, publish.HeaderEventID, deadletter.HeaderError},
-			"report":          {jetstream.MsgIDHeader},
+			"report":          nil, // Nats-Msg-Id is asked for, not required: the bridge accepts a report without it
 			"reportDeadLetter": {jetstream.MsgIDHeader, deadletter.HeaderError, deadletter.HeaderReportSequence,
 				deadletter.HeaderReportTime, deadletter.HeaderDeliveries},
 			"apiError": {micro.ErrorHeader, micro.ErrorCodeHeader},
@@ -623,6 +627,18 @@ func TestAsyncAPIDrift(t *testing.T) {
 				t.Errorf("%s: the endpoints' queue group %q, the service's %q", c.schema, e.Properties["queue_group"].Enum, service.QueueGroup)
 			}
 		}
+		// The data of each endpoint in STATS: the members of service.EndpointStats, by their JSON names.
+		var members []string
+		for f := range reflect.TypeFor[service.EndpointStats]().Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "-" && f.IsExported() {
+				members = append(members, cmp.Or(name, f.Name))
+			}
+		}
+		var data []string
+		if e := doc.Components.Schemas["MicroStats"].Properties["endpoints"].Items; e != nil {
+			data = slices.Collect(maps.Keys(e.Properties["data"].Properties))
+		}
+		sameSet(t, "member", "MicroStats' endpoints' data", data, members)
 	})
 
 	t.Run("references", func(t *testing.T) {
