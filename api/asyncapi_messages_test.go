@@ -278,6 +278,14 @@ func checkMessage(t *testing.T, doc *asyncAPI, schemas openapi3.Schemas, s seen)
 			t.Errorf("%s: header %s is set: %v", s.what, name, s.msg.Header)
 		}
 	}
+	// A failure's code is the upstream's status, or one of the codes the document lets the bridge set.
+	if code := s.msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		own := hs.Properties[micro.ErrorCodeHeader].Codes
+		if up := s.msg.Header.Get(service.UpstreamStatusHeader); code != up && !slices.Contains(own, code) {
+			t.Errorf("%s: %s %s is neither the upstream's status (%q) nor one of the bridge's own codes %q",
+				s.what, micro.ErrorCodeHeader, code, up, own)
+		}
+	}
 	if m.Headers != nil {
 		if err := schemas[refName(t, m.Headers.Ref, "#/components/schemas/")].Value.VisitJSON(values); err != nil {
 			t.Errorf("%s: the headers do not match %s: %v", s.what, m.Headers.Ref, err)
