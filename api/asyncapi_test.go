@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"go/ast"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,7 +35,9 @@ import (
 // asyncapi.yaml describes what NATS clients see of the bridge. TestAsyncAPIDrift holds it against the
 // code, both ways: every subject, header, stream, endpoint and queue group it names is the code's, every
 // one the code has is in it (or listed below as internal), and the values it fixes (the type token's
-// rule, the streams' retention, the headers' constant values, the codes) are the code's.
+// rule, the streams' retention, the headers' constant values and bounds, the required headers, the codes)
+// are the code's. TestAsyncAPIMessages (asyncapi_messages_test.go) holds the messages the code produces
+// against it.
 // TestAsyncAPIParse validates it with the AsyncAPI project's parser.
 
 // The subject prefix and the streams' name prefix as the document writes them.
@@ -420,10 +424,9 @@ func TestAsyncAPIDrift(t *testing.T) {
 		apiErr, names := headersOf("apiError")
 		sameSet(t, "header", "apiError", names, []string{micro.ErrorHeader, micro.ErrorCodeHeader,
 			service.UpstreamStatusHeader, service.RetryAfterHeader})
-		sameSet(t, "required header", "apiError", apiErr.Required, []string{micro.ErrorHeader, micro.ErrorCodeHeader})
 
 		// The codes the bridge sets itself.
-		codes := map[string]int{"CodeInvalid": service.CodeInvalid, "CodeTooLarge": service.CodeTooLarge,
+		codes := map[string]int{"CodeInvalid": service.CodeInvalid,
 			"CodeBadAnswer": service.CodeBadAnswer, "CodeUnavailable": service.CodeUnavailable, "CodeTimeout": service.CodeTimeout}
 		_, consts := exportedDecls(t, "../internal/service")
 		var codeCodes []string
@@ -439,19 +442,66 @@ func TestAsyncAPIDrift(t *testing.T) {
 		}
 		sameSet(t, "error code", "x-bridge-codes of Nats-Service-Error-Code", apiErr.Properties[micro.ErrorCodeHeader].Codes, codeCodes)
 
-		// Bounds the document states.
-		schemas := doc.Components.Schemas
-		for _, b := range []struct {
-			what      string
-			doc, code int
-		}{
-			{"BridgeError's maxLength", schemas["BridgeError"].MaxLength, deadletter.MaxErrorHeader},
-			{"OrderId's maxLength", schemas["OrderId"].MaxLength, service.MaxValueBytes},
-			{"Idempotency-Key's maxLength", schemas["ApiRequestHeaders"].Properties[service.IdempotencyKeyHeader].MaxLength, delivery.MaxIdempotencyKeyBytes},
-		} {
-			if b.doc != b.code {
-				t.Errorf("%s is %d, the code's %d", b.what, b.doc, b.code)
+		// Every bound the document states (each maxLength), against the code's constant: a maxLength
+		// missing here fails, as does an entry here that the document lacks.
+		bounds := map[string]int{
+			"/components/parameters/type/x-token-rule":                                    subjects.MaxTypeToken,
+			"/components/schemas/EventHeaders/properties/Tracking-Event-Type":             publish.MaxTypeHeader,
+			"/components/schemas/EventHeaders/properties/ce-time":                         publish.MaxTimeHeader,
+			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
+			"/components/schemas/BridgeError":                                             deadletter.MaxErrorHeader,
+			"/components/schemas/ApiRequestHeaders/properties/Bridge-Timeout":             service.MaxTimeoutHeader,
+			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            delivery.MaxIdempotencyKeyBytes,
+			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
+			"/components/schemas/OrderId":                                                 service.MaxValueBytes,
+			"/components/schemas/SearchLocationsRequest/properties/type":                  service.MaxValueBytes,
+			"/components/schemas/SearchLocationsRequest/properties/name":                  service.MaxValueBytes,
+			"/components/schemas/QueryTrackingRequest/properties/orderId":                 service.MaxValueBytes,
+			"/components/schemas/QueryTrackingRequest/properties/positionId":              service.MaxValueBytes,
+			"/components/schemas/QueryTrackingRequest/properties/clientOrderReference":    service.MaxValueBytes,
+			"/components/schemas/QueryTrackingRequest/properties/clientPositionReference": service.MaxValueBytes,
+		}
+		stated := map[string]bool{}
+		walkKey(tree, "", "maxLength", func(at string, v any) {
+			stated[at] = true
+			code, ok := bounds[at]
+			n, isInt := v.(int)
+			switch {
+			case !ok:
+				t.Errorf("%s: maxLength %v is not compared with the code: add its constant to the bounds of this test", at, v)
+			case !isInt || n != code:
+				t.Errorf("%s: maxLength %v, the code's %d", at, v, code)
 			}
+		})
+		for at := range bounds {
+			if !stated[at] {
+				t.Errorf("%s: no maxLength in asyncapi.yaml, the code bounds it at %d", at, bounds[at])
+			}
+		}
+
+		// The required headers of every message with headers (TestAsyncAPIMessages checks that the code
+		// sets them); a message left out here fails.
+		required := map[string][]string{
+			"trackingEvent": {publish.HeaderMsgID, publish.HeaderEventID, "Content-Type", "ce-specversion", "ce-id",
+				"ce-source", "ce-type", "ce-datacontenttype"},
+			"eventDeadLetter": {publish.HeaderMsgID, publish.HeaderEventID, deadletter.HeaderError},
+			"report":          nil, // Nats-Msg-Id is asked for, not required: the bridge accepts a report without it
+			"reportDeadLetter": {jetstream.MsgIDHeader, deadletter.HeaderError, deadletter.HeaderReportSequence,
+				deadletter.HeaderReportTime, deadletter.HeaderDeliveries},
+			"apiError": {micro.ErrorHeader, micro.ErrorCodeHeader},
+		}
+		for name, m := range doc.Components.Messages {
+			hs, declared := doc.headers(t, m)
+			for _, r := range hs.Required {
+				if !slices.Contains(declared, r) {
+					t.Errorf("message %s: required header %s is not among its headers", name, r)
+				}
+			}
+			want, ok := required[name]
+			if !ok && len(hs.Required) > 0 {
+				t.Errorf("message %s requires %q: add it to the required headers of this test", name, hs.Required)
+			}
+			sameSet(t, "required header", name, hs.Required, want)
 		}
 
 		// Every header of every message, against every header name the code has.
@@ -577,6 +627,18 @@ func TestAsyncAPIDrift(t *testing.T) {
 				t.Errorf("%s: the endpoints' queue group %q, the service's %q", c.schema, e.Properties["queue_group"].Enum, service.QueueGroup)
 			}
 		}
+		// The data of each endpoint in STATS: the members of service.EndpointStats, by their JSON names.
+		var members []string
+		for f := range reflect.TypeFor[service.EndpointStats]().Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "-" && f.IsExported() {
+				members = append(members, cmp.Or(name, f.Name))
+			}
+		}
+		var data []string
+		if e := doc.Components.Schemas["MicroStats"].Properties["endpoints"].Items; e != nil {
+			data = slices.Collect(maps.Keys(e.Properties["data"].Properties))
+		}
+		sameSet(t, "member", "MicroStats' endpoints' data", data, members)
 	})
 
 	t.Run("references", func(t *testing.T) {
@@ -614,6 +676,25 @@ func TestAsyncAPIDrift(t *testing.T) {
 			}
 		}
 	})
+}
+
+// walkKey calls f with every value of a key named key in the tree, and the JSON pointer of the object
+// that holds it.
+func walkKey(v any, at, key string, f func(at string, v any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if k == key {
+				f(at, x)
+			} else {
+				walkKey(x, at+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k), key, f)
+			}
+		}
+	case []any:
+		for i, x := range v {
+			walkKey(x, at+"/"+strconv.Itoa(i), key, f)
+		}
+	}
 }
 
 // subjectMatches reports whether the NATS subject filter matches subject.

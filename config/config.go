@@ -129,7 +129,7 @@ type Config struct {
 	// Who may call what: the endpoints served and the reply subjects answered (contract §7).
 	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report; the others are not subscribed (their callers get no responders)"`
 	APIReplyPrefixes string `envconfig:"API_REPLY_PREFIXES" default:"_INBOX." desc:"comma-separated subject prefixes (whole tokens) of the reply subjects the API answers: the callers' inbox prefixes (add _R_. for callers in other accounts that import the service); a request with any other reply subject, or none, gets no answer and no upstream call, and is counted in bridge_api_requests_refused_total"`
-	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 413 before it is parsed (locations.search, orders.list, orders.get, orders.delete and tracking.query, whose requests are a few short members, allow at most 16384)"`
+	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 400 before it is parsed, without calling the upstream (locations.search, orders.list, orders.get, orders.delete and tracking.query, whose requests are a few short members, allow at most 16384)"`
 
 	// Lifecycle.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time from SIGINT or SIGTERM (or a fatal error) to exit, for in-flight reports and publishes and the NATS drain"`

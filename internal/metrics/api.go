@@ -26,7 +26,7 @@ func NewAPI(reg prometheus.Registerer) *API {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "api_requests_total",
 		Help: "Requests answered by the API service (P.api.*), by endpoint and code: the upstream's status " +
-			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, 413 body too large, 502 unusable " +
+			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, a body too large included, 502 unusable " +
 			"answer, 503 unreachable, no token or busy, 504 timeout, else the upstream's status).",
 	}, []string{"endpoint", "code"})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -112,7 +112,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_payload") {
 		t.Errorf("Bridge-Error = %q", got)
 	}
-	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > maxNameHeader {
+	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > MaxSSEEventHeader {
 		t.Errorf("dead letter 1: data %q, Sse-Event of %d bytes", dlq[1].Data, len(dlq[1].Header.Get("Sse-Event")))
 	}
 	if got := dlq[2].Header.Get(HeaderMsgID); got != HeaderID(bigID) || !strings.HasPrefix(got, digestIDPrefix) {
@@ -370,7 +370,7 @@ func TestHugeHeaderValuesDoNotStall(t *testing.T) {
 			if len(msgs) != 2 || string(msgs[0].Data) != data {
 				t.Fatalf("stored %d messages; the first verbatim: %v", len(msgs), len(msgs) > 0 && string(msgs[0].Data) == data)
 			}
-			if typ := msgs[0].Header.Get(HeaderEventType); len(typ) > maxTypeHeader {
+			if typ := msgs[0].Header.Get(HeaderEventType); len(typ) > MaxTypeHeader {
 				t.Errorf("Tracking-Event-Type of %d bytes", len(typ))
 			}
 			if name == "time" && msgs[0].Header.Get("ce-time") != "" {

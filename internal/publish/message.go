@@ -44,11 +44,11 @@ const (
 func EventHeaders() []string { return append([]string(nil), headerNames[:]...) }
 
 // Bounds of headers whose values come from the upstream's data, which keep every header block far below
-// deadletter.MaxHeaderBlock.
+// deadletter.MaxHeaderBlock (api/asyncapi.yaml states them as maxLength, and its test compares them).
 const (
-	maxNameHeader = 256  // HeaderSSEEvent of a dead letter
-	maxTypeHeader = 1024 // Tracking-Event-Type
-	maxTimeHeader = 64   // ce-time: an RFC 3339 time with nanoseconds takes 35 bytes
+	MaxSSEEventHeader = 256  // HeaderSSEEvent of a dead letter, cut at this many bytes
+	MaxTypeHeader     = 1024 // Tracking-Event-Type, cut at this many bytes
+	MaxTimeHeader     = 64   // ce-time, left out when longer: an RFC 3339 time with nanoseconds takes 35 bytes
 )
 
 // message is what a window entry sends: an event on P.events.<TYPE>, whose headers are made from these
@@ -119,9 +119,9 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	e.id, e.name, e.data, e.token = in.id, ev.Name, ev.Data, in.token
 	e.subject = p.msgs.events + e.token
 	if f.TypeKind == KindString {
-		e.typ, e.hasType = deadletter.Clip(headerValue(f.Type), maxTypeHeader), true
+		e.typ, e.hasType = deadletter.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
-	if f.Timestamp != "" && len(f.Timestamp) <= maxTimeHeader && rfc3339.Valid(f.Timestamp) {
+	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader && rfc3339.Valid(f.Timestamp) {
 		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
 		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
 		e.time = strings.ToUpper(f.Timestamp)
@@ -323,7 +323,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if name != "" {
-		h[HeaderSSEEvent] = []string{deadletter.Clip(headerValue(name), maxNameHeader)}
+		h[HeaderSSEEvent] = []string{deadletter.Clip(headerValue(name), MaxSSEEventHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}

@@ -27,7 +27,8 @@ const (
 	UpstreamStatusHeader = "Bridge-Upstream-Status"
 	// IdempotencyKeyHeader, on a tracking.report request, is sent upstream as Idempotency-Key.
 	IdempotencyKeyHeader = "Idempotency-Key"
-	// RetryAfterHeader carries the upstream's Retry-After on a failure reply.
+	// RetryAfterHeader carries the upstream's Retry-After on a failure reply (at most MaxRetryAfterHeader
+	// bytes of printable ASCII; another is left out).
 	RetryAfterHeader = "Retry-After"
 	// RequestInfoHeader is set by the NATS server on a request that reached the service through a
 	// service import from another account: JSON naming the caller's account (and, on an import with
@@ -40,11 +41,11 @@ const (
 // Codes of Nats-Service-Error-Code the service sets itself (contract §7); any other is the upstream's
 // HTTP status.
 const (
-	CodeInvalid     = http.StatusBadRequest            // refused before calling the upstream
-	CodeTooLarge    = http.StatusRequestEntityTooLarge // the body is larger than the bound; refused before parsing it
-	CodeBadAnswer   = http.StatusBadGateway            // the upstream's answer is unusable (or cannot travel on NATS)
-	CodeUnavailable = http.StatusServiceUnavailable    // upstream unreachable, no token, or the bridge busy or stopping
-	CodeTimeout     = http.StatusGatewayTimeout        // the upstream did not answer in time
+	// CodeInvalid: refused before calling the upstream, the body larger than its bound (not parsed) included.
+	CodeInvalid     = http.StatusBadRequest
+	CodeBadAnswer   = http.StatusBadGateway         // the upstream's answer is unusable (or cannot travel on NATS)
+	CodeUnavailable = http.StatusServiceUnavailable // upstream unreachable, no token, or the bridge busy or stopping
+	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
 )
 
 // result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
@@ -133,10 +134,15 @@ func errorOutcome(resp *upstream.APIResponse, err error, timeout time.Duration, 
 	return r
 }
 
+// MaxRetryAfterHeader bounds the upstream's Retry-After passed on: a number of seconds or an HTTP date
+// (29 bytes) is far shorter.
+const MaxRetryAfterHeader = 64
+
 // retryAfter returns the upstream's Retry-After value when it can travel as a NATS header: a number of
-// seconds or an HTTP date, printable ASCII of at most 64 bytes. Anything else is left out.
+// seconds or an HTTP date, printable ASCII of at most MaxRetryAfterHeader bytes. Anything else is left
+// out.
 func retryAfter(v string) string {
-	if len(v) > 64 {
+	if len(v) > MaxRetryAfterHeader {
 		return ""
 	}
 	for i := 0; i < len(v); i++ {

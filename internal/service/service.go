@@ -23,7 +23,7 @@
 //     (a stream's, the lease's, $JS.API's) or flood its log.
 //   - Only the endpoints of Config.Endpoints are subscribed; a request to another gets "no responders".
 //   - Every size is bounded: the body (Config.MaxBody, or less where the operation's request is small:
-//     Operation.MaxBody; else 413 before it is parsed), each string of the
+//     Operation.MaxBody; else 400, before it is parsed), each string of the
 //     request (MaxValueBytes), each header the service reads, the problems listed in a refusal
 //     (validate.MaxProblems), and the requests each endpoint's subscription holds while its handler is
 //     busy (micro's pending limits, derived from the body bound: beyond them the client drops requests
@@ -344,14 +344,14 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		return
 	}
 	if n, max := len(r.Data), ep.maxBody(s.cfg.MaxBody); n > max {
-		s.refuse(ep, r, failure(CodeTooLarge, fmt.Sprintf("the request body is %d bytes, more than the limit "+
+		s.refuse(ep, r, failure(CodeInvalid, fmt.Sprintf("the request body is %d bytes, more than the limit "+
 			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
 	hdr := r.Header
 	var c checker
 	timeout := s.cfg.Timeout
-	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > maxTimeoutHeader {
+	if v, ok := c.header(hdr, TimeoutHeader); ok && len(v) > MaxTimeoutHeader {
 		c.addf("the %s header %s is %d bytes long; a duration with a unit is expected (e.g. 2s, 1500ms)",
 			TimeoutHeader, strQuote(v), len(v))
 	} else if ok {
@@ -395,8 +395,9 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	go s.work(ep, cl)
 }
 
-// maxTimeoutHeader bounds a Bridge-Timeout value: a duration is written in far fewer bytes.
-const maxTimeoutHeader = 32
+// MaxTimeoutHeader bounds a Bridge-Timeout value (400 when longer): a duration is written in far fewer
+// bytes.
+const MaxTimeoutHeader = 32
 
 // call is a checked request, handed to a worker.
 type call struct {
@@ -514,9 +515,9 @@ func (ep *endpoint) maxBody(configured int) int {
 }
 
 // pendingLimits are the limits of each endpoint's subscription: the requests the client holds while the
-// endpoint's handler is busy. The handler answers a request at the bound at once (413) and hands a
+// endpoint's handler is busy. The handler answers a request at the bound at once (400) and hands a
 // checked one to a worker, so a few bodies at the bound plus one of max_payload (so that it still gets
-// its 413) are enough; a flood beyond them is dropped by the client instead of held in memory (micro's
+// its 400) are enough; a flood beyond them is dropped by the client instead of held in memory (micro's
 // default is 64 MB per endpoint).
 func pendingLimits(concurrency, maxBody, maxPayload int) (msgs, bytes int) {
 	if maxPayload <= 0 {

@@ -200,7 +200,8 @@ func TestUnknownEndpointConfig(t *testing.T) {
 	}
 }
 
-// TestBodyBound: a body of exactly the bound is read; one byte more is refused 413 before it is parsed,
+// TestBodyBound: a body of exactly the bound is read; one byte more is refused 400 (contract §7: refused
+// before calling the upstream) before it is parsed, with a message naming the size and the bound, and
 // without an upstream call.
 func TestBodyBound(t *testing.T) {
 	t.Parallel()
@@ -211,11 +212,11 @@ func TestBodyBound(t *testing.T) {
 	calls := h.calls.n.Load()
 	for _, op := range service.EndpointNames() {
 		r := h.request(op, at+" ")
-		if r.code != 413 || !strings.Contains(r.desc, "1025 bytes, more than the limit of 1024 bytes") {
-			t.Errorf("%s one byte past the bound: %d %q, want 413", op, r.code, r.desc)
+		if r.code != 400 || !strings.Contains(r.desc, "1025 bytes, more than the limit of 1024 bytes") {
+			t.Errorf("%s one byte past the bound: %d %q, want 400", op, r.code, r.desc)
 		}
 		r.messages(t)
-		if h.obs.last(op) != 413 {
+		if h.obs.last(op) != 400 {
 			t.Errorf("%s observed %d", op, h.obs.last(op))
 		}
 	}
@@ -227,12 +228,12 @@ func TestBodyBound(t *testing.T) {
 	h = start(t, options{})
 	at = "{}" + strings.Repeat(" ", service.MaxEnvelopeBytes-2)
 	h.ok("orders.list", at)
-	if r := h.request("orders.list", at+" "); r.code != 413 || !strings.Contains(r.desc, "16385 bytes, more than the limit of 16384 bytes for orders.list") {
-		t.Errorf("orders.list one byte past its bound: %d %q, want 413", r.code, r.desc)
+	if r := h.request("orders.list", at+" "); r.code != 400 || !strings.Contains(r.desc, "16385 bytes, more than the limit of 16384 bytes for orders.list") {
+		t.Errorf("orders.list one byte past its bound: %d %q, want 400", r.code, r.desc)
 	}
 }
 
-// TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 413 under the default
+// TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 400 naming the bound under the default
 // bound (an endpoint whose request is a few members has a far smaller one), and, under a bound that lets
 // it in, a short 400 listing validate.MaxProblems problems and a count of the rest: never a reply beyond
 // max_payload, never silence.
@@ -250,8 +251,8 @@ func TestHostileBodies(t *testing.T) {
 	big, small := hostile(900_000), hostile(service.MaxEnvelopeBytes)
 
 	h := start(t, options{})
-	if r := h.request("orders.update", big); r.code != 413 || !strings.Contains(r.desc, "limit of 262144 bytes") {
-		t.Errorf("900 KB under the default bound: %d %q, want 413", r.code, r.desc)
+	if r := h.request("orders.update", big); r.code != 400 || !strings.Contains(r.desc, "limit of 262144 bytes") {
+		t.Errorf("900 KB under the default bound: %d %q, want 400", r.code, r.desc)
 	}
 
 	h = start(t, options{svc: func(c *service.Config) { c.MaxBody = 1 << 20 }})
@@ -259,8 +260,8 @@ func TestHostileBodies(t *testing.T) {
 		body := big
 		if op.MaxBody != 0 {
 			r := h.request(op.Name, big)
-			if want := fmt.Sprintf("limit of %d bytes for %s", service.MaxEnvelopeBytes, op.Name); r.code != 413 || !strings.Contains(r.desc, want) {
-				t.Errorf("%s: %d %q, want 413 with %q", op.Name, r.code, r.desc, want)
+			if want := fmt.Sprintf("limit of %d bytes for %s", service.MaxEnvelopeBytes, op.Name); r.code != 400 || !strings.Contains(r.desc, want) {
+				t.Errorf("%s: %d %q, want 400 with %q", op.Name, r.code, r.desc, want)
 			}
 			body = small
 		}
