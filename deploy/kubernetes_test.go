@@ -241,6 +241,14 @@ var makeTestCert = sync.OnceValues(func() (testCertPEM, error) {
 	}, nil
 })
 
+// ptrString is *p as text, or "unset".
+func ptrString[T ~string](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return string(*p)
+}
+
 // isInt reports whether v is the number n.
 func isInt(v *intstr.IntOrString, n int) bool {
 	return v != nil && v.Type == intstr.Int && v.IntValue() == n
@@ -283,6 +291,11 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 	}
 	if m := app.pdb.Spec.MinAvailable; !isInt(m, 1) {
 		t.Errorf("%s: PodDisruptionBudget minAvailable %v, want 1", where, m)
+	}
+	// Not ready pods may be evicted: when NATS or the auth server is down none is ready, and with the
+	// default policy (IfHealthyBudget) a node drain would wait for the outage to end.
+	if p := app.pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("%s: PodDisruptionBudget unhealthyPodEvictionPolicy %v, want %s", where, ptrString(p), policyv1.AlwaysAllow)
 	}
 
 	pod := dep.Spec.Template.Spec
