@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -540,6 +541,7 @@ func TestHelmValuesRefused(t *testing.T) {
 		{"CA from two places", "upstream: {ca: {existingSecret: a, existingConfigMap: b}}", "upstream.ca"},
 		{"no NATS URL", "nats: {urls: []}", "urls"},
 		{"not a NATS URL", "nats: {urls: [http://nats:4222]}", "urls"},
+		{"grace not above the shutdown timeout", "config: {BRIDGE_SHUTDOWN_TIMEOUT: 120s}", "terminationGracePeriodSeconds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := helmTemplate(t, helmValues(t, c.yaml), "default")
@@ -548,6 +550,48 @@ func TestHelmValuesRefused(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("the error does not name %s:\n%v", c.want, err)
+			}
+		})
+	}
+}
+
+// TestHelmShutdownGrace: the chart renders a terminationGracePeriodSeconds only when it is more than
+// BRIDGE_SHUTDOWN_TIMEOUT plus what the bridge allows itself past it (shutdownGrace), as Go reads the
+// duration, for each form of duration a values file may write, and refuses it otherwise, naming it.
+func TestHelmShutdownGrace(t *testing.T) {
+	for _, c := range []struct {
+		timeout string // "" leaves the bridge's default
+		grace   int
+	}{
+		{"", 32}, {"", 33}, {"30s", 40}, {"38s", 40}, {"37500ms", 40}, {"37.9s", 40},
+		{"120s", 40}, {"120s", 122}, {"120s", 123}, {"2m", 123}, {"1m30s", 92}, {"1m30s", 93},
+		{"1.5m", 93}, {"1h", 3602}, {"1h", 3603}, {"1h0m1s", 3603}, {"500ms", 3}, {"2000000us", 5},
+	} {
+		name := fmt.Sprintf("timeout %q grace %d", c.timeout, c.grace)
+		t.Run(name, func(t *testing.T) {
+			values := fmt.Sprintf("terminationGracePeriodSeconds: %d\n", c.grace)
+			timeout := 30 * time.Second // config's default
+			if c.timeout != "" {
+				values += "config: {BRIDGE_SHUTDOWN_TIMEOUT: " + c.timeout + "}\n"
+				var err error
+				if timeout, err = time.ParseDuration(c.timeout); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := time.Duration(c.grace)*time.Second > timeout+shutdownGrace(t)
+			docs, _, err := helmTemplate(t, helmValues(t, values), "default")
+			switch {
+			case want && err != nil:
+				t.Errorf("refused: %v", err)
+			case !want && err == nil:
+				t.Errorf("rendered; want it refused (%v plus %v)", timeout, shutdownGrace(t))
+			case !want && !strings.Contains(err.Error(), "terminationGracePeriodSeconds"):
+				t.Errorf("the error does not name terminationGracePeriodSeconds: %v", err)
+			case want:
+				app := k8sDecode(t, name, docs)
+				if g := app.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != int64(c.grace) {
+					t.Errorf("terminationGracePeriodSeconds %v, want %d", g, c.grace)
+				}
 			}
 		})
 	}
