@@ -88,6 +88,9 @@ func TestPrometheusRules(t *testing.T) {
 				t.Errorf("%s: %v", r.Alert, err)
 				continue
 			}
+			for _, m := range summedShared(expr) {
+				t.Errorf("%s sums %s over the replicas, which each report the same shared count; use max", r.Alert, m)
+			}
 			for _, vs := range parser.ExtractSelectors(expr) {
 				for _, m := range vs {
 					if m.Name == model.MetricNameLabel && !names[m.Value] {
@@ -124,6 +127,19 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 
 	names := exportedMetrics(t)
+	grafanaVars := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$instance", ".*")
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.Replace(tg.Expr))
+			if err != nil {
+				t.Errorf("panel %q: %v", p.Title, err)
+				continue
+			}
+			for _, m := range summedShared(expr) {
+				t.Errorf("panel %q sums %s over the replicas, which each report the same shared count; use max", p.Title, m)
+			}
+		}
+	}
 	ident := regexp.MustCompile(`\b(bridge_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
 	queried := map[string]bool{}
 	for _, p := range dash.Panels {
@@ -142,6 +158,30 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
 	}
+}
+
+// sharedGauges are the gauges every replica reports alike, for state the replicas share (the durable
+// report consumer's backlog): summed over the replicas they count it once per replica.
+var sharedGauges = []string{"bridge_reports_pending"}
+
+// summedShared returns the sharedGauges that expr sums.
+func summedShared(expr parser.Expr) []string {
+	var found []string
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		agg, ok := node.(*parser.AggregateExpr)
+		if !ok || agg.Op != parser.SUM {
+			return nil
+		}
+		for _, vs := range parser.ExtractSelectors(agg.Expr) {
+			for _, m := range vs {
+				if m.Name == model.MetricNameLabel && slices.Contains(sharedGauges, m.Value) {
+					found = append(found, m.Value)
+				}
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 // TestGrafanaInstanceVariable: the dashboard's "All" instances are the bridge's own targets. A custom
@@ -376,6 +416,10 @@ func TestPrometheusRulesPerInstall(t *testing.T) {
 		{"one leader in each of two installs", "TrackingBridgeNoLeader", installs("bridge_leader", 1, 0, 0, 1), nil},
 		{"two leaders in one install", "TrackingBridgeSeveralLeaders", installs("bridge_leader", 1, 1, 0, 1), installA},
 		{"no leader in one install", "TrackingBridgeNoLeader", installs("bridge_leader", 0, 0, 0, 1), installA},
+		{"the backlog of each install below the threshold", "TrackingBridgeReportsBacklog",
+			installs("bridge_reports_pending", 800, 800, 900, 900), nil},
+		{"one install's backlog above the threshold", "TrackingBridgeReportsBacklog",
+			installs("bridge_reports_pending", 1500, 1500, 900, 900), installA},
 		{"something scraped", "TrackingBridgeAbsent", installs("bridge_leader", 1, 0, 1, 0), nil},
 		{"nothing scraped", "TrackingBridgeAbsent", map[string]float64{`up{job="other"}`: 1}, []string{`{job="tracking-bridge"}`}},
 	} {
