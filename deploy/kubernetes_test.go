@@ -575,3 +575,67 @@ func TestK8sDecoderStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesDocs: what docs/operations.md and the base's kustomization.yaml tell to run works with
+// the example overlay, and what they say of the manifests is what the base renders. The overlay's
+// namespace is created, and the Secrets created in it (kubectl apply -k fails without the namespace,
+// and the pods do not start without the Secrets); a changed Secret is followed by a rollout restart (the
+// bridge reads its files at start-up); a move to the chart deletes the kustomize objects first (the
+// selectors differ); the resources quoted are the base's, and there is no strategy but the rolling
+// update the tests require.
+func TestKubernetesDocs(t *testing.T) {
+	doc := readRepo(t, "docs/operations.md")
+	_, k8sDoc, ok := strings.Cut(doc, "\n## Kubernetes\n")
+	k8sDoc, _, _ = strings.Cut(k8sDoc, "\n## Running replicas\n")
+	_, baseDoc, ok2 := strings.Cut(doc, "\n### The Kubernetes base\n")
+	baseDoc, _, _ = strings.Cut(baseDoc, "\n### The Helm chart\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/operations.md has no section Kubernetes or The Kubernetes base")
+	}
+	base := kustomize(t, k8sRoot+"/base")
+	deployment := base.deployment.Name
+	ns := kustomization(t, k8sRoot+"/overlays/example").Namespace
+	if ns == "" {
+		t.Fatalf("%s/overlays/example sets no namespace", k8sRoot)
+	}
+	for where, text := range map[string]string{
+		"docs/operations.md, The Kubernetes base": baseDoc,
+		k8sRoot + "/base/kustomization.yaml":      readRepo(t, k8sRoot+"/base/kustomization.yaml"),
+	} {
+		if !strings.Contains(text, "kubectl create namespace "+ns) {
+			t.Errorf("%s: does not create the overlay's namespace (kubectl create namespace %s)", where, ns)
+		}
+		secrets := 0
+		for line := range strings.Lines(text) {
+			if strings.Contains(line, "kubectl create secret") {
+				secrets++
+				if !strings.Contains(line, " -n "+ns) {
+					t.Errorf("%s: a Secret created outside the overlay's namespace %s:\n%s", where, ns, line)
+				}
+			}
+		}
+		if secrets == 0 {
+			t.Errorf("%s: creates no Secret", where)
+		}
+		if !strings.Contains(text, "kubectl rollout restart deployment/"+deployment+" -n "+ns) {
+			t.Errorf("%s: does not say to restart the pods after changing a Secret (kubectl rollout restart deployment/%s -n %s)",
+				where, deployment, ns)
+		}
+	}
+	// The chart's Deployment selects by app.kubernetes.io/instance too, and a selector cannot change.
+	if _, helmDoc, _ := strings.Cut(doc, "\n### The Helm chart\n"); !strings.Contains(helmDoc, "kubectl delete -k") {
+		t.Error("docs/operations.md, The Helm chart: does not say to delete the kustomize install's objects before installing the chart")
+	}
+	if strings.Contains(k8sDoc, "Recreate") {
+		t.Error("docs/operations.md, Kubernetes: names the Recreate strategy, which neither the chart nor the tests allow")
+	}
+	res := base.deployment.Spec.Template.Spec.Containers[0].Resources
+	for what, q := range map[string]string{
+		"cpu":    res.Requests.Cpu().String(),
+		"memory": res.Requests.Memory().String(),
+	} {
+		if want := "`" + what + ": " + q + "`"; !strings.Contains(k8sDoc, want) {
+			t.Errorf("docs/operations.md, Kubernetes: does not give the base's request %s", want)
+		}
+	}
+}
