@@ -438,6 +438,10 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 			t.Errorf("%s: %s is %s, want GET %s on %s (%s)", where, probe, got, want.path, portName, httpPort)
 		}
 	}
+	if p := c.ReadinessProbe; p != nil && time.Duration(p.TimeoutSeconds)*time.Second <= readyzTimeout(t) {
+		t.Errorf("%s: readinessProbe timeoutSeconds %d; /readyz may take %v (internal/health), want more",
+			where, p.TimeoutSeconds, readyzTimeout(t))
+	}
 	if !slices.ContainsFunc(app.service.Spec.Ports, func(p corev1.ServicePort) bool { return toHTTP(p.TargetPort) }) {
 		t.Errorf("%s: the Service has no port to %s", where, portName)
 	}
