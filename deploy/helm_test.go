@@ -472,6 +472,10 @@ func TestHelmTemplate(t *testing.T) {
 					t.Errorf("config.%s: the environment has %q, want %q", k, env[k], v)
 				}
 			}
+			// The Service reaches any one pod: who leads is the lease's holder, which every pod's /status names.
+			if !strings.Contains(notes, "/status | jq .lease.holder.name") {
+				t.Errorf("NOTES.txt does not show the lease's holder in /status (.lease.holder.name):\n%s", notes)
+			}
 			tmpl := app.deployment.Spec.Template
 			if tmpl.Annotations["checksum/config"] == "" {
 				t.Error("the pod template has no checksum/config annotation: a change of config would not roll the pods")
