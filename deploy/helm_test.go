@@ -545,6 +545,9 @@ func TestHelmValuesRefused(t *testing.T) {
 		{"CA from two places", "upstream: {ca: {existingSecret: a, existingConfigMap: b}}", "upstream.ca"},
 		{"no NATS URL", "nats: {urls: []}", "urls"},
 		{"not a NATS URL", "nats: {urls: [http://nats:4222]}", "urls"},
+		{"selector label in commonLabels", "commonLabels: {app.kubernetes.io/name: other}", "commonLabels"},
+		{"instance label in commonLabels", "commonLabels: {app.kubernetes.io/instance: other}", "commonLabels"},
+		{"chart label in podLabels", "podLabels: {app.kubernetes.io/component: other}", "podLabels"},
 		{"grace not above the shutdown timeout", "config: {BRIDGE_SHUTDOWN_TIMEOUT: 120s}", "terminationGracePeriodSeconds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -556,6 +559,34 @@ func TestHelmValuesRefused(t *testing.T) {
 				t.Errorf("the error does not name %s:\n%v", c.want, err)
 			}
 		})
+	}
+}
+
+// TestHelmExtraLabels: the labels the schema refuses in commonLabels and podLabels are exactly those the
+// chart sets itself on its objects and pods (a second value for one would be a duplicate key, and for
+// a selector's label a pod outside its Deployment, Service and PodDisruptionBudget).
+func TestHelmExtraLabels(t *testing.T) {
+	var schema struct {
+		Definitions struct {
+			ExtraLabels struct {
+				Properties map[string]bool `json:"properties"` // each false: refused
+			} `json:"extraLabels"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal([]byte(readRepo(t, chartDir+"/values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for k, allowed := range schema.Definitions.ExtraLabels.Properties {
+		if !allowed {
+			refused = append(refused, k)
+		}
+	}
+	slices.Sort(refused)
+	app, _ := chartRender(t, "defaults", "", "default")
+	own := slices.Sorted(maps.Keys(app.deployment.Spec.Template.Labels))
+	if d := cmp.Diff(own, refused); d != "" {
+		t.Errorf("values.schema.json's extraLabels refuses other labels than the chart sets on its pods (-pods +refused):\n%s", d)
 	}
 }
 
