@@ -595,21 +595,27 @@ func TestHelmExtraLabels(t *testing.T) {
 // duration, for each form of duration a values file may write, and refuses it otherwise, naming it.
 func TestHelmShutdownGrace(t *testing.T) {
 	for _, c := range []struct {
-		timeout string // "" leaves the bridge's default
+		timeout string // "": the chart's values.yaml; null: unset, the bridge's default
 		grace   int
 	}{
-		{"", 32}, {"", 33}, {"30s", 40}, {"38s", 40}, {"37500ms", 40}, {"37.9s", 40},
+		{"", 32}, {"", 33}, {"null", 32}, {"null", 33}, {"30s", 40}, {"38s", 40}, {"37500ms", 40}, {"37.9s", 40},
 		{"120s", 40}, {"120s", 122}, {"120s", 123}, {"2m", 123}, {"1m30s", 92}, {"1m30s", 93},
 		{"1.5m", 93}, {"1h", 3602}, {"1h", 3603}, {"1h0m1s", 3603}, {"500ms", 3}, {"2000000us", 5},
 	} {
 		name := fmt.Sprintf("timeout %q grace %d", c.timeout, c.grace)
 		t.Run(name, func(t *testing.T) {
 			values := fmt.Sprintf("terminationGracePeriodSeconds: %d\n", c.grace)
-			timeout := 30 * time.Second // config's default
+			timeout := config.Default().ShutdownTimeout // the chart assumes it when config leaves it unset
 			if c.timeout != "" {
 				values += "config: {BRIDGE_SHUTDOWN_TIMEOUT: " + c.timeout + "}\n"
+			}
+			set := c.timeout
+			if set == "" {
+				set = fmt.Sprint(helmValues(t, readRepo(t, chartDir+"/values.yaml"))["config"].(map[string]any)["BRIDGE_SHUTDOWN_TIMEOUT"])
+			}
+			if set != "null" {
 				var err error
-				if timeout, err = time.ParseDuration(c.timeout); err != nil {
+				if timeout, err = time.ParseDuration(set); err != nil {
 					t.Fatal(err)
 				}
 			}
