@@ -1,7 +1,8 @@
 package deploy_test
 
-// Tests of deploy/monitoring: the Prometheus alert rules, read by Prometheus's own rule parser, and the
-// Grafana dashboard. Every series they query must be one the bridge exports.
+// Tests of deploy/monitoring: the Prometheus alert rules, read by Prometheus's own rule parser and
+// evaluated by its query engine over made-up series, and the Grafana dashboard. Every series they query
+// must be one the bridge exports.
 
 import (
 	"encoding/json"
