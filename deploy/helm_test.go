@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -471,6 +472,10 @@ func TestHelmTemplate(t *testing.T) {
 					t.Errorf("config.%s: the environment has %q, want %q", k, env[k], v)
 				}
 			}
+			// The Service reaches any one pod: who leads is the lease's holder, which every pod's /status names.
+			if !strings.Contains(notes, "/status | jq .lease.holder.name") {
+				t.Errorf("NOTES.txt does not show the lease's holder in /status (.lease.holder.name):\n%s", notes)
+			}
 			tmpl := app.deployment.Spec.Template
 			if tmpl.Annotations["checksum/config"] == "" {
 				t.Error("the pod template has no checksum/config annotation: a change of config would not roll the pods")
@@ -540,6 +545,10 @@ func TestHelmValuesRefused(t *testing.T) {
 		{"CA from two places", "upstream: {ca: {existingSecret: a, existingConfigMap: b}}", "upstream.ca"},
 		{"no NATS URL", "nats: {urls: []}", "urls"},
 		{"not a NATS URL", "nats: {urls: [http://nats:4222]}", "urls"},
+		{"selector label in commonLabels", "commonLabels: {app.kubernetes.io/name: other}", "commonLabels"},
+		{"instance label in commonLabels", "commonLabels: {app.kubernetes.io/instance: other}", "commonLabels"},
+		{"chart label in podLabels", "podLabels: {app.kubernetes.io/component: other}", "podLabels"},
+		{"grace not above the shutdown timeout", "config: {BRIDGE_SHUTDOWN_TIMEOUT: 120s}", "terminationGracePeriodSeconds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := helmTemplate(t, helmValues(t, c.yaml), "default")
@@ -548,6 +557,82 @@ func TestHelmValuesRefused(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("the error does not name %s:\n%v", c.want, err)
+			}
+		})
+	}
+}
+
+// TestHelmExtraLabels: the labels the schema refuses in commonLabels and podLabels are exactly those the
+// chart sets itself on its objects and pods (a second value for one would be a duplicate key, and for
+// a selector's label a pod outside its Deployment, Service and PodDisruptionBudget).
+func TestHelmExtraLabels(t *testing.T) {
+	var schema struct {
+		Definitions struct {
+			ExtraLabels struct {
+				Properties map[string]bool `json:"properties"` // each false: refused
+			} `json:"extraLabels"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal([]byte(readRepo(t, chartDir+"/values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for k, allowed := range schema.Definitions.ExtraLabels.Properties {
+		if !allowed {
+			refused = append(refused, k)
+		}
+	}
+	slices.Sort(refused)
+	app, _ := chartRender(t, "defaults", "", "default")
+	own := slices.Sorted(maps.Keys(app.deployment.Spec.Template.Labels))
+	if d := cmp.Diff(own, refused); d != "" {
+		t.Errorf("values.schema.json's extraLabels refuses other labels than the chart sets on its pods (-pods +refused):\n%s", d)
+	}
+}
+
+// TestHelmShutdownGrace: the chart renders a terminationGracePeriodSeconds only when it is more than
+// BRIDGE_SHUTDOWN_TIMEOUT plus what the bridge allows itself past it (shutdownGrace), as Go reads the
+// duration, for each form of duration a values file may write, and refuses it otherwise, naming it.
+func TestHelmShutdownGrace(t *testing.T) {
+	for _, c := range []struct {
+		timeout string // "": the chart's values.yaml; null: unset, the bridge's default
+		grace   int
+	}{
+		{"", 32}, {"", 33}, {"null", 32}, {"null", 33}, {"30s", 40}, {"38s", 40}, {"37500ms", 40}, {"37.9s", 40},
+		{"120s", 40}, {"120s", 122}, {"120s", 123}, {"2m", 123}, {"1m30s", 92}, {"1m30s", 93},
+		{"1.5m", 93}, {"1h", 3602}, {"1h", 3603}, {"1h0m1s", 3603}, {"500ms", 3}, {"2000000us", 5},
+	} {
+		name := fmt.Sprintf("timeout %q grace %d", c.timeout, c.grace)
+		t.Run(name, func(t *testing.T) {
+			values := fmt.Sprintf("terminationGracePeriodSeconds: %d\n", c.grace)
+			timeout := config.Default().ShutdownTimeout // the chart assumes it when config leaves it unset
+			if c.timeout != "" {
+				values += "config: {BRIDGE_SHUTDOWN_TIMEOUT: " + c.timeout + "}\n"
+			}
+			set := c.timeout
+			if set == "" {
+				set = fmt.Sprint(helmValues(t, readRepo(t, chartDir+"/values.yaml"))["config"].(map[string]any)["BRIDGE_SHUTDOWN_TIMEOUT"])
+			}
+			if set != "null" {
+				var err error
+				if timeout, err = time.ParseDuration(set); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := time.Duration(c.grace)*time.Second > timeout+shutdownGrace(t)
+			docs, _, err := helmTemplate(t, helmValues(t, values), "default")
+			switch {
+			case want && err != nil:
+				t.Errorf("refused: %v", err)
+			case !want && err == nil:
+				t.Errorf("rendered; want it refused (%v plus %v)", timeout, shutdownGrace(t))
+			case !want && !strings.Contains(err.Error(), "terminationGracePeriodSeconds"):
+				t.Errorf("the error does not name terminationGracePeriodSeconds: %v", err)
+			case want:
+				app := k8sDecode(t, name, docs)
+				if g := app.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != int64(c.grace) {
+					t.Errorf("terminationGracePeriodSeconds %v, want %d", g, c.grace)
+				}
 			}
 		})
 	}

@@ -241,6 +241,14 @@ var makeTestCert = sync.OnceValues(func() (testCertPEM, error) {
 	}, nil
 })
 
+// ptrString is *p as text, or "unset".
+func ptrString[T ~string](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return string(*p)
+}
+
 // isInt reports whether v is the number n.
 func isInt(v *intstr.IntOrString, n int) bool {
 	return v != nil && v.Type == intstr.Int && v.IntValue() == n
@@ -283,6 +291,11 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 	}
 	if m := app.pdb.Spec.MinAvailable; !isInt(m, 1) {
 		t.Errorf("%s: PodDisruptionBudget minAvailable %v, want 1", where, m)
+	}
+	// Not ready pods may be evicted: when NATS or the auth server is down none is ready, and with the
+	// default policy (IfHealthyBudget) a node drain would wait for the outage to end.
+	if p := app.pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("%s: PodDisruptionBudget unhealthyPodEvictionPolicy %v, want %s", where, ptrString(p), policyv1.AlwaysAllow)
 	}
 
 	pod := dep.Spec.Template.Spec
@@ -425,6 +438,10 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 			t.Errorf("%s: %s is %s, want GET %s on %s (%s)", where, probe, got, want.path, portName, httpPort)
 		}
 	}
+	if p := c.ReadinessProbe; p != nil && time.Duration(p.TimeoutSeconds)*time.Second <= readyzTimeout(t) {
+		t.Errorf("%s: readinessProbe timeoutSeconds %d; /readyz may take %v (internal/health), want more",
+			where, p.TimeoutSeconds, readyzTimeout(t))
+	}
 	if !slices.ContainsFunc(app.service.Spec.Ports, func(p corev1.ServicePort) bool { return toHTTP(p.TargetPort) }) {
 		t.Errorf("%s: the Service has no port to %s", where, portName)
 	}
@@ -559,6 +576,70 @@ func TestK8sDecoderStrict(t *testing.T) {
 	} {
 		if _, _, err := k8sDecoder.Decode([]byte(manifest), nil, nil); err == nil {
 			t.Errorf("%s: decoded without an error", name)
+		}
+	}
+}
+
+// TestKubernetesDocs: what docs/operations.md and the base's kustomization.yaml tell to run works with
+// the example overlay, and what they say of the manifests is what the base renders. The overlay's
+// namespace is created, and the Secrets created in it (kubectl apply -k fails without the namespace,
+// and the pods do not start without the Secrets); a changed Secret is followed by a rollout restart (the
+// bridge reads its files at start-up); a move to the chart deletes the kustomize objects first (the
+// selectors differ); the resources quoted are the base's, and there is no strategy but the rolling
+// update the tests require.
+func TestKubernetesDocs(t *testing.T) {
+	doc := readRepo(t, "docs/operations.md")
+	_, k8sDoc, ok := strings.Cut(doc, "\n## Kubernetes\n")
+	k8sDoc, _, _ = strings.Cut(k8sDoc, "\n## Running replicas\n")
+	_, baseDoc, ok2 := strings.Cut(doc, "\n### The Kubernetes base\n")
+	baseDoc, _, _ = strings.Cut(baseDoc, "\n### The Helm chart\n")
+	if !ok || !ok2 {
+		t.Fatal("docs/operations.md has no section Kubernetes or The Kubernetes base")
+	}
+	base := kustomize(t, k8sRoot+"/base")
+	deployment := base.deployment.Name
+	ns := kustomization(t, k8sRoot+"/overlays/example").Namespace
+	if ns == "" {
+		t.Fatalf("%s/overlays/example sets no namespace", k8sRoot)
+	}
+	for where, text := range map[string]string{
+		"docs/operations.md, The Kubernetes base": baseDoc,
+		k8sRoot + "/base/kustomization.yaml":      readRepo(t, k8sRoot+"/base/kustomization.yaml"),
+	} {
+		if !strings.Contains(text, "kubectl create namespace "+ns) {
+			t.Errorf("%s: does not create the overlay's namespace (kubectl create namespace %s)", where, ns)
+		}
+		secrets := 0
+		for line := range strings.Lines(text) {
+			if strings.Contains(line, "kubectl create secret") {
+				secrets++
+				if !strings.Contains(line, " -n "+ns) {
+					t.Errorf("%s: a Secret created outside the overlay's namespace %s:\n%s", where, ns, line)
+				}
+			}
+		}
+		if secrets == 0 {
+			t.Errorf("%s: creates no Secret", where)
+		}
+		if !strings.Contains(text, "kubectl rollout restart deployment/"+deployment+" -n "+ns) {
+			t.Errorf("%s: does not say to restart the pods after changing a Secret (kubectl rollout restart deployment/%s -n %s)",
+				where, deployment, ns)
+		}
+	}
+	// The chart's Deployment selects by app.kubernetes.io/instance too, and a selector cannot change.
+	if _, helmDoc, _ := strings.Cut(doc, "\n### The Helm chart\n"); !strings.Contains(helmDoc, "kubectl delete -k") {
+		t.Error("docs/operations.md, The Helm chart: does not say to delete the kustomize install's objects before installing the chart")
+	}
+	if strings.Contains(k8sDoc, "Recreate") {
+		t.Error("docs/operations.md, Kubernetes: names the Recreate strategy, which neither the chart nor the tests allow")
+	}
+	res := base.deployment.Spec.Template.Spec.Containers[0].Resources
+	for what, q := range map[string]string{
+		"cpu":    res.Requests.Cpu().String(),
+		"memory": res.Requests.Memory().String(),
+	} {
+		if want := "`" + what + ": " + q + "`"; !strings.Contains(k8sDoc, want) {
+			t.Errorf("docs/operations.md, Kubernetes: does not give the base's request %s", want)
 		}
 	}
 }

@@ -1,23 +1,36 @@
 package deploy_test
 
-// Tests of deploy/monitoring: the Prometheus alert rules, read by Prometheus's own rule parser, and the
-// Grafana dashboard. Every series they query must be one the bridge exports.
+// Tests of deploy/monitoring: the Prometheus alert rules, read by Prometheus's own rule parser and
+// evaluated by its query engine over made-up series, and the Grafana dashboard. Every series they query
+// must be one the bridge exports.
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
@@ -76,6 +89,9 @@ func TestPrometheusRules(t *testing.T) {
 				t.Errorf("%s: %v", r.Alert, err)
 				continue
 			}
+			for _, m := range summedShared(expr) {
+				t.Errorf("%s sums %s over the replicas, which each report the same shared count; use max", r.Alert, m)
+			}
 			for _, vs := range parser.ExtractSelectors(expr) {
 				for _, m := range vs {
 					if m.Name == model.MetricNameLabel && !names[m.Value] {
@@ -112,6 +128,19 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 
 	names := exportedMetrics(t)
+	grafanaVars := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$instance", ".*")
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.Replace(tg.Expr))
+			if err != nil {
+				t.Errorf("panel %q: %v", p.Title, err)
+				continue
+			}
+			for _, m := range summedShared(expr) {
+				t.Errorf("panel %q sums %s over the replicas, which each report the same shared count; use max", p.Title, m)
+			}
+		}
+	}
 	ident := regexp.MustCompile(`\b(bridge_[a-z0-9_]+|go_[a-z0-9_]+|process_[a-z0-9_]+)\b`)
 	queried := map[string]bool{}
 	for _, p := range dash.Panels {
@@ -130,6 +159,30 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("the dashboard does not show %s", want)
 		}
 	}
+}
+
+// sharedGauges are the gauges every replica reports alike, for state the replicas share (the durable
+// report consumer's backlog): summed over the replicas they count it once per replica.
+var sharedGauges = []string{"bridge_reports_pending"}
+
+// summedShared returns the sharedGauges that expr sums.
+func summedShared(expr parser.Expr) []string {
+	var found []string
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		agg, ok := node.(*parser.AggregateExpr)
+		if !ok || agg.Op != parser.SUM {
+			return nil
+		}
+		for _, vs := range parser.ExtractSelectors(agg.Expr) {
+			for _, m := range vs {
+				if m.Name == model.MetricNameLabel && slices.Contains(sharedGauges, m.Value) {
+					found = append(found, m.Value)
+				}
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 // TestGrafanaInstanceVariable: the dashboard's "All" instances are the bridge's own targets. A custom
@@ -226,4 +279,155 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		}
 	}
 	return names
+}
+
+// sample is one float sample of a made-up series.
+type sample struct {
+	t int64
+	f float64
+}
+
+func (s sample) T() int64                      { return s.t }
+func (s sample) ST() int64                     { return 0 }
+func (s sample) F() float64                    { return s.f }
+func (s sample) H() *histogram.Histogram       { return nil }
+func (s sample) FH() *histogram.FloatHistogram { return nil }
+func (s sample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s sample) Copy() chunks.Sample           { return s }
+
+// seriesSet iterates over made-up series.
+type seriesSet struct {
+	series []storage.Series
+	i      int
+}
+
+func (s *seriesSet) Next() bool                        { s.i++; return s.i <= len(s.series) }
+func (s *seriesSet) At() storage.Series                { return s.series[s.i-1] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// scrapes is a storage of made-up series, each scraped every 30 s with the same value from time 0 to
+// the evaluation's end: series by labels in Prometheus's text form ({__name__="up", job="x"}).
+func scrapes(t *testing.T, series map[string]float64, end time.Duration) storage.Queryable {
+	t.Helper()
+	var all []storage.Series
+	for text, v := range series {
+		lset, err := parser.NewParser(parser.Options{}).ParseMetric(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		var samples []chunks.Sample
+		for ts := time.Duration(0); ts <= end; ts += 30 * time.Second {
+			samples = append(samples, sample{t: ts.Milliseconds(), f: v})
+		}
+		all = append(all, storage.NewListSeries(lset, samples))
+	}
+	slices.SortFunc(all, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	return storage.QueryableFunc(func(int64, int64) (storage.Querier, error) {
+		return &storage.MockQuerier{SelectMockFunction: func(_ bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+			var sel []storage.Series
+			for _, s := range all {
+				if slices.IndexFunc(ms, func(m *labels.Matcher) bool { return !m.Matches(s.Labels().Get(m.Name)) }) < 0 {
+					sel = append(sel, s)
+				}
+			}
+			return &seriesSet{series: sel}
+		}}, nil
+	})
+}
+
+// ruleAlerts evaluates alert name of the rules file with Prometheus's engine every 30 s from time 0 to
+// end over the made-up series, and returns the label sets (the expression's) that have held for the
+// alert's for: at the end, each as text.
+func ruleAlerts(t *testing.T, name string, series map[string]float64, end time.Duration) []string {
+	t.Helper()
+	groups, errs := rulefmt.ParseFile(repoPath(rulesFile), false,
+		model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
+	}
+	var rule *rulefmt.Rule
+	for _, g := range groups.Groups {
+		for i, r := range g.Rules {
+			if r.Alert == name {
+				rule = &g.Rules[i]
+			}
+		}
+	}
+	if rule == nil {
+		t.Fatalf("%s: no alert %s", rulesFile, name)
+	}
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 100000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute,
+		Parser: parser.NewParser(parser.Options{})})
+	store := scrapes(t, series, end)
+	activeAt := map[string]time.Duration{} // when each label set began to hold, as Prometheus's pending alerts
+	for ts := time.Duration(0); ts <= end; ts += 30 * time.Second {
+		q, err := engine.NewInstantQuery(t.Context(), store, nil, rule.Expr, time.Unix(0, 0).Add(ts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := q.Exec(t.Context())
+		vec, err := res.Vector()
+		if err != nil {
+			t.Fatalf("%s at %v: %v", name, ts, err)
+		}
+		now := map[string]time.Duration{}
+		for _, s := range vec {
+			key := s.Metric.DropMetricName().String()
+			now[key] = ts
+			if at, ok := activeAt[key]; ok {
+				now[key] = at
+			}
+		}
+		activeAt = now
+		q.Close()
+	}
+	var firing []string
+	for key, at := range activeAt {
+		if end-at >= time.Duration(rule.For) {
+			firing = append(firing, key)
+		}
+	}
+	slices.Sort(firing)
+	return firing
+}
+
+// TestPrometheusRulesPerInstall evaluates the alerts over all replicas: they count per install (job,
+// namespace, service), so that two installs scraped by one Prometheus neither add up nor hide each
+// other, and one fires when nothing at all is scraped.
+func TestPrometheusRulesPerInstall(t *testing.T) {
+	// Two installs, in namespaces a and b, of two scraped replicas each; values gives each pod's metric.
+	installs := func(metric string, values ...float64) map[string]float64 {
+		series := map[string]float64{}
+		for i, v := range values {
+			target := fmt.Sprintf(`job="tracking-bridge", namespace=%q, service="tracking-bridge", instance="10.0.%d.%d:8080"`,
+				[]string{"a", "b"}[i/2], i/2, i%2)
+			series[metric+"{"+target+"}"] = v
+			series["up{"+target+"}"] = 1
+		}
+		return series
+	}
+	installA := []string{`{job="tracking-bridge", namespace="a", service="tracking-bridge"}`}
+	for _, c := range []struct {
+		name, alert string
+		series      map[string]float64
+		want        []string
+	}{
+		{"one leader in each of two installs", "TrackingBridgeSeveralLeaders", installs("bridge_leader", 1, 0, 1, 0), nil},
+		{"one leader in each of two installs", "TrackingBridgeNoLeader", installs("bridge_leader", 1, 0, 0, 1), nil},
+		{"two leaders in one install", "TrackingBridgeSeveralLeaders", installs("bridge_leader", 1, 1, 0, 1), installA},
+		{"no leader in one install", "TrackingBridgeNoLeader", installs("bridge_leader", 0, 0, 0, 1), installA},
+		{"the backlog of each install below the threshold", "TrackingBridgeReportsBacklog",
+			installs("bridge_reports_pending", 800, 800, 900, 900), nil},
+		{"one install's backlog above the threshold", "TrackingBridgeReportsBacklog",
+			installs("bridge_reports_pending", 1500, 1500, 900, 900), installA},
+		{"something scraped", "TrackingBridgeAbsent", installs("bridge_leader", 1, 0, 1, 0), nil},
+		{"nothing scraped", "TrackingBridgeAbsent", map[string]float64{`up{job="other"}`: 1}, []string{`{job="tracking-bridge"}`}},
+	} {
+		t.Run(c.alert+"/"+c.name, func(t *testing.T) {
+			if d := cmp.Diff(c.want, ruleAlerts(t, c.alert, c.series, 30*time.Minute)); d != "" {
+				t.Errorf("firing (-want +got):\n%s", d)
+			}
+		})
+	}
 }

@@ -98,6 +98,17 @@ func shutdownGrace(t *testing.T) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
+// readyzTimeout is the longest /readyz takes: internal/health's bound on one evaluation of the checks.
+func readyzTimeout(t *testing.T) time.Duration {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*timeout = (\d+) \* time\.Second$`).FindStringSubmatch(readRepo(t, "internal/health/health.go"))
+	if m == nil {
+		t.Fatal("internal/health/health.go: no 'timeout = <n> * time.Second'; update readyzTimeout")
+	}
+	n, _ := strconv.Atoi(m[1])
+	return time.Duration(n) * time.Second
+}
+
 // clusterLeaseTTL is the least BRIDGE_LEASE_TTL a deployment on a NATS cluster should use: an election of
 // the lease bucket's raft group can take seconds, and a default lease tolerates a pause of 5.5-8 s only
 // (docs/replicas.md).

@@ -114,3 +114,29 @@ each file named to the bridge by its *_FILE variable. At most one NATS authentic
 {{- define "tracking-bridge.envValue" -}}
 {{- if kindIs "float64" . }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
 {{- end }}
+
+{{/* A Go duration (what BRIDGE_* durations accept: 90s, 1m30s, 1.5h, 500ms) in seconds, as a float. */}}
+{{- define "tracking-bridge.seconds" -}}
+{{- $unit := dict "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 1e-3 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ns" 1e-9 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll `([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)` (toString .) -1 }}
+{{- $n := regexFind `^[0-9.]+` . }}
+{{- $total = addf $total (mulf (float64 $n) (get $unit (trimPrefix $n .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+The pods' terminationGracePeriodSeconds, refused unless it is more than BRIDGE_SHUTDOWN_TIMEOUT (the
+bridge's default 30s when unset) plus the 2 s the bridge allows itself past it (shutdownGrace in
+cmd/bridge/main.go): a shorter grace kills a leader mid-shutdown.
+*/}}
+{{- define "tracking-bridge.terminationGracePeriodSeconds" -}}
+{{- $timeout := .Values.config.BRIDGE_SHUTDOWN_TIMEOUT | default "30s" }}
+{{- $least := addf (include "tracking-bridge.seconds" $timeout | float64) 2 }}
+{{- $grace := .Values.terminationGracePeriodSeconds }}
+{{- if le (float64 $grace) $least }}
+{{- fail (printf "terminationGracePeriodSeconds %v is not more than config.BRIDGE_SHUTDOWN_TIMEOUT (%v) plus the 2 s the bridge allows itself past it: set it to at least %v" $grace $timeout (add1 (floor $least))) }}
+{{- end }}
+{{- $grace }}
+{{- end }}
