@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,6 +104,9 @@ func decodeTrackingEvent(data []byte, ev *TrackingEvent) error {
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // s[n] continues a character: cut before the character
 	}
 	return s[:n] + "…"
 }

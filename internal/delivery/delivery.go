@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // OutcomeKind is what happens to a report after one attempt to deliver it.
@@ -70,9 +72,7 @@ func (o Outcome) Reason() string {
 func JoinMessages(m []string) string {
 	const maxLen = 1024
 	s := strings.Join(m, "; ")
-	if len(s) > maxLen {
-		s = s[:maxLen] + "…"
-	}
+	s = logging.Cut(s, maxLen) // on a character's boundary
 	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return ' '

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 )
@@ -54,5 +55,13 @@ func TestValidIdempotencyKey(t *testing.T) {
 		if got := delivery.ValidIdempotencyKey(tc.key); got != tc.want {
 			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", tc.key, got, tc.want)
 		}
+	}
+}
+
+// TestJoinMessagesCutsOnACharacter: a long join is cut on a character's boundary, never inside one.
+func TestJoinMessagesCutsOnACharacter(t *testing.T) {
+	got := delivery.JoinMessages([]string{strings.Repeat("a", 1023) + "ü and more"})
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > 1024+len("…") {
+		t.Fatalf("JoinMessages = …%q (%d bytes), want valid UTF-8 of at most 1024 bytes and the mark", got[len(got)-8:], len(got))
 	}
 }
