@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
@@ -137,7 +138,7 @@ func sendableHeaderKey(k string) bool {
 
 // setDeadLetterHeaders sets the bridge's headers of a report's dead letter.
 func setDeadLetterHeaders(h nats.Header, meta *jetstream.MsgMetadata, status int, reason string) {
-	h.Set(deadletter.HeaderError, deadletter.Clip(reason, deadletter.MaxErrorHeader))
+	h.Set(deadletter.HeaderError, logging.Clip(reason, deadletter.MaxErrorHeader))
 	if status != 0 {
 		h.Set(deadletter.HeaderUpstreamStatus, strconv.Itoa(status))
 	} else {

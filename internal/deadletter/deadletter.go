@@ -8,9 +8,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // Headers of dead letters (contract §3).
@@ -62,7 +63,7 @@ func Fit(m *nats.Msg, max int64, id string) bool {
 	if max <= 0 || int64(MsgSize(m)) <= max {
 		return false
 	}
-	reason := Clip(m.Header.Get(HeaderError), droppedReason)
+	reason := logging.Clip(m.Header.Get(HeaderError), droppedReason)
 	size := len(m.Data)
 	m.Header.Set(HeaderError, reason+"; the data was dropped: the dead letter would exceed what NATS stores (max_payload or the stream's max_msg_size)")
 	m.Data = describe(struct {
@@ -88,16 +89,4 @@ func describe(v any) []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // plain strings and ints: cannot fail
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
-// Clip cuts a header value to at most n bytes, at a UTF-8 boundary, marking the cut with "…".
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	k := n - len("…")
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k-- // s[k] continues a character: cut before the character
-	}
-	return s[:k] + "…"
 }

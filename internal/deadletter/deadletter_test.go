@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -45,18 +45,6 @@ func TestMaxMessage(t *testing.T) {
 	}
 }
 
-func TestClip(t *testing.T) {
-	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
-		got := deadletter.Clip(s, 11)
-		if len(got) > 11 || !utf8.ValidString(got) {
-			t.Errorf("Clip(%q, 11) = %q (%d bytes)", s, got, len(got))
-		}
-		if len(s) <= 11 && got != s {
-			t.Errorf("clip changed a short value: %q", got)
-		}
-	}
-}
-
 // TestMsgSize: MsgSize is the size the client checks against max_payload: a message of exactly
 // max_payload is accepted, one byte more is refused.
 func TestMsgSize(t *testing.T) {
@@ -81,7 +69,7 @@ func TestMsgSize(t *testing.T) {
 func TestFitAlwaysFits(t *testing.T) {
 	for _, max := range []int64{2 << 10, 4 << 10, 16 << 10} {
 		m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{
-			jetstream.MsgIDHeader: {"x"}, deadletter.HeaderError: {deadletter.Clip(strings.Repeat("<&>", 5000), deadletter.MaxErrorHeader)}}, Data: make([]byte, max)}
+			jetstream.MsgIDHeader: {"x"}, deadletter.HeaderError: {logging.Clip(strings.Repeat("<&>", 5000), deadletter.MaxErrorHeader)}}, Data: make([]byte, max)}
 		if !deadletter.Fit(m, max, "x") {
 			t.Fatalf("max %d: not replaced", max)
 		}

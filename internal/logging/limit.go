@@ -83,6 +83,15 @@ func Value(s string, max int) string {
 	return Cut(b.String(), max)
 }
 
+// Clip cuts s to at most n bytes in all, the mark included, on a rune boundary, marking the cut with "…":
+// for values whose room is fixed (a header's bound, an error's).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return Cut(s, max(n-len("…"), 0))
+}
+
 // Cut returns s cut to at most n bytes on a rune boundary, with "…" appended when something was cut (so
 // at most n+len("…") bytes in all). Unlike Value it keeps the bytes as they are: for a value that is
 // quoted or escaped afterwards.

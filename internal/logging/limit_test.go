@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestLimiter: one line per key per interval, the next one carrying the count held back.
@@ -99,6 +100,19 @@ func TestNewBoundsValues(t *testing.T) {
 		line := buf.String()
 		if len(line) > 3*MaxAttrBytes || !strings.Contains(line, "(1048576 bytes)") || !strings.Contains(line, "ok") {
 			t.Errorf("%s: line of %d bytes: %.300s", format, len(line), line)
+		}
+	}
+}
+
+// TestClip: the mark counts within the bound, and the cut falls between characters.
+func TestClip(t *testing.T) {
+	for _, s := range []string{"short", strings.Repeat("ö", 100), strings.Repeat("x", 100), "€€€€€€€€€€"} {
+		got := Clip(s, 11)
+		if len(got) > 11 || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, 11) = %q (%d bytes)", s, got, len(got))
+		}
+		if len(s) <= 11 && got != s {
+			t.Errorf("clip changed a short value: %q", got)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
@@ -119,7 +120,7 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	e.id, e.name, e.data, e.token = in.id, ev.Name, ev.Data, in.token
 	e.subject = p.msgs.events + e.token
 	if f.TypeKind == KindString {
-		e.typ, e.hasType = deadletter.Clip(headerValue(f.Type), MaxTypeHeader), true
+		e.typ, e.hasType = logging.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
 	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader && rfc3339.Valid(f.Timestamp) {
 		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
@@ -317,13 +318,13 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	h := nats.Header{
 		HeaderMsgID:            {id},
 		HeaderEventID:          {id},
-		deadletter.HeaderError: {deadletter.Clip(headerValue(reason), deadletter.MaxErrorHeader)},
+		deadletter.HeaderError: {logging.Clip(headerValue(reason), deadletter.MaxErrorHeader)},
 	}
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
 	}
 	if name != "" {
-		h[HeaderSSEEvent] = []string{deadletter.Clip(headerValue(name), MaxSSEEventHeader)}
+		h[HeaderSSEEvent] = []string{logging.Clip(headerValue(name), MaxSSEEventHeader)}
 	}
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}

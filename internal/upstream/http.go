@@ -121,16 +121,7 @@ func quoted(s string) string {
 	if len(s) <= maxQuoted {
 		return strconv.Quote(s)
 	}
-	return strconv.Quote(clip(s, maxQuoted)) + " (" + strconv.Itoa(len(s)) + " bytes)"
-}
-
-// clip cuts s to at most n bytes, at a UTF-8 boundary, marking the cut with "…": the mark included, unlike
-// logging.Cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return logging.Cut(s, n-len("…"))
+	return strconv.Quote(logging.Clip(s, maxQuoted)) + " (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // boundError cuts the text of an error from the HTTP client short: net/http quotes some of the upstream's
@@ -142,13 +133,13 @@ func boundError(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && len(ue.URL) > maxQuoted {
-		ue.URL = clip(ue.URL, maxQuoted)
+		ue.URL = logging.Clip(ue.URL, maxQuoted)
 	}
 	msg := err.Error()
 	if len(msg) <= maxErrorText {
 		return err
 	}
-	return &boundedError{msg: clip(msg, maxErrorText), err: err}
+	return &boundedError{msg: logging.Clip(msg, maxErrorText), err: err}
 }
 
 // boundedError is an error whose text boundError cut short.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
@@ -96,7 +97,7 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
 	if len(e.Messages) > 0 {
-		s += ": " + clip(delivery.JoinMessages(e.Messages), maxMessages)
+		s += ": " + logging.Clip(delivery.JoinMessages(e.Messages), maxMessages)
 	}
 	return s
 }
