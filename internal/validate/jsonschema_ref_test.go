@@ -10,13 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -110,24 +108,15 @@ func refInt32(v any) error {
 
 // referenceReport and referenceBookingOrder are Report and BookingOrder with the reference check.
 func referenceReport(body []byte, maxBytes int) []string {
-	if maxBytes > 0 && len(body) > maxBytes {
-		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return []string{"the report is empty; a TrackingEventReport JSON object is expected"}
-	}
-	if !utf8.Valid(body) {
-		return []string{"the report is not valid UTF-8"}
+	if ps := reportBody.prelude(body, maxBytes); ps != nil {
+		return ps
 	}
 	return referenceCheck(body, reportBody)
 }
 
 func referenceBookingOrder(body []byte) []string {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return []string{"the booking order is empty; a BookingOrder JSON object is expected"}
-	}
-	if !utf8.Valid(body) {
-		return []string{"the booking order is not valid UTF-8"}
+	if ps := orderBody.prelude(body, 0); ps != nil {
+		return ps
 	}
 	return referenceCheck(body, orderBody)
 }
@@ -143,18 +132,9 @@ func referenceCheck(body []byte, k bodyType) []string {
 
 // referenceCheckWith is bodyType.checkWith with the JSON Schema library.
 func referenceCheckWith(rs refSchema, k bodyType, body []byte) []string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
+	m, bad := k.decode(body)
+	if bad != nil {
+		return bad
 	}
 	err := rs.schema.Validate(m)
 	if err == nil {

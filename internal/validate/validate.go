@@ -55,14 +55,8 @@ func MoreProblems(n int) string { return fmt.Sprintf("and %d more problems", n) 
 // count of the rest. Quoted input values are cut to 40 characters and escaped, so a problem is safe to
 // put in a header or a log line. It is safe for concurrent use.
 func Report(body []byte, maxBytes int) []string {
-	if maxBytes > 0 && len(body) > maxBytes {
-		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return []string{"the report is empty; a TrackingEventReport JSON object is expected"}
-	}
-	if !utf8.Valid(body) {
-		return []string{"the report is not valid UTF-8"}
+	if ps := reportBody.prelude(body, maxBytes); ps != nil {
+		return ps
 	}
 	if fast := reportFields(); fast != nil && fastValid(body, fast) {
 		return nil
@@ -76,11 +70,8 @@ func Report(body []byte, maxBytes int) []string {
 // Report's words ("unit.loadingState is missing"), in the order of the body, or nil when there is none.
 // It is safe for concurrent use.
 func BookingOrder(body []byte) []string {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return []string{orderBody.noun + " is empty; a " + orderBody.name + " JSON object is expected"}
-	}
-	if !utf8.Valid(body) {
-		return []string{orderBody.noun + " is not valid UTF-8"}
+	if ps := orderBody.prelude(body, 0); ps != nil {
+		return ps
 	}
 	return orderBody.check(body)
 }
@@ -96,23 +87,46 @@ var (
 	orderBody  = bodyType{"BookingOrder", "the booking order"}
 )
 
-// check checks body, which is not empty and valid UTF-8, against the schema and words its problems.
-func (k bodyType) check(body []byte) []string { return k.checkWith(schemas()[k.name], body) }
+// prelude returns the one problem of a body larger than maxBytes (0: no bound), empty or not UTF-8, nil
+// when it has none of them.
+func (k bodyType) prelude(body []byte, maxBytes int) []string {
+	switch {
+	case maxBytes > 0 && len(body) > maxBytes:
+		return []string{fmt.Sprintf("%s is %d bytes, more than the limit of %d bytes", k.noun, len(body), maxBytes)}
+	case len(bytes.TrimSpace(body)) == 0:
+		return []string{k.noun + " is empty; a " + k.name + " JSON object is expected"}
+	case !utf8.Valid(body):
+		return []string{k.noun + " is not valid UTF-8"}
+	}
+	return nil
+}
 
-// checkWith is check against the schema root.
-func (k bodyType) checkWith(root *node, body []byte) []string {
+// decode decodes body, which passed prelude, into the JSON object it must be, or says why it is none.
+func (k bodyType) decode(body []byte) (map[string]any, []string) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
+		return nil, []string{k.noun + " is not valid JSON: " + syntaxError(body)}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return []string{k.noun + " is not valid JSON: " + syntaxError(body)}
+		return nil, []string{k.noun + " is not valid JSON: " + syntaxError(body)}
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
+		return nil, []string{k.noun + " must be a JSON object (" + k.name + "), not " + describe(v)}
+	}
+	return m, nil
+}
+
+// check checks body, which passed prelude, against the schema and words its problems.
+func (k bodyType) check(body []byte) []string { return k.checkWith(schemas()[k.name], body) }
+
+// checkWith is check against the schema root.
+func (k bodyType) checkWith(root *node, body []byte) []string {
+	m, bad := k.decode(body)
+	if bad != nil {
+		return bad
 	}
 	var ps []problem
 	root.check(m, "", "", &ps)

@@ -5,22 +5,12 @@ package validate
 // reference: FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
 // jsonschema_ref_test.go holds the other reference, the JSON Schema validator of issues 14 to 19.
 
-import (
-	"bytes"
-	"fmt"
-	"unicode/utf8"
-)
+import ()
 
 // validateWalker is Report as it was: the same checks, done by walker against walkerSchema.
 func validateWalker(body []byte, maxBytes int) []string {
-	if maxBytes > 0 && len(body) > maxBytes {
-		return []string{fmt.Sprintf("the report is %d bytes, more than the limit of %d bytes", len(body), maxBytes)}
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return []string{"the report is empty; a TrackingEventReport JSON object is expected"}
-	}
-	if !utf8.Valid(body) {
-		return []string{"the report is not valid UTF-8"}
+	if ps := reportBody.prelude(body, maxBytes); ps != nil {
+		return ps
 	}
 	var w walker
 	w.path = w.pathBuf[:0]
