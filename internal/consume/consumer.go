@@ -123,22 +123,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("consume: Run called more than once")
 	}
+	stopBy, release := component.StopClock(ctx, c.cfg.StopTimeout) // never ends without a StopTimeout
+	defer release()
 	done := make(chan error, 1)
 	go func() { done <- c.run(ctx) }()
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-	}
-	if c.cfg.StopTimeout <= 0 {
-		return <-done
-	}
-	timeout := time.NewTimer(c.cfg.StopTimeout)
-	defer timeout.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timeout.C:
+	case <-stopBy.Done():
 	}
 	c.abort()
 	wait := time.NewTimer(handBackWait)

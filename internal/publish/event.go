@@ -46,7 +46,7 @@ func (p *Publisher) read(ev *event.Event) inbound {
 	if ev.ResumeID != p.pos.id {
 		// Position 0 is the message that set the id: this one, or a block without data before it (never
 		// handed over), which a reconnect after that id would not replay either.
-		p.pos.id, p.pos.n = ev.ResumeID, 0
+		p.pos.reset(ev.ResumeID)
 		if ev.ID != ev.ResumeID {
 			p.pos.n = 1
 		}
@@ -71,7 +71,11 @@ func (p *Publisher) read(ev *event.Event) inbound {
 	default:
 		in.rawID = digest(ev.Data)
 	}
-	in.id = HeaderID(in.rawID)
+	if in.rawID == ev.ResumeID && in.resumeH != "" {
+		in.id = in.resumeH // the usual case: the same id, already in header form
+	} else {
+		in.id = HeaderID(in.rawID)
+	}
 	return in
 }
 

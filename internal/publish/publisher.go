@@ -93,16 +93,17 @@ func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
 		return err
 	}
 	in := p.read(&ev)
-	e := pending{seq: p.win.next, resume: ev.ResumeID, resumeH: in.resumeH, noID: ev.ID == "",
+	e := &p.win.ring[p.win.next%uint64(len(p.win.ring))] // free: room made sure
+	*e = pending{seq: p.win.next, resume: ev.ResumeID, resumeH: in.resumeH, noID: ev.ID == "",
 		message: message{after: p.cursor.resumeHdr}}
 	var m *nats.Msg // nil: nothing to send
 	if p.cursor.stored(in.id) {
 		e.id = in.id // stored already: nothing to send, but a later replay may repeat it (tail)
 		p.dups.skipped(in.token, in.id)
 	} else {
-		m = p.build(&e, &ev, &in)
+		m = p.build(e, &ev, &in)
 	}
-	p.send(&e, m)
+	p.send(e, m)
 	return p.settleReady(ctx)
 }
 

@@ -39,13 +39,11 @@ type pending struct {
 	err     error // the publish failed
 }
 
-// send adds the entry to the window and publishes m, its message, asynchronously; with m nil (the event
-// was found stored) the entry is settled at once. Publishes in flight are failed first if the connection
-// was lost since the last look.
-func (p *Publisher) send(entry *pending, m *nats.Msg) {
+// send adds e, filled in the window's next slot, to the window and publishes m, its message,
+// asynchronously; with m nil (the event was found stored) the entry is settled at once. Publishes in
+// flight are failed first if the connection was lost since the last look.
+func (p *Publisher) send(e *pending, m *nats.Msg) {
 	p.checkConnection()
-	e := &p.win.ring[entry.seq%uint64(len(p.win.ring))]
-	*e = *entry
 	p.win.next++
 	p.win.n++
 	if m == nil {
