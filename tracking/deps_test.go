@@ -21,7 +21,7 @@ func TestLightDependencies(t *testing.T) {
 	}
 	const self = "github.com/tracking-bridge/tracking-bridge"
 	ownAllowed := []string{self + "/tracking", self + "/internal/subjects", self + "/internal/validate", self + "/internal/jsonscan",
-		self + "/internal/rfc3339"}
+		self + "/internal/rfc3339", self + "/internal/logging"}
 	modsAllowed := []string{self, "github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
 		"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys"}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

@@ -8,11 +8,11 @@ import (
 	"net/url"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
@@ -94,21 +94,10 @@ func decodeTrackingEvent(data []byte, ev *TrackingEvent) error {
 	}
 	t, _, _, ok := rfc3339.Parse(*in.Timestamp)
 	if !ok {
-		return fmt.Errorf("timestamp %q is not an RFC 3339 date-time", cut(*in.Timestamp, 40))
+		return fmt.Errorf("timestamp %q is not an RFC 3339 date-time", logging.Cut(*in.Timestamp, 40))
 	}
 	ev.Timestamp = t
 	return nil
-}
-
-// cut shortens s to at most n bytes, for an error message.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n-- // s[n] continues a character: cut before the character
-	}
-	return s[:n] + "…"
 }
 
 // ceHeader returns a ce-* header percent-decoded; a value that does not decode is returned as it is.

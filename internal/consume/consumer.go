@@ -139,7 +139,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	select {
 	case err = <-done:
 	case <-wait.C:
-		err = errors.New("still stopping; its unacknowledged reports are delivered again after the ack wait")
+		err = fmt.Errorf("%w: still stopping; its unacknowledged reports are delivered again after the ack wait", ErrAborted)
 	}
 	err = fmt.Errorf("%w (%s): %w", component.ErrStopTimeout, c.cfg.StopTimeout, err)
 	c.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
