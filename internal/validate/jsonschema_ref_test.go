@@ -156,15 +156,7 @@ func referenceCheckWith(rs refSchema, k bodyType, body []byte) []string {
 		ps = append(ps, rs.describe(e, m)...)
 	}
 	leaves(ve)
-	if len(ps) > 1 {
-		pos := positions(body, ps)
-		slices.SortStableFunc(ps, func(a, b problem) int { return pos.of(a) - pos.of(b) })
-	}
-	var p problems
-	for _, x := range ps {
-		p.addf("%s", x.text)
-	}
-	return p.list()
+	return words(body, ps)
 }
 
 // describe turns one leaf error into its problems (a missing-fields error gives one per field).

@@ -130,6 +130,12 @@ func (k bodyType) checkWith(root *node, body []byte) []string {
 	}
 	var ps []problem
 	root.check(m, "", "", &ps)
+	return words(body, ps)
+}
+
+// words lists the problems found in body in the order of the body, at most MaxProblems of them; nil for
+// none.
+func words(body []byte, ps []problem) []string {
 	if len(ps) == 0 {
 		return nil
 	}

@@ -5,8 +5,6 @@ package validate
 // reference: FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
 // jsonschema_ref_test.go holds the other reference, the JSON Schema validator of issues 14 to 19.
 
-import ()
-
 // validateWalker is Report as it was: the same checks, done by walker against walkerSchema.
 func validateWalker(body []byte, maxBytes int) []string {
 	if ps := reportBody.prelude(body, maxBytes); ps != nil {
