@@ -42,7 +42,6 @@ type Daemon struct {
 	nc     *nats.Conn
 	natsSt *natsState // nc's state, readable without its lock
 	layout streams.Layout
-	tokens *upstream.TokenSource
 	// The components (component.Component) besides events, reports and api.
 	conn  *natsWatch // the NATS connection
 	token *tokens    // the token source
@@ -96,7 +95,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	}
 	d.ops.instrument(apiClient, streamClient)
 	d.token = &tokens{}
-	d.tokens = upstream.NewTokenSource(upstream.TokenConfig{
+	d.token.src = upstream.NewTokenSource(upstream.TokenConfig{
 		TokenURL:      cfg.TokenURL,
 		ClientID:      cfg.ClientID,
 		Username:      cfg.Username,
@@ -107,11 +106,10 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Logger:        log.With("component", "token"),
 		Observe:       d.tokenObserved,
 	})
-	d.token.src = d.tokens
 	watch := &streamWatch{Stream: d.ops.metrics.Stream}
 	stream := upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
-		Tokens:           d.tokens,
+		Tokens:           d.token.src,
 		Client:           streamClient,
 		IdleTimeout:      cfg.StreamIdleTimeout,
 		MaxEventBytes:    cfg.StreamMaxEventBytes,
@@ -144,7 +142,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.nc.Close()
 		return nil, err
 	}
-	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: d.tokens,
+	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: d.token.src,
 		Client: apiClient, Logger: log.With("component", "report")})
 	d.reports = &reports{consume.New(js, reportClient, consume.Config{
 		Stream:      d.layout.Reports(),
@@ -264,7 +262,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 				"inbox_prefix", d.cfg.NATSInboxPrefix, "reply_prefix", p)
 		}
 	}
-	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.tokens,
+	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.token.src,
 		Client: client, Logger: log.With("component", "api")})
 	validator := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)
 	d.api = service.New(d.apiNC, caller, service.Config{

@@ -522,7 +522,7 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 	}
 	b.ops.instrument(client)
 	c := consume.New(js, upstream.NewReportClient(upstream.ReportConfig{
-		URL: b.cfg.ReportURL(), Tokens: b.tokens, Client: client, Logger: b.log.With("component", "report"),
+		URL: b.cfg.ReportURL(), Tokens: b.token.src, Client: client, Logger: b.log.With("component", "report"),
 	}), consume.Config{
 		Stream:     b.layout.Reports(),
 		Durable:    b.cfg.ReportDurable,
@@ -633,7 +633,7 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	testutil.EventuallyState(t, 10*time.Second, "the access token expired", func() (bool, string) {
-		return !ob.b.tokens.Valid(), "still valid"
+		return !ob.b.token.src.Valid(), "still valid"
 	})
 	if code, body := ob.get(t, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d after the unused token expired:\n%s", code, body)

@@ -52,7 +52,7 @@ func (t *tokens) Run(ctx context.Context) error {
 // Ready: the source holds an unexpired access token, or its last request succeeded. (While the stream
 // stays connected, nothing asks for a token and it may expire unused; the next request gets a new one.)
 func (t *tokens) Ready() error {
-	if t.src != nil && t.src.Valid() || t.ok.Load() {
+	if t.src.Valid() || t.ok.Load() {
 		return nil
 	}
 	if msg := t.lastErr.Load(); msg != nil {
