@@ -5,11 +5,15 @@ package deploy_test
 // must be one the bridge exports.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"slices"
@@ -20,7 +24,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -242,43 +248,167 @@ func (okTransport) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 // exportedMetrics returns the name of every series the bridge exports: everything registered as the
-// daemon does, with every observer exercised so that the labelled series exist. Histograms add their
-// _bucket, _sum and _count series.
+// daemon does, with every observer exercised so that the labelled series exist, read back from its
+// /metrics text by Prometheus's parser. Histograms add their _bucket, _sum and _count series.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	names := map[string]bool{}
+	for name, mf := range parseExposition(t, exposition(t)) {
+		names[name] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[name+s] = true
+			}
+		}
+	}
+	return names
+}
+
+// exposition returns the bridge's /metrics text: its registry built as the daemon builds it, with every
+// observer exercised so that the labelled series exist.
+func exposition(t *testing.T) []byte {
+	t.Helper()
+	reg := metrics.NewRegistry()
+	metrics.RegisterRuntime(reg)
 	m := metrics.New(reg, metrics.BuildInfo{Version: "v", Commit: "c", GoVersion: runtime.Version()})
 	m.SetSources(metrics.Sources{
 		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
 		ReportsPending: func() uint64 { return 0 },
 		NATSConnected:  func() bool { return true },
 		NATSReconnects: func() uint64 { return 0 },
-		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
+		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
 		Leader:         func() bool { return true },
 	})
 	m.Publish.Published("GATE_IN")
 	m.Stream.Received(&event.Event{ID: "x"})
-	m.Publish.AckLatency(0)
+	m.Publish.AckLatency(3 * time.Millisecond)
+	m.API.APIRefused("reply_not_inbox")
 	rt := m.Upstream.InstrumentTransport(okTransport{}, func(*http.Request) string { return "token" })
 	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
 	if resp, err := rt.RoundTrip(req); err == nil {
 		resp.Body.Close()
 	}
-	mfs, err := reg.Gather()
+	runtime.GC() // go_gc_duration_seconds has a pause to show
+
+	srv := httptest.NewServer(metrics.Handler(reg))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
-	for _, mf := range mfs {
-		names[mf.GetName()] = true
-		if mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY {
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[mf.GetName()+s] = true
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); expfmt.ResponseFormat(resp.Header).FormatType() != expfmt.TypeTextPlain {
+		t.Fatalf("Content-Type %q is not the text format's", ct)
+	}
+	return body
+}
+
+// parseExposition reads an exposition with Prometheus's own text parser, which refuses any line out of
+// the format.
+func parseExposition(t *testing.T, text []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		t.Fatalf("Prometheus's parser refuses the exposition: %v\n%s", err, text)
+	}
+	return mfs
+}
+
+// TestMetricsExposition: the bridge writes /metrics itself (internal/metrics, to keep the Prometheus
+// client library out of the daemon). Prometheus's parser reads it, promlint finds nothing, every family
+// has its help, histograms are cumulative, and the Go runtime's and the process's families have the
+// names, types and help texts of the client library's collectors, which dashboards expect.
+func TestMetricsExposition(t *testing.T) {
+	text := exposition(t)
+	ours := parseExposition(t, text)
+
+	problems, err := promlint.New(bytes.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for name, mf := range ours {
+		if mf.GetHelp() == "" {
+			t.Errorf("%s has no help", name)
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			prev := uint64(0)
+			for _, b := range h.GetBucket() {
+				if b.GetCumulativeCount() < prev {
+					t.Errorf("%s: bucket le=%v holds %d, below the one before (%d)", name, b.GetUpperBound(), b.GetCumulativeCount(), prev)
+				}
+				prev = b.GetCumulativeCount()
+			}
+			if prev != h.GetSampleCount() {
+				t.Errorf("%s: last bucket %d, count %d", name, prev, h.GetSampleCount())
 			}
 		}
 	}
-	return names
+	got := func(name string) float64 {
+		for _, m := range ours[name].GetMetric() {
+			return m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+		t.Errorf("%s is not exported", name)
+		return 0
+	}
+	if got("bridge_publish_ack_seconds") != 1 || got("bridge_events_received_total") != 1 || got("process_resident_memory_bytes") < 1<<20 {
+		t.Errorf("values not as observed:\n%s", text)
+	}
+	if start := got("process_start_time_seconds"); math.Abs(start-float64(time.Now().Unix())) > 3600 {
+		t.Errorf("process_start_time_seconds = %v, not within the hour", start)
+	}
+
+	// The client library's collectors, as the bridge registered them before it wrote /metrics itself.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	theirs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range theirs {
+		o, ok := ours[mf.GetName()]
+		if !ok {
+			t.Errorf("%s (the client library's) is not exported", mf.GetName())
+			continue
+		}
+		if o.GetType() != mf.GetType() || o.GetHelp() != mf.GetHelp() {
+			t.Errorf("%s: %v %q, the client library's %v %q", mf.GetName(), o.GetType(), o.GetHelp(), mf.GetType(), mf.GetHelp())
+		}
+		var ol, tl []string
+		for _, m := range o.GetMetric() {
+			ol = append(ol, labelNames(m))
+		}
+		for _, m := range mf.GetMetric() {
+			tl = append(tl, labelNames(m))
+		}
+		if !slices.Equal(ol, tl) {
+			t.Errorf("%s: series with labels %q, the client library's %q", mf.GetName(), ol, tl)
+		}
+	}
+	for name := range ours {
+		if !strings.HasPrefix(name, "bridge_") && !slices.ContainsFunc(theirs, func(mf *dto.MetricFamily) bool { return mf.GetName() == name }) {
+			t.Errorf("%s is neither the bridge's nor the client library's", name)
+		}
+	}
+}
+
+func labelNames(m *dto.Metric) string {
+	var n []string
+	for _, l := range m.GetLabel() {
+		n = append(n, l.GetName())
+	}
+	return strings.Join(n, ",")
 }
 
 // sample is one float sample of a made-up series.

@@ -12,10 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
@@ -26,7 +22,7 @@ import (
 type ops struct {
 	d       *Daemon
 	log     *slog.Logger
-	reg     *prometheus.Registry
+	reg     *metrics.Registry
 	metrics *metrics.Metrics
 	ready   health.Checks // the parts' readiness (addChecks)
 	live    health.Checks
@@ -44,11 +40,8 @@ type ops struct {
 // newOps builds the registry, the metrics and the liveness check of d; log is the HTTP endpoint's. It
 // reads d's components lazily, so it may be called before they exist.
 func newOps(d *Daemon, log *slog.Logger) *ops {
-	o := &ops{d: d, log: log, reg: prometheus.NewRegistry()}
-	o.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	o := &ops{d: d, log: log, reg: metrics.NewRegistry()}
+	metrics.RegisterRuntime(o.reg)
 	o.metrics = metrics.New(o.reg, metrics.BuildInfo{Version: d.info.Version, Commit: d.info.Commit, GoVersion: runtime.Version()})
 
 	o.opByURL = map[string]string{}
@@ -85,11 +78,7 @@ func (o *ops) operation(req *http.Request) string {
 // handler is the HTTP endpoint: /metrics, /healthz, /readyz, /status.
 func (o *ops) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{
-		Registry:          o.reg,
-		EnableOpenMetrics: true,
-		Timeout:           10 * time.Second,
-	}))
+	mux.Handle("GET /metrics", metrics.Handler(o.reg))
 	mux.Handle("/healthz", o.live.Handler())
 	mux.Handle("/readyz", o.ready.Handler())
 	mux.HandleFunc("GET /status", o.statusHandler)

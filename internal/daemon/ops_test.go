@@ -16,12 +16,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -180,44 +180,33 @@ func (ob *opsBridge) requireAlive(t *testing.T) {
 	}
 }
 
-// counter returns the value of a counter (or gauge) with the given labels from the bridge's registry.
+// counter returns the value of a counter or gauge (a histogram's count) with the given labels from the
+// bridge's registry.
 func (ob *opsBridge) counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := ob.b.ops.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
+	for _, f := range ob.b.ops.reg.Gather() {
+		if f.Name != name {
 			continue
 		}
-		for _, m := range mf.GetMetric() {
-			if opsLabelsMatch(m, labels) {
-				switch {
-				case m.Counter != nil:
-					return m.Counter.GetValue()
-				case m.Gauge != nil:
-					return m.Gauge.GetValue()
-				case m.Histogram != nil:
-					return float64(m.Histogram.GetSampleCount())
-				}
+		for _, s := range f.Samples {
+			if f.Type == metrics.TypeHistogram && s.Name != name+"_count" {
+				continue
+			}
+			if opsLabelsMatch(s, labels) {
+				return s.Value
 			}
 		}
 	}
 	return 0
 }
 
-func opsLabelsMatch(m *dto.Metric, want map[string]string) bool {
-	n := 0
-	for _, lp := range m.GetLabel() {
-		if v, ok := want[lp.GetName()]; ok {
-			if v != lp.GetValue() {
-				return false
-			}
-			n++
+func opsLabelsMatch(s metrics.Sample, want map[string]string) bool {
+	for k, v := range want {
+		if s.Label(k) != v {
+			return false
 		}
 	}
-	return n == len(want)
+	return true
 }
 
 // opsStreamMsgs returns the number of messages in a JetStream stream, over a connection of its own.

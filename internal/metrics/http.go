@@ -4,27 +4,21 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Upstream times the requests of the upstream HTTP clients (the token source's, the stream's, the
 // report client's, the API service's): each client is instrumented with InstrumentTransport when it is
 // built. Safe for concurrent use.
 type Upstream struct {
-	requests *prometheus.HistogramVec
+	requests *Vec[Histogram]
 }
 
 // NewUpstream returns the upstream HTTP metrics, registered on reg.
-func NewUpstream(reg prometheus.Registerer) *Upstream {
-	m := &Upstream{requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Name: "upstream_request_duration_seconds",
-		Help: "Upstream HTTP requests until the response headers arrived, by operation (token, stream, " +
+func NewUpstream(reg *Registry) *Upstream {
+	return &Upstream{requests: reg.NewHistogramVec(Namespace+"_upstream_request_duration_seconds",
+		"Upstream HTTP requests until the response headers arrived, by operation (token, stream, "+
 			"report) and status code (\"error\" when there was no response).",
-		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	}, []string{"operation", "code"})}
-	reg.MustRegister(m.requests)
-	return m
+		[]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}, []string{"operation", "code"})}
 }
 
 // InstrumentTransport returns rt wrapped so that every request is observed in
@@ -41,7 +35,7 @@ func (m *Upstream) InstrumentTransport(rt http.RoundTripper, op func(*http.Reque
 type instrumented struct {
 	next http.RoundTripper
 	op   func(*http.Request) string
-	vec  *prometheus.HistogramVec
+	vec  *Vec[Histogram]
 }
 
 func (t *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -51,7 +45,7 @@ func (t *instrumented) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		code = statusCode(resp.StatusCode)
 	}
-	t.vec.WithLabelValues(t.op(req), code).Observe(time.Since(start).Seconds())
+	t.vec.With(t.op(req), code).Observe(time.Since(start).Seconds())
 	return resp, err
 }
 

@@ -12,13 +12,11 @@
 // Values that belong to another component (the stream's state, the consumer's backlog, the NATS
 // connection, readiness, the lease) are read at scrape time from the functions in Sources (scrape.go).
 //
-// The registry is the caller's: New registers the bridge's collectors on it and nothing on the global
-// registry.
+// The registry is the caller's (registry.go, exposed by text.go's Handler): New registers the bridge's
+// metrics on it, RegisterRuntime the Go runtime's and the process's.
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -63,7 +61,7 @@ type Metrics struct {
 	API      *API      // the API service's
 	Upstream *Upstream // the upstream HTTP clients'
 
-	scrape *scrapeCollector
+	scrape *scrapeSources
 }
 
 // BuildInfo is the version information shown by bridge_build_info.
@@ -72,14 +70,11 @@ type BuildInfo struct {
 }
 
 // New returns the bridge's metrics, registered on reg.
-func New(reg prometheus.Registerer, build BuildInfo) *Metrics {
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: Namespace, Name: "build_info",
-		Help:        "Always 1; the labels name the bridge's version, commit and Go version.",
-		ConstLabels: prometheus.Labels{"version": build.Version, "commit": build.Commit, "go_version": build.GoVersion},
-	})
-	buildInfo.Set(1)
-	reg.MustRegister(buildInfo)
+func New(reg *Registry, build BuildInfo) *Metrics {
+	reg.Func(Namespace+"_build_info", "Always 1; the labels name the bridge's version, commit and Go version.",
+		TypeGauge, []string{"commit", "go_version", "version"}, func(emit func(float64, ...string)) {
+			emit(1, build.Commit, build.GoVersion, build.Version)
+		})
 	return &Metrics{
 		Stream:   NewStream(reg),
 		Publish:  NewPublish(reg),

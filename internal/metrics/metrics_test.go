@@ -12,52 +12,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// value returns the value of a counter, gauge or (sample count of a) histogram.
-func value(t *testing.T, c prometheus.Collector) float64 {
+// series returns "name{k=v,...} value" for every series of reg, labels in the family's order; a
+// histogram's value is its count.
+func series(t *testing.T, reg *Registry) map[string]float64 {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 1)
-	c.Collect(ch)
-	pb := &dto.Metric{}
-	if err := (<-ch).Write(pb); err != nil {
-		t.Fatal(err)
-	}
-	if h := pb.GetHistogram(); h != nil {
-		return float64(h.GetSampleCount())
-	}
-	return pb.GetCounter().GetValue() + pb.GetGauge().GetValue()
-}
-
-// series returns "name{k=v,...} value" for every series of reg, labels sorted.
-func series(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, mt := range mf.GetMetric() {
-			var labels []string
-			for _, lp := range mt.GetLabel() {
-				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+	for _, f := range reg.Gather() {
+		for _, s := range f.Samples {
+			name := s.Name
+			if f.Type == TypeHistogram {
+				if name != f.Name+"_count" {
+					continue
+				}
+				name = f.Name
 			}
-			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue() + float64(mt.GetHistogram().GetSampleCount())
-			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+			var labels []string
+			for _, l := range s.Labels {
+				labels = append(labels, l.Name+"="+l.Value)
+			}
+			out[name+"{"+strings.Join(labels, ",")+"}"] = s.Value
 		}
 	}
 	return out
 }
 
-func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+func newTest(t *testing.T) (*Metrics, *Registry) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
+	reg := NewRegistry()
 	return New(reg, BuildInfo{Version: "v1", Commit: "abc", GoVersion: "go1.26"}), reg
 }
 
@@ -67,10 +52,10 @@ func TestTypeCardinalityIsCapped(t *testing.T) {
 		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
 		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
 	}
-	if got := value(t, m.Publish.publishedBy.WithLabelValues(OtherType)); got != 100 {
+	if got := m.Publish.publishedBy.With(OtherType).Value(); got != 100 {
 		t.Errorf("other = %v, want 100 (50 types beyond the cap, twice each)", got)
 	}
-	if got := value(t, m.Publish.publishedBy.WithLabelValues("TYPE_0")); got != 2 {
+	if got := m.Publish.publishedBy.With("TYPE_0").Value(); got != 2 {
 		t.Errorf("TYPE_0 = %v, want 2", got)
 	}
 	n := 0
@@ -155,20 +140,9 @@ func TestScrapeTimeSources(t *testing.T) {
 		NATSReconnects: func() uint64 { return 3 },
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
 	})
-	mfs, err := reg.Gather() // the pedantic registry checks the metrics' consistency
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]string{}
-	for _, mf := range mfs {
-		for _, mt := range mf.GetMetric() {
-			var labels []string
-			for _, lp := range mt.GetLabel() {
-				labels = append(labels, lp.GetName()+"="+lp.GetValue())
-			}
-			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
-			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = fmt.Sprint(v)
-		}
+	for k, v := range series(t, reg) {
+		got[k] = fmt.Sprint(v)
 	}
 	for k, v := range map[string]string{
 		"bridge_stream_state{state=reconnecting}":                    "1",
@@ -239,8 +213,7 @@ func TestInstrumentTransport(t *testing.T) {
 		op, code string
 		want     int
 	}{{"token", "200", 1}, {"report", "503", 2}, {"token", "error", 1}} {
-		h := m.Upstream.requests.WithLabelValues(tc.op, tc.code).(prometheus.Histogram)
-		if got := int(value(t, h)); got != tc.want {
+		if got := int(m.Upstream.requests.With(tc.op, tc.code).Count()); got != tc.want {
 			t.Errorf("%s/%s: %d observations, want %d", tc.op, tc.code, got, tc.want)
 		}
 	}
@@ -250,7 +223,7 @@ func TestInstrumentTransport(t *testing.T) {
 }
 
 func BenchmarkPerEvent(b *testing.B) {
-	m := New(prometheus.NewRegistry(), BuildInfo{})
+	m := New(NewRegistry(), BuildInfo{})
 	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
 	types := []string{"GATE_IN", "GATE_OUT", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED"}
 	b.ReportAllocs()
@@ -278,7 +251,7 @@ func TestDocumented(t *testing.T) {
 		documented[m[1]] = true
 	}
 
-	reg := prometheus.NewRegistry()
+	reg := NewRegistry()
 	m := New(reg, BuildInfo{})
 	m.SetSources(Sources{
 		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
@@ -296,15 +269,11 @@ func TestDocumented(t *testing.T) {
 	if _, err := rt.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	exported := map[string]bool{}
-	for _, mf := range mfs {
-		exported[mf.GetName()] = true
-		if !documented[mf.GetName()] {
-			t.Errorf("%s is not in the metrics reference of docs/operations.md", mf.GetName())
+	for _, f := range reg.Gather() {
+		exported[f.Name] = true
+		if !documented[f.Name] {
+			t.Errorf("%s is not in the metrics reference of docs/operations.md", f.Name)
 		}
 	}
 	for name := range documented {

@@ -4,10 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 )
@@ -16,50 +13,39 @@ import (
 // use.
 type Publish struct {
 	typesMu     sync.Mutex
-	types       map[string]prometheus.Counter
-	publishedBy *prometheus.CounterVec
-	other       prometheus.Counter
-	ackSeconds  prometheus.Histogram
-	retries     prometheus.Counter
-	deadLetters map[string]prometheus.Counter
-	duplicates  prometheus.Counter
-	dupCount    atomic.Uint64 // duplicates, for the status page
+	types       map[string]*Counter
+	publishedBy *Vec[Counter]
+	other       *Counter
+	ackSeconds  *Histogram
+	retries     *Counter
+	deadLetters map[string]*Counter
+	duplicates  *Counter
 }
 
 var _ publish.Observer = (*Publish)(nil)
 
 // NewPublish returns the publishing metrics, registered on reg.
-func NewPublish(reg prometheus.Registerer) *Publish {
-	m := &Publish{types: map[string]prometheus.Counter{}, deadLetters: map[string]prometheus.Counter{}}
-	m.publishedBy = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "events_published_total",
-		Help: "Events stored in the events stream (JetStream acknowledged), by type subject token; " +
-			"types beyond the first " + strconv.Itoa(MaxTypes) + " count as \"" + OtherType + "\".",
-	}, []string{"type"})
-	m.other = m.publishedBy.WithLabelValues(OtherType)
-	deadVec := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "events_dead_lettered_total",
-		Help: "Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload, max_msg_size.",
-	}, []string{"reason"})
+func NewPublish(reg *Registry) *Publish {
+	m := &Publish{types: map[string]*Counter{}, deadLetters: map[string]*Counter{}}
+	m.publishedBy = reg.NewCounterVec(Namespace+"_events_published_total",
+		"Events stored in the events stream (JetStream acknowledged), by type subject token; "+
+			"types beyond the first "+strconv.Itoa(MaxTypes)+" count as \""+OtherType+"\".", []string{"type"})
+	m.other = m.publishedBy.With(OtherType)
+	deadVec := reg.NewCounterVec(Namespace+"_events_dead_lettered_total",
+		"Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload, max_msg_size.",
+		[]string{"reason"})
 	for _, r := range DeadLetterReasons {
-		m.deadLetters[r] = deadVec.WithLabelValues(r)
+		m.deadLetters[r] = deadVec.With(r)
 	}
-	m.ackSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: Namespace, Name: "publish_ack_seconds",
-		Help:    "Time from publishing an event to its JetStream acknowledgement.",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15), // 0.5 ms … 8 s
-	})
-	m.retries = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "publish_retries_total",
-		Help: "Publishes sent again after a failed or unacknowledged attempt.",
-	})
-	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "events_duplicates_total",
-		Help: "Events found stored before and not stored again: acknowledged by JetStream as duplicates (an " +
-			"event with the same Nats-Msg-Id was stored within the duplicate window), or skipped by the bridge " +
-			"as stored beyond its resume point when the upstream replays them after a restart or reconnect.",
-	})
-	reg.MustRegister(m.publishedBy, deadVec, m.ackSeconds, m.retries, m.duplicates)
+	m.ackSeconds = reg.NewHistogram(Namespace+"_publish_ack_seconds",
+		"Time from publishing an event to its JetStream acknowledgement.",
+		ExponentialBuckets(0.0005, 2, 15)) // 0.5 ms … 8 s
+	m.retries = reg.NewCounter(Namespace+"_publish_retries_total",
+		"Publishes sent again after a failed or unacknowledged attempt.")
+	m.duplicates = reg.NewCounter(Namespace+"_events_duplicates_total",
+		"Events found stored before and not stored again: acknowledged by JetStream as duplicates (an "+
+			"event with the same Nats-Msg-Id was stored within the duplicate window), or skipped by the bridge "+
+			"as stored beyond its resume point when the upstream replays them after a restart or reconnect.")
 	return m
 }
 
@@ -67,19 +53,16 @@ func NewPublish(reg prometheus.Registerer) *Publish {
 func (m *Publish) Published(typeToken string) { m.typeCounter(typeToken).Inc() }
 
 // Duplicate implements publish.Observer: the event was stored before and is not stored again.
-func (m *Publish) Duplicate(string) {
-	m.duplicates.Inc()
-	m.dupCount.Add(1)
-}
+func (m *Publish) Duplicate(string) { m.duplicates.Inc() }
 
 // Duplicates returns how many events were found stored before since start-up (see Duplicate).
-func (m *Publish) Duplicates() uint64 { return m.dupCount.Load() }
+func (m *Publish) Duplicates() uint64 { return m.duplicates.Value() }
 
 // AckLatency implements publish.Observer.
 func (m *Publish) AckLatency(d time.Duration) { m.ackSeconds.Observe(d.Seconds()) }
 
 // typeCounter returns the counter of a type token, creating it for the first MaxTypes tokens.
-func (m *Publish) typeCounter(token string) prometheus.Counter {
+func (m *Publish) typeCounter(token string) *Counter {
 	m.typesMu.Lock()
 	defer m.typesMu.Unlock()
 	if c, ok := m.types[token]; ok {
@@ -89,7 +72,7 @@ func (m *Publish) typeCounter(token string) prometheus.Counter {
 		return m.other
 	}
 	token = strings.Clone(token) // do not pin the buffer the token may point into
-	c := m.publishedBy.WithLabelValues(token)
+	c := m.publishedBy.With(token)
 	m.types[token] = c
 	return c
 }

@@ -3,8 +3,6 @@ package metrics
 import (
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -25,78 +23,63 @@ type Sources struct {
 	Leader func() bool
 }
 
-// scrapeCollector reports the values read from Sources at scrape time.
-type scrapeCollector struct {
+// scrapeSources holds the Sources and registers the metrics read from them at scrape time.
+type scrapeSources struct {
 	src atomic.Pointer[Sources]
 }
 
-func newScrape(reg prometheus.Registerer) *scrapeCollector {
-	c := &scrapeCollector{}
+func newScrape(reg *Registry) *scrapeSources {
+	c := &scrapeSources{}
 	c.src.Store(&Sources{})
-	reg.MustRegister(c)
+	bit := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	reg.Func(Namespace+"_stream_state",
+		"1 for the event stream's current state: starting, connected, reconnecting, unavailable (403/404) or stopped.",
+		TypeGauge, []string{"state"}, func(emit func(float64, ...string)) {
+			if f := c.src.Load().StreamState; f != nil {
+				cur := f()
+				for _, st := range StreamStates {
+					emit(bit(st == cur), st.String())
+				}
+			}
+		})
+	reg.Func(Namespace+"_reports_pending",
+		"Reports in the reports stream not yet settled: waiting, in flight, or waiting for a delayed redelivery.",
+		TypeGauge, nil, func(emit func(float64, ...string)) {
+			if f := c.src.Load().ReportsPending; f != nil {
+				emit(float64(f()))
+			}
+		})
+	reg.Func(Namespace+"_nats_connected", "1 while the NATS connection is up.", TypeGauge, nil,
+		func(emit func(float64, ...string)) {
+			if f := c.src.Load().NATSConnected; f != nil {
+				emit(bit(f()))
+			}
+		})
+	reg.Func(Namespace+"_nats_reconnects_total", "NATS reconnections since start-up.", TypeCounter, nil,
+		func(emit func(float64, ...string)) {
+			if f := c.src.Load().NATSReconnects; f != nil {
+				emit(float64(f()))
+			}
+		})
+	reg.Func(Namespace+"_leader",
+		"1 while this bridge holds the lease and reads the upstream stream, 0 on a standby.", TypeGauge, nil,
+		func(emit func(float64, ...string)) {
+			if f := c.src.Load().Leader; f != nil {
+				emit(bit(f()))
+			}
+		})
+	reg.Func(Namespace+"_ready", "1 when the readiness check passes (the same checks as /readyz).",
+		TypeGauge, []string{"check"}, func(emit func(float64, ...string)) {
+			if f := c.src.Load().Readiness; f != nil {
+				for name, ok := range f() {
+					emit(bit(ok), name)
+				}
+			}
+		})
 	return c
-}
-
-var (
-	descState = prometheus.NewDesc(Namespace+"_stream_state",
-		"1 for the event stream's current state: starting, connected, reconnecting, unavailable (403/404) or stopped.", []string{"state"}, nil)
-	descPending = prometheus.NewDesc(Namespace+"_reports_pending",
-		"Reports in the reports stream not yet settled: waiting, in flight, or waiting for a delayed redelivery.", nil, nil)
-	descNATSUp = prometheus.NewDesc(Namespace+"_nats_connected",
-		"1 while the NATS connection is up.", nil, nil)
-	descNATSReconnects = prometheus.NewDesc(Namespace+"_nats_reconnects_total",
-		"NATS reconnections since start-up.", nil, nil)
-	descReady = prometheus.NewDesc(Namespace+"_ready",
-		"1 when the readiness check passes (the same checks as /readyz).", []string{"check"}, nil)
-	descLeader = prometheus.NewDesc(Namespace+"_leader",
-		"1 while this bridge holds the lease and reads the upstream stream, 0 on a standby.", nil, nil)
-)
-
-func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descPending, descNATSUp, descNATSReconnects, descReady, descLeader} {
-		ch <- d
-	}
-}
-
-func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
-	src := c.src.Load()
-	if src.StreamState != nil {
-		cur := src.StreamState()
-		for _, st := range StreamStates {
-			v := 0.0
-			if st == cur {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, st.String())
-		}
-	}
-	if src.ReportsPending != nil {
-		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(src.ReportsPending()))
-	}
-	if src.NATSConnected != nil {
-		v := 0.0
-		if src.NATSConnected() {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(descNATSUp, prometheus.GaugeValue, v)
-	}
-	if src.NATSReconnects != nil {
-		ch <- prometheus.MustNewConstMetric(descNATSReconnects, prometheus.CounterValue, float64(src.NATSReconnects()))
-	}
-	if src.Leader != nil {
-		v := 0.0
-		if src.Leader() {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, v)
-	}
-	if src.Readiness != nil {
-		for name, ok := range src.Readiness() {
-			v := 0.0
-			if ok {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, v, name)
-		}
-	}
 }

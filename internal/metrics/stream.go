@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -15,10 +13,10 @@ import (
 // (Activity). Its methods are safe for concurrent use.
 type Stream struct {
 	start         time.Time
-	received      prometheus.Counter
-	connects      prometheus.Counter
-	disconnects   map[string]prometheus.Counter
-	disconnectVec *prometheus.CounterVec
+	received      *Counter
+	connects      *Counter
+	disconnects   map[string]*Counter
+	disconnectVec *Vec[Counter]
 	lastEvent     atomic.Int64 // unix nanoseconds
 	lastBytes     atomic.Int64 // unix nanoseconds
 	idMu          sync.Mutex
@@ -28,27 +26,30 @@ type Stream struct {
 var _ upstream.StreamObserver = (*Stream)(nil)
 
 // NewStream returns the event stream's metrics, registered on reg.
-func NewStream(reg prometheus.Registerer) *Stream {
-	m := &Stream{start: time.Now(), disconnects: map[string]prometheus.Counter{}}
+func NewStream(reg *Registry) *Stream {
+	m := &Stream{start: time.Now(), disconnects: map[string]*Counter{}}
 	m.lastEvent.Store(m.start.UnixNano())
 	m.lastBytes.Store(m.start.UnixNano())
-	m.received = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "events_received_total",
-		Help: "Messages with data read from the upstream event stream, before publishing.",
-	})
-	m.connects = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "stream_connects_total",
-		Help: "Successful connections to the upstream event stream.",
-	})
-	m.disconnectVec = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "stream_disconnects_total",
-		Help: "Ends of established event stream connections, by reason: eof (closed by the upstream), " +
-			"idle (no byte within the idle timeout), status, error.",
-	}, []string{"reason"})
+	m.received = reg.NewCounter(Namespace+"_events_received_total",
+		"Messages with data read from the upstream event stream, before publishing.")
+	m.connects = reg.NewCounter(Namespace+"_stream_connects_total",
+		"Successful connections to the upstream event stream.")
+	m.disconnectVec = reg.NewCounterVec(Namespace+"_stream_disconnects_total",
+		"Ends of established event stream connections, by reason: eof (closed by the upstream), "+
+			"idle (no byte within the idle timeout), status, error.", []string{"reason"})
 	for _, r := range DisconnectReasons {
-		m.disconnects[r] = m.disconnectVec.WithLabelValues(r)
+		m.disconnects[r] = m.disconnectVec.With(r)
 	}
-	reg.MustRegister(m.received, m.connects, m.disconnectVec, streamAges{m})
+	// The ages of the stream's last event and last bytes, at scrape time.
+	age := func(ns *atomic.Int64) func() float64 {
+		return func() float64 { return max(0, time.Since(time.Unix(0, ns.Load())).Seconds()) }
+	}
+	reg.GaugeFunc(Namespace+"_stream_last_event_age_seconds",
+		"Seconds since the last event was read from the upstream stream (since start-up when none was).",
+		age(&m.lastEvent))
+	reg.GaugeFunc(Namespace+"_stream_last_heartbeat_age_seconds",
+		"Seconds since the last bytes (event or keep-alive comment) arrived on the upstream stream, or since the connection was made.",
+		age(&m.lastBytes))
 	return m
 }
 
@@ -101,26 +102,4 @@ func (m *Stream) Activity() StreamActivity {
 	id := m.lastID
 	m.idMu.Unlock()
 	return StreamActivity{LastID: id, LastEvent: at(m.lastEvent.Load()), LastBytes: at(m.lastBytes.Load())}
-}
-
-// streamAges reports the ages of the stream's last event and last bytes at scrape time.
-type streamAges struct{ m *Stream }
-
-var (
-	descEventAge = prometheus.NewDesc(Namespace+"_stream_last_event_age_seconds",
-		"Seconds since the last event was read from the upstream stream (since start-up when none was).", nil, nil)
-	descBytesAge = prometheus.NewDesc(Namespace+"_stream_last_heartbeat_age_seconds",
-		"Seconds since the last bytes (event or keep-alive comment) arrived on the upstream stream, or since the connection was made.", nil, nil)
-)
-
-func (c streamAges) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descEventAge
-	ch <- descBytesAge
-}
-
-func (c streamAges) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
-	age := func(ns int64) float64 { return max(0, now.Sub(time.Unix(0, ns)).Seconds()) }
-	ch <- prometheus.MustNewConstMetric(descEventAge, prometheus.GaugeValue, age(c.m.lastEvent.Load()))
-	ch <- prometheus.MustNewConstMetric(descBytesAge, prometheus.GaugeValue, age(c.m.lastBytes.Load()))
 }

@@ -3,29 +3,25 @@ package metrics
 import (
 	"errors"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // Tokens is the token source's metrics. Its method is safe for concurrent use.
 type Tokens struct {
-	requests map[[2]string]prometheus.Counter
+	requests map[[2]string]*Counter
 }
 
 // NewTokens returns the token source's metrics, registered on reg.
-func NewTokens(reg prometheus.Registerer) *Tokens {
-	m := &Tokens{requests: map[[2]string]prometheus.Counter{}}
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "token_requests_total",
-		Help: "Token endpoint requests by kind (login, refresh) and result (ok, rejected, unavailable).",
-	}, []string{"kind", "result"})
+func NewTokens(reg *Registry) *Tokens {
+	m := &Tokens{requests: map[[2]string]*Counter{}}
+	vec := reg.NewCounterVec(Namespace+"_token_requests_total",
+		"Token endpoint requests by kind (login, refresh) and result (ok, rejected, unavailable).",
+		[]string{"kind", "result"})
 	for _, k := range TokenKinds {
 		for _, r := range TokenResults {
-			m.requests[[2]string{k, r}] = vec.WithLabelValues(k, r)
+			m.requests[[2]string{k, r}] = vec.With(k, r)
 		}
 	}
-	reg.MustRegister(vec)
 	return m
 }
 
