@@ -286,3 +286,18 @@ func TestDocumented(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// BenchmarkScrape: one GET /metrics of the daemon's registry (its metrics, the runtime's and the
+// process's), written to a recorder.
+func BenchmarkScrape(b *testing.B) {
+	reg := NewRegistry()
+	RegisterRuntime(reg)
+	m := New(reg, BuildInfo{Version: "v", Commit: "c", GoVersion: "go"})
+	m.Publish.Published("GATE_IN")
+	h := Handler(reg)
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+}

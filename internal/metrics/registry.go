@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -117,17 +116,29 @@ func (r *Registry) Gather() []Family {
 // sortSamples orders samples by their labels other than le and quantile, keeping the order in which a
 // series' samples were emitted (buckets ascending, then _sum and _count).
 func sortSamples(s []Sample) {
-	key := func(x Sample) string {
-		var b strings.Builder
+	if len(s) < 2 {
+		return
+	}
+	type keyed struct {
+		key string
+		s   Sample
+	}
+	k := make([]keyed, len(s))
+	var b strings.Builder
+	for i, x := range s {
+		b.Reset()
 		for _, l := range x.Labels {
 			if l.Name != "le" && l.Name != "quantile" {
 				b.WriteString(l.Value)
 				b.WriteByte(0xff)
 			}
 		}
-		return b.String()
+		k[i] = keyed{b.String(), x}
 	}
-	slices.SortStableFunc(s, func(a, b Sample) int { return cmp.Compare(key(a), key(b)) })
+	slices.SortStableFunc(k, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	for i := range k {
+		s[i] = k[i].s
+	}
 }
 
 func pairs(names, values []string) []Label {

@@ -19,13 +19,31 @@ import (
 // values are computed from runtime/metrics, as the client library's are, without stopping the world.
 // The process_* values are read from /proc: where it is missing (not Linux), they are left out.
 func RegisterRuntime(reg *Registry) {
-	rt := &runtimeReader{samples: make([]rm.Sample, len(runtimeNames))}
+	samples := make([]rm.Sample, len(runtimeNames))
 	for i, n := range runtimeNames {
-		rt.samples[i].Name = n
+		samples[i].Name = n
 	}
+	values := every(func() []float64 {
+		rm.Read(samples)
+		v := make([]float64, len(samples))
+		for i, s := range samples {
+			switch s.Value.Kind() {
+			case rm.KindUint64:
+				v[i] = float64(s.Value.Uint64())
+			case rm.KindFloat64:
+				v[i] = s.Value.Float64()
+			}
+		}
+		return v
+	})
 	for _, g := range goGauges {
 		reg.Func(g.name, g.help, g.typ, nil, func(emit func(float64, ...string)) {
-			emit(rt.read(g.value))
+			v := values()
+			var sum float64
+			for _, i := range g.value {
+				sum += v[i]
+			}
+			emit(sum)
 		})
 	}
 	reg.GaugeFunc("go_goroutines", "Number of goroutines that currently exist.",
@@ -36,17 +54,22 @@ func RegisterRuntime(reg *Registry) {
 	})
 	reg.Func("go_info", "Information about the Go environment.", TypeGauge, []string{"version"},
 		func(emit func(float64, ...string)) { emit(1, runtime.Version()) })
+	gc := every(func() *debug.GCStats {
+		s := &debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}
+		debug.ReadGCStats(s)
+		return s
+	})
 	reg.GaugeFunc("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.",
 		func() float64 {
-			var s debug.GCStats
-			debug.ReadGCStats(&s)
-			return float64(s.LastGC.UnixNano()) / 1e9
+			if last := gc().LastGC; !last.IsZero() {
+				return float64(last.UnixNano()) / 1e9
+			}
+			return 0 // no collection yet
 		})
 	reg.register("go_gc_duration_seconds",
 		"A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.",
 		TypeSummary, func(emit func(Sample)) {
-			s := debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}
-			debug.ReadGCStats(&s)
+			s := gc()
 			for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
 				emit(Sample{Name: "go_gc_duration_seconds", Labels: []Label{{"quantile", q}}, Value: s.PauseQuantiles[i].Seconds()})
 			}
@@ -114,31 +137,23 @@ var goGauges = []struct {
 	{"go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", TypeGauge, []int{22}},
 }
 
-// runtimeReader reads runtime/metrics once per scrape for all the gauges: a gather calls each family in
-// turn, and the first read within a second serves the others.
-type runtimeReader struct {
-	mu      sync.Mutex
-	at      time.Time
-	samples []rm.Sample
-}
-
-func (r *runtimeReader) read(idx []int) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.at) > time.Second {
-		rm.Read(r.samples)
-		r.at = time.Now()
-	}
-	var sum float64
-	for _, i := range idx {
-		switch v := r.samples[i].Value; v.Kind() {
-		case rm.KindUint64:
-			sum += float64(v.Uint64())
-		case rm.KindFloat64:
-			sum += v.Float64()
+// every returns a function that calls read again only when its last result is older than a second: the
+// families computed from one reading (runtime/metrics, /proc/self/stat) share it within a scrape, which
+// also keeps their values consistent with each other.
+func every[T any](read func() T) func() T {
+	var (
+		mu sync.Mutex
+		at time.Time
+		v  T
+	)
+	return func() T {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			v, at = read(), time.Now()
 		}
+		return v
 	}
-	return sum
 }
 
 // userHZ is the unit of the CPU times in /proc/self/stat: USER_HZ is 100 on every Linux architecture Go
@@ -150,37 +165,41 @@ func registerProcess(reg *Registry) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		return
 	}
-	stat := func() (cpu, vsize, rss float64, ok bool) {
+	type procStat struct {
+		cpu, vsize, rss float64
+		ok              bool
+	}
+	stat := every(func() procStat {
 		raw, err := os.ReadFile("/proc/self/stat")
 		if err != nil {
-			return 0, 0, 0, false
+			return procStat{}
 		}
 		// Fields after the command name, which is in parentheses and may hold spaces: state is the
 		// first, so utime (the 14th field) is f[11].
 		i := bytes.LastIndexByte(raw, ')')
 		if i < 0 {
-			return 0, 0, 0, false
+			return procStat{}
 		}
 		f := strings.Fields(string(raw[i+1:]))
 		if len(f) < 22 {
-			return 0, 0, 0, false
+			return procStat{}
 		}
 		num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
-		return (num(f[11]) + num(f[12])) / userHZ, num(f[20]), num(f[21]) * float64(os.Getpagesize()), true
-	}
-	fromStat := func(pick func(cpu, vsize, rss float64) float64) func(emit func(float64, ...string)) {
+		return procStat{(num(f[11]) + num(f[12])) / userHZ, num(f[20]), num(f[21]) * float64(os.Getpagesize()), true}
+	})
+	fromStat := func(pick func(procStat) float64) func(emit func(float64, ...string)) {
 		return func(emit func(float64, ...string)) {
-			if cpu, vsize, rss, ok := stat(); ok {
-				emit(pick(cpu, vsize, rss))
+			if st := stat(); st.ok {
+				emit(pick(st))
 			}
 		}
 	}
 	reg.Func("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", TypeCounter, nil,
-		fromStat(func(cpu, _, _ float64) float64 { return cpu }))
+		fromStat(func(st procStat) float64 { return st.cpu }))
 	reg.Func("process_virtual_memory_bytes", "Virtual memory size in bytes.", TypeGauge, nil,
-		fromStat(func(_, vsize, _ float64) float64 { return vsize }))
+		fromStat(func(st procStat) float64 { return st.vsize }))
 	reg.Func("process_resident_memory_bytes", "Resident memory size in bytes.", TypeGauge, nil,
-		fromStat(func(_, _, rss float64) float64 { return rss }))
+		fromStat(func(st procStat) float64 { return st.rss }))
 
 	start := processStart()
 	reg.GaugeFunc("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
