@@ -150,7 +150,8 @@ func pairs(names, values []string) []Label {
 	}
 	l := make([]Label, len(names))
 	for i := range names {
-		l[i] = Label{names[i], values[i]}
+		// Prometheus refuses a whole page for one label value that is not UTF-8.
+		l[i] = Label{names[i], strings.ToValidUTF8(values[i], "\uFFFD")}
 	}
 	slices.SortFunc(l, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
 	return l

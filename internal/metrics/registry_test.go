@@ -9,7 +9,7 @@ import (
 )
 
 // TestWriteText pins the text format: HELP and TYPE per family in name order, help and label values
-// escaped, labels sorted by name, series sorted by their labels, histogram buckets cumulative with +Inf,
+// escaped (and made valid UTF-8), labels sorted by name, series sorted by their labels, histogram buckets cumulative with +Inf,
 // then _sum and _count. Prometheus's own parser reads the daemon's whole page in deploy's
 // TestMetricsExposition.
 func TestWriteText(t *testing.T) {
@@ -18,6 +18,7 @@ func TestWriteText(t *testing.T) {
 	c.With("1", `quote " backslash \ newline `+"\n").Inc()
 	c.With("0", "plain").Inc()
 	c.With("0", "plain").Inc()
+	c.With("2", "not UTF-8 \xff").Inc()
 	h := reg.NewHistogram("a_seconds", "Times.", []float64{0.5, 1, 2.5})
 	for _, v := range []float64{0.5, 0.75, 3, 0.1} {
 		h.Observe(v)
@@ -42,6 +43,7 @@ a_seconds_sum 4.35
 a_seconds_count 4
 # HELP b_total Counts \\ things\nover two lines.
 # TYPE b_total counter
+b_total{a="not UTF-8 �",z="2"} 1
 b_total{a="plain",z="0"} 2
 b_total{a="quote \" backslash \\ newline \n",z="1"} 1
 # HELP c A gauge.
