@@ -599,3 +599,49 @@ func TestQuoteValue(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseAfterUnansweredRenewal: a renewal the server stored but whose answer Run did not wait for
+// (it was stopping) leaves the key one revision past the process's own. The release finds its own value
+// there and deletes it, so the next leader does not wait out the TTL; a key another holder wrote since
+// stays.
+func TestReleaseAfterUnansweredRenewal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js, err := jetstream.New(testutil.StartNATS(t, nil).Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		next     func(self Holder) Holder // the value of the write after the process's own
+		released bool
+	}{
+		{"own renewal", func(self Holder) Holder { return self }, true},
+		{"another holder", func(Holder) Holder { return Holder{Name: "b", PID: 2, Instance: "0123456789abcdef"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(js, Config{Bucket: bucket, Key: strings.ReplaceAll(tc.name, " ", "_"), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := l.bucket(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev, err := kv.Create(ctx, l.cfg.Key, valueFor(l.self))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kv.Put(ctx, l.cfg.Key, valueFor(tc.next(l.self))); err != nil {
+				t.Fatal(err)
+			}
+			r := &runner{Lease: l, kv: kv}
+			r.rev = rev // the process's last revision it knows of
+			r.release(ctx)
+			_, err = kv.Get(ctx, l.cfg.Key)
+			if gone := errors.Is(err, jetstream.ErrKeyNotFound); gone != tc.released {
+				t.Errorf("key gone = %v (Get: %v), want %v", gone, err, tc.released)
+			}
+		})
+	}
+}

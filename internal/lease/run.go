@@ -360,6 +360,16 @@ func (r *runner) release(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	err := r.kv.Delete(rctx, r.cfg.Key, jetstream.LastRevision(r.rev))
+	if isWrongRevision(err) {
+		// A renewal stored but not answered (Run stopped while it was in flight) moved the key on with
+		// this process's own value: release that revision, or the next leader waits out the TTL.
+		if e, gerr := r.kv.Get(rctx, r.cfg.Key); gerr == nil {
+			if h, ok := holderOf(e); ok && h.Instance == r.self.Instance {
+				r.rev = e.Revision()
+				err = r.kv.Delete(rctx, r.cfg.Key, jetstream.LastRevision(r.rev))
+			}
+		}
+	}
 	if err != nil {
 		r.log.Warn("cannot release the lease; it expires after its TTL", "err", err, "revision", r.rev)
 	} else {
