@@ -301,7 +301,8 @@ func exposition(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ct := resp.Header.Get("Content-Type"); expfmt.ResponseFormat(resp.Header).FormatType() != expfmt.TypeTextPlain {
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" ||
+		expfmt.ResponseFormat(resp.Header).FormatType() != expfmt.TypeTextPlain {
 		t.Fatalf("Content-Type %q is not the text format's", ct)
 	}
 	return body
@@ -401,6 +402,84 @@ func TestMetricsExposition(t *testing.T) {
 			t.Errorf("%s is neither the bridge's nor the client library's", name)
 		}
 	}
+}
+
+// TestRuntimeValuesAsClientLibrary: the go_* and process_* values are the client library's. Its
+// collectors are read between two readings of the bridge's, back to back: each value must lie between
+// the bridge's two (with a small slack for what moves in between: allocations, CPU ticks, traffic of
+// other processes in the network namespace), and the settings (limits, GOGC, GOMAXPROCS, start time)
+// must be equal. A collection or the scavenger between the readings can move a gauge: the comparison is
+// tried again then, up to five times.
+func TestRuntimeValuesAsClientLibrary(t *testing.T) {
+	ours := metrics.NewRegistry()
+	metrics.RegisterRuntime(ours)
+	theirs := prometheus.NewRegistry()
+	theirs.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	read := func() map[string]float64 {
+		v := map[string]float64{}
+		for _, f := range ours.Gather() {
+			for _, s := range f.Samples {
+				if len(s.Labels) == 0 {
+					v[s.Name] = s.Value
+				}
+			}
+		}
+		return v
+	}
+	slack := map[string]float64{
+		"process_cpu_seconds_total":            0.02,
+		"process_network_receive_bytes_total":  1 << 20,
+		"process_network_transmit_bytes_total": 1 << 20,
+		"process_resident_memory_bytes":        1 << 20,
+		"process_virtual_memory_bytes":         8 << 20,
+		"go_threads":                           1,
+		"go_goroutines":                        8, // the client library gathers in goroutines of its own
+		"process_open_fds":                     1,
+	}
+	exact := []string{"process_start_time_seconds", "process_max_fds", "process_virtual_memory_max_bytes",
+		"go_gc_gogc_percent", "go_gc_gomemlimit_bytes", "go_sched_gomaxprocs_threads"}
+	var problems []string
+	for range 5 {
+		runtime.GC()
+		before := read()
+		mfs, err := theirs.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := read()
+		problems = nil
+		compared := 0
+		for _, mf := range mfs {
+			name := mf.GetName()
+			if mf.GetType() == dto.MetricType_SUMMARY || len(mf.GetMetric()) != 1 || len(mf.GetMetric()[0].GetLabel()) > 0 {
+				continue
+			}
+			m := mf.GetMetric()[0]
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			lo, hi := min(before[name], after[name]), max(before[name], after[name])
+			d := slack[name]
+			if d == 0 && strings.HasPrefix(name, "go_memstats_") && strings.HasSuffix(name, "_bytes") {
+				d = 64 << 10
+			}
+			if d == 0 && strings.HasPrefix(name, "go_memstats_") {
+				d = 256 // objects
+			}
+			if slices.Contains(exact, name) {
+				lo, hi, d = before[name], before[name], 0.01
+			}
+			compared++
+			if v < lo-d || v > hi+d {
+				problems = append(problems, fmt.Sprintf("%s: the client library's %v, the bridge's %v then %v", name, v, before[name], after[name]))
+			}
+		}
+		if compared < 30 {
+			t.Fatalf("compared only %d values", compared)
+		}
+		if len(problems) == 0 {
+			return
+		}
+	}
+	t.Errorf("in five tries, the last:\n%s", strings.Join(problems, "\n"))
 }
 
 func labelNames(m *dto.Metric) string {

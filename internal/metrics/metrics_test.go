@@ -140,6 +140,7 @@ func TestScrapeTimeSources(t *testing.T) {
 		NATSReconnects: func() uint64 { return 3 },
 		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
 	})
+	requireUnique(t, reg) // what the client library's pedantic registry checked
 	got := map[string]string{}
 	for k, v := range series(t, reg) {
 		got[k] = fmt.Sprint(v)

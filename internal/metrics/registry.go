@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // The metric types, as the exposition's TYPE lines name them.
@@ -23,8 +24,17 @@ const (
 // histograms with fixed buckets, with a few label values known in advance, and the Prometheus client
 // library doubled the daemon's idle memory for them (docs/performance.md). Safe for concurrent use.
 type Registry struct {
-	mu   sync.Mutex
-	fams map[string]*family
+	mu     sync.Mutex
+	fams   map[string]*family
+	before []func()
+}
+
+// BeforeGather adds a function that Gather calls before it collects the families: a reading that
+// several families share (RegisterRuntime's) is taken there once per scrape.
+func (r *Registry) BeforeGather(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.before = append(r.before, f)
 }
 
 // NewRegistry returns an empty registry.
@@ -57,8 +67,8 @@ func (s Sample) Label(name string) string {
 	return ""
 }
 
-// Family is a metric family as gathered: its samples are sorted by their labels, a histogram's or
-// summary's series kept together.
+// Family is a metric family as gathered: its series in a fixed order of their label values (not
+// lexicographic; the format asks for none), a histogram's or summary's samples kept together.
 type Family struct {
 	Name, Help, Type string
 	Samples          []Sample
@@ -100,7 +110,11 @@ func (r *Registry) Gather() []Family {
 	for _, f := range r.fams {
 		fams = append(fams, f)
 	}
+	before := r.before
 	r.mu.Unlock()
+	for _, f := range before {
+		f()
+	}
 	slices.SortFunc(fams, func(a, b *family) int { return strings.Compare(a.name, b.name) })
 
 	out := make([]Family, 0, len(fams))
@@ -113,8 +127,8 @@ func (r *Registry) Gather() []Family {
 	return out
 }
 
-// sortSamples orders samples by their labels other than le and quantile, keeping the order in which a
-// series' samples were emitted (buckets ascending, then _sum and _count).
+// sortSamples orders samples by their label values other than le and quantile (each ended by 0xff),
+// keeping the order in which a series' samples were emitted (buckets ascending, then _sum and _count).
 func sortSamples(s []Sample) {
 	if len(s) < 2 {
 		return
@@ -150,7 +164,8 @@ func pairs(names, values []string) []Label {
 	}
 	l := make([]Label, len(names))
 	for i := range names {
-		// Prometheus refuses a whole page for one label value that is not UTF-8.
+		// Prometheus refuses a whole page for one label value that is not UTF-8 (Vec's are made valid
+		// before they are keyed; Func's here).
 		l[i] = Label{names[i], strings.ToValidUTF8(values[i], "\uFFFD")}
 	}
 	slices.SortFunc(l, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
@@ -203,6 +218,11 @@ func (v *Vec[T]) With(values ...string) *T {
 	var buf [128]byte
 	key := buf[:0]
 	for _, s := range values {
+		if !utf8.ValidString(s) {
+			// Prometheus refuses a whole page for one such value; made valid first, it cannot share
+			// a key, or a series once written, with another list of values.
+			return v.With(validUTF8(values)...)
+		}
 		key = append(key, s...)
 		key = append(key, 0xff) // not in UTF-8: no two value lists share a key
 	}
@@ -223,6 +243,14 @@ func (v *Vec[T]) With(values ...string) *T {
 	}
 	v.children[string(key)] = c
 	return c.m
+}
+
+func validUTF8(values []string) []string {
+	out := make([]string, len(values))
+	for i, s := range values {
+		out[i] = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return out
 }
 
 // each calls f for every child.
@@ -246,7 +274,8 @@ func (r *Registry) NewCounterVec(name, help string, labels []string) *Vec[Counte
 }
 
 // Histogram counts observations in buckets with fixed upper bounds. Its methods are safe for concurrent
-// use and do not allocate. A gather that runs beside an Observe may see its count before its sum.
+// use and do not allocate. A gather that runs beside an Observe may count it in _sum and not in the
+// buckets, or the other way round; _count is always the +Inf bucket's.
 type Histogram struct {
 	upper   []float64       // ascending; the +Inf bucket is implicit
 	counts  []atomic.Uint64 // per bucket (not cumulative), len(upper)+1
@@ -324,8 +353,12 @@ func ExponentialBuckets(start, factor float64, n int) []float64 {
 }
 
 func checkBuckets(b []float64) {
-	if len(b) == 0 || !slices.IsSorted(b) || slices.Contains(b, math.Inf(1)) {
-		panic(fmt.Sprintf("metrics: buckets %v are not ascending finite bounds", b))
+	ok := len(b) > 0
+	for i, v := range b {
+		ok = ok && !math.IsNaN(v) && !math.IsInf(v, 0) && (i == 0 || v > b[i-1])
+	}
+	if !ok {
+		panic(fmt.Sprintf("metrics: buckets %v are not strictly ascending finite bounds", b))
 	}
 }
 

@@ -29,6 +29,7 @@ func TestWriteText(t *testing.T) {
 		emit(1e-7, "a")
 	})
 
+	requireUnique(t, reg)
 	var b bytes.Buffer
 	if err := WriteText(&b, reg.Gather()); err != nil {
 		t.Fatal(err)
@@ -79,17 +80,19 @@ func TestHistogramVecSeries(t *testing.T) {
 // format reserves, buckets out of order, or the wrong number of label values are programming errors.
 func TestRegistryRefuses(t *testing.T) {
 	for name, f := range map[string]func(*Registry){
-		"twice":       func(r *Registry) { r.NewCounter("x", ""); r.NewCounter("x", "") },
-		"bad name":    func(r *Registry) { r.NewCounter("x-y", "") },
-		"digit first": func(r *Registry) { r.NewCounter("1x", "") },
-		"empty name":  func(r *Registry) { r.NewCounter("", "") },
-		"bad label":   func(r *Registry) { r.NewCounterVec("x", "", []string{"a:b"}) },
-		"reserved le": func(r *Registry) { r.NewHistogramVec("x", "", []float64{1}, []string{"le"}) },
-		"reserved __": func(r *Registry) { r.NewCounterVec("x", "", []string{"__a"}) },
-		"no buckets":  func(r *Registry) { r.NewHistogram("x", "", nil) },
-		"descending":  func(r *Registry) { r.NewHistogram("x", "", []float64{2, 1}) },
-		"inf bucket":  func(r *Registry) { r.NewHistogram("x", "", []float64{1, math.Inf(1)}) },
-		"values":      func(r *Registry) { r.NewCounterVec("x", "", []string{"a"}).With("1", "2") },
+		"twice":         func(r *Registry) { r.NewCounter("x", ""); r.NewCounter("x", "") },
+		"bad name":      func(r *Registry) { r.NewCounter("x-y", "") },
+		"digit first":   func(r *Registry) { r.NewCounter("1x", "") },
+		"empty name":    func(r *Registry) { r.NewCounter("", "") },
+		"bad label":     func(r *Registry) { r.NewCounterVec("x", "", []string{"a:b"}) },
+		"reserved le":   func(r *Registry) { r.NewHistogramVec("x", "", []float64{1}, []string{"le"}) },
+		"reserved __":   func(r *Registry) { r.NewCounterVec("x", "", []string{"__a"}) },
+		"no buckets":    func(r *Registry) { r.NewHistogram("x", "", nil) },
+		"descending":    func(r *Registry) { r.NewHistogram("x", "", []float64{2, 1}) },
+		"inf bucket":    func(r *Registry) { r.NewHistogram("x", "", []float64{1, math.Inf(1)}) },
+		"equal buckets": func(r *Registry) { r.NewHistogram("x", "", []float64{1, 1, 2}) },
+		"NaN bucket":    func(r *Registry) { r.NewHistogram("x", "", []float64{1, math.NaN()}) },
+		"values":        func(r *Registry) { r.NewCounterVec("x", "", []string{"a"}).With("1", "2") },
 		"func values": func(r *Registry) {
 			r.Func("x", "", TypeGauge, []string{"a"}, func(e func(float64, ...string)) { e(1) })
 			r.Gather()
@@ -159,5 +162,40 @@ func TestConcurrentObserveAndGather(t *testing.T) {
 	}
 	if sum != 4000 {
 		t.Errorf("counters sum to %v, want 4000", sum)
+	}
+}
+
+// TestInvalidUTF8Values: label values that are not UTF-8 are made valid before a child is keyed, so two
+// such values that read alike are one series (never two series of one name and labels on the page), and
+// two lists of values never share a child.
+func TestInvalidUTF8Values(t *testing.T) {
+	reg := NewRegistry()
+	c := reg.NewCounterVec("x_total", "", []string{"a", "b"})
+	if c.With("a\xff", "b") == c.With("a", "\xffb") {
+		t.Error("two lists of values share a child")
+	}
+	c.With("\xfe", "").Inc()
+	c.With("\xfd", "").Inc()
+	if got := c.With("\uFFFD", "").Value(); got != 2 {
+		t.Errorf("the series of the two values alike holds %d, want 2", got)
+	}
+	requireUnique(t, reg)
+}
+
+// requireUnique fails when two samples of reg have one name and one set of labels.
+func requireUnique(t *testing.T, reg *Registry) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, f := range reg.Gather() {
+		for _, s := range f.Samples {
+			k := s.Name
+			for _, l := range s.Labels {
+				k += "\x00" + l.Name + "=" + l.Value
+			}
+			if seen[k] {
+				t.Errorf("series %q appears twice", k)
+			}
+			seen[k] = true
+		}
 	}
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -9,7 +10,7 @@ import (
 	rm "runtime/metrics"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,34 +18,40 @@ import (
 // the help texts of the Prometheus client library's Go and process collectors, which dashboards for Go
 // programs expect (go_goroutines, go_memstats_*, process_resident_memory_bytes, ...). The go_memstats_*
 // values are computed from runtime/metrics, as the client library's are, without stopping the world.
-// The process_* values are read from /proc: where it is missing (not Linux), they are left out.
+// The process_* values are read from /proc, from the files the client library reads: where one is
+// missing (not Linux), its metrics are left out. Every scrape reads each source once, before the
+// families are gathered (reading), so the families computed from one source agree with each other.
 func RegisterRuntime(reg *Registry) {
-	samples := make([]rm.Sample, len(runtimeNames))
-	for i, n := range runtimeNames {
-		samples[i].Name = n
+	known := map[string]bool{}
+	for _, d := range rm.All() {
+		known[d.Name] = true
 	}
-	values := every(func() []float64 {
-		rm.Read(samples)
-		v := make([]float64, len(samples))
-		for i, s := range samples {
-			switch s.Value.Kind() {
-			case rm.KindUint64:
-				v[i] = float64(s.Value.Uint64())
-			case rm.KindFloat64:
-				v[i] = s.Value.Float64()
+	for _, n := range runtimeNames {
+		if !known[n] {
+			panic(fmt.Sprintf("metrics: this Go runtime has no metric %s", n))
+		}
+	}
+	var cur atomic.Pointer[reading]
+	reg.BeforeGather(func() { cur.Store(read()) })
+	// from emits one value of the current reading, when its source could be read.
+	from := func(value func(r *reading) (float64, bool)) func(emit func(float64, ...string)) {
+		return func(emit func(float64, ...string)) {
+			if r := cur.Load(); r != nil {
+				if v, ok := value(r); ok {
+					emit(v)
+				}
 			}
 		}
-		return v
-	})
+	}
+
 	for _, g := range goGauges {
-		reg.Func(g.name, g.help, g.typ, nil, func(emit func(float64, ...string)) {
-			v := values()
+		reg.Func(g.name, g.help, g.typ, nil, from(func(r *reading) (float64, bool) {
 			var sum float64
 			for _, i := range g.value {
-				sum += v[i]
+				sum += r.runtime[i]
 			}
-			emit(sum)
-		})
+			return sum, true
+		}))
 	}
 	reg.GaugeFunc("go_goroutines", "Number of goroutines that currently exist.",
 		func() float64 { return float64(runtime.NumGoroutine()) })
@@ -54,32 +61,53 @@ func RegisterRuntime(reg *Registry) {
 	})
 	reg.Func("go_info", "Information about the Go environment.", TypeGauge, []string{"version"},
 		func(emit func(float64, ...string)) { emit(1, runtime.Version()) })
-	gc := every(func() *debug.GCStats {
-		s := &debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}
-		debug.ReadGCStats(s)
-		return s
-	})
-	reg.GaugeFunc("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.",
-		func() float64 {
-			if last := gc().LastGC; !last.IsZero() {
-				return float64(last.UnixNano()) / 1e9
+	reg.Func("go_memstats_last_gc_time_seconds", "Number of seconds since 1970 of last garbage collection.",
+		TypeGauge, nil, from(func(r *reading) (float64, bool) {
+			if r.gc.LastGC.IsZero() {
+				return 0, true // no collection yet
 			}
-			return 0 // no collection yet
-		})
+			return float64(r.gc.LastGC.UnixNano()) / 1e9, true
+		}))
 	reg.register("go_gc_duration_seconds",
 		"A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.",
 		TypeSummary, func(emit func(Sample)) {
-			s := gc()
-			for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
-				emit(Sample{Name: "go_gc_duration_seconds", Labels: []Label{{"quantile", q}}, Value: s.PauseQuantiles[i].Seconds()})
+			r := cur.Load()
+			if r == nil {
+				return
 			}
-			emit(Sample{Name: "go_gc_duration_seconds_sum", Value: s.PauseTotal.Seconds()})
-			emit(Sample{Name: "go_gc_duration_seconds_count", Value: float64(s.NumGC)})
+			for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
+				emit(Sample{Name: "go_gc_duration_seconds", Labels: []Label{{"quantile", q}}, Value: r.gc.PauseQuantiles[i].Seconds()})
+			}
+			emit(Sample{Name: "go_gc_duration_seconds_sum", Value: r.gc.PauseTotal.Seconds()})
+			emit(Sample{Name: "go_gc_duration_seconds_count", Value: float64(r.gc.NumGC)})
 		})
-	registerProcess(reg)
+
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return
+	}
+	reg.Func("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", TypeCounter, nil,
+		from(func(r *reading) (float64, bool) { return r.cpu, r.statOK }))
+	reg.Func("process_virtual_memory_bytes", "Virtual memory size in bytes.", TypeGauge, nil,
+		from(func(r *reading) (float64, bool) { return r.vsize, r.statOK }))
+	reg.Func("process_resident_memory_bytes", "Resident memory size in bytes.", TypeGauge, nil,
+		from(func(r *reading) (float64, bool) { return r.rss, r.statOK }))
+	if start, ok := processStart(); ok {
+		reg.GaugeFunc("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+			func() float64 { return start })
+	}
+	reg.Func("process_open_fds", "Number of open file descriptors.", TypeGauge, nil,
+		from(func(r *reading) (float64, bool) { return r.openFDs, r.openFDs >= 0 }))
+	reg.Func("process_max_fds", "Maximum number of open file descriptors.", TypeGauge, nil,
+		from(func(r *reading) (float64, bool) { return r.maxFDs, r.limitsOK }))
+	reg.Func("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", TypeGauge, nil,
+		from(func(r *reading) (float64, bool) { return r.maxAS, r.limitsOK }))
+	reg.Func("process_network_receive_bytes_total", "Number of bytes received by the process over the network.",
+		TypeCounter, nil, from(func(r *reading) (float64, bool) { return r.netIn, r.netOK }))
+	reg.Func("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.",
+		TypeCounter, nil, from(func(r *reading) (float64, bool) { return r.netOut, r.netOK }))
 }
 
-// runtimeNames are the runtime/metrics read at each scrape, once for all the gauges computed from them.
+// runtimeNames are the runtime/metrics read once per scrape for all the gauges computed from them.
 var runtimeNames = []string{
 	"/memory/classes/heap/objects:bytes",          // 0
 	"/gc/heap/allocs:bytes",                       // 1
@@ -137,143 +165,106 @@ var goGauges = []struct {
 	{"go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", TypeGauge, []int{22}},
 }
 
-// every returns a function that calls read again only when its last result is older than a second: the
-// families computed from one reading (runtime/metrics, /proc/self/stat) share it within a scrape, which
-// also keeps their values consistent with each other.
-func every[T any](read func() T) func() T {
-	var (
-		mu sync.Mutex
-		at time.Time
-		v  T
-	)
-	return func() T {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(at) > time.Second {
-			v, at = read(), time.Now()
-		}
-		return v
+// reading is one scrape's values of the runtime and the process.
+type reading struct {
+	runtime []float64 // by index of runtimeNames
+	gc      debug.GCStats
+
+	cpu, vsize, rss float64 // /proc/self/stat
+	statOK          bool
+	openFDs         float64 // /proc/self/fd; -1 when it cannot be read
+	maxFDs, maxAS   float64 // /proc/self/limits
+	limitsOK        bool
+	netIn, netOut   float64 // /proc/self/net/netstat
+	netOK           bool
+}
+
+func read() *reading {
+	r := &reading{runtime: make([]float64, len(runtimeNames)), openFDs: -1}
+	samples := make([]rm.Sample, len(runtimeNames))
+	for i, n := range runtimeNames {
+		samples[i].Name = n
 	}
+	rm.Read(samples)
+	for i, s := range samples {
+		switch s.Value.Kind() {
+		case rm.KindUint64:
+			r.runtime[i] = float64(s.Value.Uint64())
+		case rm.KindFloat64:
+			r.runtime[i] = s.Value.Float64()
+		}
+	}
+	r.gc.PauseQuantiles = make([]time.Duration, 5)
+	debug.ReadGCStats(&r.gc)
+
+	if f, ok := procStatFields(); ok && len(f) >= 22 {
+		num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+		r.cpu = (num(f[11]) + num(f[12])) / userHZ
+		r.vsize, r.rss = num(f[20]), num(f[21])*float64(os.Getpagesize())
+		r.statOK = true
+	}
+	if d, err := os.Open("/proc/self/fd"); err == nil {
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err == nil {
+			r.openFDs = float64(len(names) - 1) // less the descriptor that read the directory
+		}
+	}
+	if raw, err := os.ReadFile("/proc/self/limits"); err == nil {
+		var ok1, ok2 bool
+		r.maxFDs, ok1 = procLimit(raw, "Max open files")
+		r.maxAS, ok2 = procLimit(raw, "Max address space")
+		r.limitsOK = ok1 && ok2
+	}
+	if raw, err := os.ReadFile("/proc/self/net/netstat"); err == nil {
+		r.netIn, r.netOut, r.netOK = ipOctets(raw)
+	}
+	return r
 }
 
 // userHZ is the unit of the CPU times in /proc/self/stat: USER_HZ is 100 on every Linux architecture Go
 // runs on (the Prometheus client assumes the same).
 const userHZ = 100
 
-// registerProcess registers the process_* metrics read from /proc, if it is there.
-func registerProcess(reg *Registry) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		return
-	}
-	type procStat struct {
-		cpu, vsize, rss float64
-		ok              bool
-	}
-	stat := every(func() procStat {
-		raw, err := os.ReadFile("/proc/self/stat")
-		if err != nil {
-			return procStat{}
-		}
-		// Fields after the command name, which is in parentheses and may hold spaces: state is the
-		// first, so utime (the 14th field) is f[11].
-		i := bytes.LastIndexByte(raw, ')')
-		if i < 0 {
-			return procStat{}
-		}
-		f := strings.Fields(string(raw[i+1:]))
-		if len(f) < 22 {
-			return procStat{}
-		}
-		num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
-		return procStat{(num(f[11]) + num(f[12])) / userHZ, num(f[20]), num(f[21]) * float64(os.Getpagesize()), true}
-	})
-	fromStat := func(pick func(procStat) float64) func(emit func(float64, ...string)) {
-		return func(emit func(float64, ...string)) {
-			if st := stat(); st.ok {
-				emit(pick(st))
-			}
-		}
-	}
-	reg.Func("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", TypeCounter, nil,
-		fromStat(func(st procStat) float64 { return st.cpu }))
-	reg.Func("process_virtual_memory_bytes", "Virtual memory size in bytes.", TypeGauge, nil,
-		fromStat(func(st procStat) float64 { return st.vsize }))
-	reg.Func("process_resident_memory_bytes", "Resident memory size in bytes.", TypeGauge, nil,
-		fromStat(func(st procStat) float64 { return st.rss }))
-
-	start := processStart()
-	reg.GaugeFunc("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-		func() float64 { return start })
-	reg.Func("process_open_fds", "Number of open file descriptors.", TypeGauge, nil, func(emit func(float64, ...string)) {
-		if d, err := os.Open("/proc/self/fd"); err == nil {
-			names, err := d.Readdirnames(-1)
-			d.Close()
-			if err == nil {
-				emit(float64(len(names) - 1)) // less the descriptor that read the directory
-			}
-		}
-	})
-	limit := func(row string) func(emit func(float64, ...string)) {
-		return func(emit func(float64, ...string)) {
-			if v, ok := procLimit(row); ok {
-				emit(v)
-			}
-		}
-	}
-	reg.Func("process_max_fds", "Maximum number of open file descriptors.", TypeGauge, nil, limit("Max open files"))
-	reg.Func("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", TypeGauge, nil,
-		limit("Max address space"))
-	net := func(col int) func(emit func(float64, ...string)) {
-		return func(emit func(float64, ...string)) {
-			if v, ok := netDevTotal(col); ok {
-				emit(v)
-			}
-		}
-	}
-	reg.Func("process_network_receive_bytes_total", "Number of bytes received by the process over the network.",
-		TypeCounter, nil, net(0))
-	reg.Func("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.",
-		TypeCounter, nil, net(8))
-}
-
-// processStart returns when the process started, in seconds since the epoch: the boot time in /proc/stat
-// plus its start time in /proc/self/stat (clock ticks after boot); the time of this call when either
-// cannot be read.
-func processStart() float64 {
-	now := float64(time.Now().UnixNano()) / 1e9
+// procStatFields returns the fields of /proc/self/stat after the command name, which is in parentheses
+// and may hold spaces: f[0] is the state (the 3rd field), so utime (the 14th) is f[11].
+func procStatFields() ([]string, bool) {
 	raw, err := os.ReadFile("/proc/self/stat")
 	if err != nil {
-		return now
+		return nil, false
 	}
 	i := bytes.LastIndexByte(raw, ')')
 	if i < 0 {
-		return now
+		return nil, false
 	}
-	f := strings.Fields(string(raw[i+1:]))
+	return strings.Fields(string(raw[i+1:])), true
+}
+
+// processStart returns when the process started, in seconds since the epoch: the boot time in /proc/stat
+// plus its start time in /proc/self/stat (clock ticks after boot). ok is false when either cannot be
+// read, and the metric is left out.
+func processStart() (float64, bool) {
+	f, ok := procStatFields()
 	sys, err := os.ReadFile("/proc/stat")
-	if len(f) < 20 || err != nil {
-		return now
+	if !ok || len(f) < 20 || err != nil {
+		return 0, false
 	}
 	ticks, err1 := strconv.ParseFloat(f[19], 64)
-	_, after, ok := bytes.Cut(sys, []byte("\nbtime "))
-	if err1 != nil || !ok {
-		return now
+	_, after, found := bytes.Cut(sys, []byte("\nbtime "))
+	if err1 != nil || !found {
+		return 0, false
 	}
 	line, _, _ := bytes.Cut(after, []byte("\n"))
 	boot, err := strconv.ParseInt(string(line), 10, 64)
 	if err != nil {
-		return now
+		return 0, false
 	}
-	return float64(boot) + ticks/userHZ
+	return float64(boot) + ticks/userHZ, true
 }
 
 // procLimit returns the soft limit of a row of /proc/self/limits; "unlimited" is the largest uint64.
-func procLimit(row string) (float64, bool) {
-	raw, err := os.ReadFile("/proc/self/limits")
-	if err != nil {
-		return 0, false
-	}
-	for line := range strings.Lines(string(raw)) {
+func procLimit(limits []byte, row string) (float64, bool) {
+	for line := range strings.Lines(string(limits)) {
 		rest, ok := strings.CutPrefix(line, row)
 		if !ok {
 			continue
@@ -291,28 +282,35 @@ func procLimit(row string) (float64, bool) {
 	return 0, false
 }
 
-// netDevTotal returns the sum over the interfaces of /proc/self/net/dev of one column: 0 is the bytes
-// received, 8 the bytes sent.
-func netDevTotal(col int) (float64, bool) {
-	raw, err := os.ReadFile("/proc/self/net/dev")
-	if err != nil {
-		return 0, false
+// ipOctets returns InOctets and OutOctets of the IpExt lines of /proc/self/net/netstat (a line of names,
+// then a line of values), the bytes the process's network namespace received and sent over IP, as the
+// client library reports them.
+func ipOctets(netstat []byte) (in, out float64, ok bool) {
+	var names []string
+	for line := range strings.Lines(string(netstat)) {
+		rest, found := strings.CutPrefix(line, "IpExt:")
+		if !found {
+			continue
+		}
+		if names == nil {
+			names = strings.Fields(rest)
+			continue
+		}
+		var gotIn, gotOut bool
+		for i, v := range strings.Fields(rest) {
+			if i >= len(names) {
+				break
+			}
+			switch names[i] {
+			case "InOctets":
+				in, _ = strconv.ParseFloat(v, 64)
+				gotIn = true
+			case "OutOctets":
+				out, _ = strconv.ParseFloat(v, 64)
+				gotOut = true
+			}
+		}
+		return in, out, gotIn && gotOut
 	}
-	var sum float64
-	for line := range strings.Lines(string(raw)) {
-		_, counters, ok := strings.Cut(line, ":")
-		if !ok {
-			continue // the two header lines
-		}
-		f := strings.Fields(counters)
-		if len(f) <= col {
-			return 0, false
-		}
-		v, err := strconv.ParseFloat(f[col], 64)
-		if err != nil {
-			return 0, false
-		}
-		sum += v
-	}
-	return sum, true
+	return 0, 0, false
 }
