@@ -49,3 +49,14 @@ func TestRuntimeFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeMetricsKnown: every runtime/metrics name the go_memstats_* gauges are computed from exists in
+// this Go release (a gauge whose source is missing is left out of /metrics).
+func TestRuntimeMetricsKnown(t *testing.T) {
+	known := knownRuntimeMetrics()
+	for _, n := range runtimeNames {
+		if !known[n] {
+			t.Errorf("runtime/metrics has no %s", n)
+		}
+	}
+}
