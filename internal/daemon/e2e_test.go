@@ -35,8 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
 		os.Exit(runAsBridge())
 	}
-	testutil.SetParallel(4)
-	os.Exit(m.Run())
+	testutil.RunParallel(m, 4)
 }
 
 func runAsBridge() int {

@@ -1,15 +1,10 @@
 package lease
 
 import (
-	"os"
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// TestMain runs up to four tests at once (testutil.SetParallel): most of them wait on a server, a
-// timeout or a TTL rather than compute.
-func TestMain(m *testing.M) {
-	testutil.SetParallel(4)
-	os.Exit(m.Run())
-}
+// TestMain runs up to four tests at once: most of them wait on a server, a backoff or a timeout.
+func TestMain(m *testing.M) { testutil.RunParallel(m, 4) }

@@ -2,7 +2,9 @@ package testutil
 
 import (
 	"flag"
+	"os"
 	"strconv"
+	"testing"
 )
 
 // SetParallel makes go test run up to n parallel tests (t.Parallel) of the package at once, unless its
@@ -21,4 +23,11 @@ func SetParallel(n int) {
 	if !set {
 		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
+}
+
+// RunParallel is the TestMain of a package whose tests mostly wait: it runs them up to n at once
+// (SetParallel) and exits with their result.
+func RunParallel(m *testing.M, n int) {
+	SetParallel(n)
+	os.Exit(m.Run())
 }
