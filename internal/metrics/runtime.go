@@ -22,8 +22,17 @@ import (
 // missing (not Linux), its metrics are left out. Every scrape reads each source once, before the
 // families are gathered (reading), so the families computed from one source agree with each other.
 func RegisterRuntime(reg *Registry) {
+	known := knownRuntimeMetrics()
+	var names []string // the runtime/metrics the gauges below are computed from
+	for _, g := range goGauges {
+		for _, n := range g.from {
+			if known[n] && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
 	var cur atomic.Pointer[reading]
-	reg.BeforeGather(func() { cur.Store(read()) })
+	reg.BeforeGather(func() { cur.Store(read(names)) })
 	// from emits one value of the current reading, when its source could be read.
 	from := func(value func(r *reading) (float64, bool)) func(emit func(float64, ...string)) {
 		return func(emit func(float64, ...string)) {
@@ -35,15 +44,14 @@ func RegisterRuntime(reg *Registry) {
 		}
 	}
 
-	known := knownRuntimeMetrics()
 	for _, g := range goGauges {
-		if slices.ContainsFunc(g.value, func(i int) bool { return !known[runtimeNames[i]] }) {
+		if slices.ContainsFunc(g.from, func(n string) bool { return !known[n] }) {
 			continue
 		}
 		reg.Func(g.name, g.help, g.typ, nil, from(func(r *reading) (float64, bool) {
 			var sum float64
-			for _, i := range g.value {
-				sum += r.runtime[i]
+			for _, n := range g.from {
+				sum += r.runtime[n]
 			}
 			return sum, true
 		}))
@@ -102,62 +110,36 @@ func RegisterRuntime(reg *Registry) {
 		TypeCounter, nil, from(func(r *reading) (float64, bool) { return r.netOut, r.netOK }))
 }
 
-// runtimeNames are the runtime/metrics read once per scrape for all the gauges computed from them.
-var runtimeNames = []string{
-	"/memory/classes/heap/objects:bytes",          // 0
-	"/gc/heap/allocs:bytes",                       // 1
-	"/memory/classes/profiling/buckets:bytes",     // 2
-	"/gc/heap/frees:objects",                      // 3
-	"/gc/heap/tiny/allocs:objects",                // 4
-	"/memory/classes/metadata/other:bytes",        // 5
-	"/memory/classes/heap/released:bytes",         // 6
-	"/memory/classes/heap/free:bytes",             // 7
-	"/memory/classes/heap/unused:bytes",           // 8
-	"/gc/heap/objects:objects",                    // 9
-	"/gc/heap/allocs:objects",                     // 10
-	"/memory/classes/metadata/mcache/inuse:bytes", // 11
-	"/memory/classes/metadata/mcache/free:bytes",  // 12
-	"/memory/classes/metadata/mspan/inuse:bytes",  // 13
-	"/memory/classes/metadata/mspan/free:bytes",   // 14
-	"/gc/heap/goal:bytes",                         // 15
-	"/memory/classes/other:bytes",                 // 16
-	"/memory/classes/heap/stacks:bytes",           // 17
-	"/memory/classes/os-stacks:bytes",             // 18
-	"/memory/classes/total:bytes",                 // 19
-	"/gc/gogc:percent",                            // 20
-	"/gc/gomemlimit:bytes",                        // 21
-	"/sched/gomaxprocs:threads",                   // 22
-}
-
-// goGauges are the client library's memstats-style metrics, each a sum of runtime/metrics values.
+// goGauges are the client library's memstats-style metrics, each a sum of runtime/metrics values, read
+// once per scrape for all of them.
 var goGauges = []struct {
 	name, help, typ string
-	value           []int // indexes into runtimeNames, summed
+	from            []string // the runtime/metrics summed
 }{
-	{"go_memstats_alloc_bytes", "Number of bytes allocated in heap and currently in use. Equals to /memory/classes/heap/objects:bytes.", TypeGauge, []int{0}},
-	{"go_memstats_alloc_bytes_total", "Total number of bytes allocated in heap until now, even if released already. Equals to /gc/heap/allocs:bytes.", TypeCounter, []int{1}},
-	{"go_memstats_buck_hash_sys_bytes", "Number of bytes used by the profiling bucket hash table. Equals to /memory/classes/profiling/buckets:bytes.", TypeGauge, []int{2}},
-	{"go_memstats_frees_total", "Total number of heap objects frees. Equals to /gc/heap/frees:objects + /gc/heap/tiny/allocs:objects.", TypeCounter, []int{3, 4}},
-	{"go_memstats_gc_sys_bytes", "Number of bytes used for garbage collection system metadata. Equals to /memory/classes/metadata/other:bytes.", TypeGauge, []int{5}},
-	{"go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use, same as go_memstats_alloc_bytes. Equals to /memory/classes/heap/objects:bytes.", TypeGauge, []int{0}},
-	{"go_memstats_heap_idle_bytes", "Number of heap bytes waiting to be used. Equals to /memory/classes/heap/released:bytes + /memory/classes/heap/free:bytes.", TypeGauge, []int{6, 7}},
-	{"go_memstats_heap_inuse_bytes", "Number of heap bytes that are in use. Equals to /memory/classes/heap/objects:bytes + /memory/classes/heap/unused:bytes", TypeGauge, []int{0, 8}},
-	{"go_memstats_heap_objects", "Number of currently allocated objects. Equals to /gc/heap/objects:objects.", TypeGauge, []int{9}},
-	{"go_memstats_heap_released_bytes", "Number of heap bytes released to OS. Equals to /memory/classes/heap/released:bytes.", TypeGauge, []int{6}},
-	{"go_memstats_heap_sys_bytes", "Number of heap bytes obtained from system. Equals to /memory/classes/heap/objects:bytes + /memory/classes/heap/unused:bytes + /memory/classes/heap/released:bytes + /memory/classes/heap/free:bytes.", TypeGauge, []int{0, 8, 6, 7}},
-	{"go_memstats_mallocs_total", "Total number of heap objects allocated, both live and gc-ed. Semantically a counter version for go_memstats_heap_objects gauge. Equals to /gc/heap/allocs:objects + /gc/heap/tiny/allocs:objects.", TypeCounter, []int{10, 4}},
-	{"go_memstats_mcache_inuse_bytes", "Number of bytes in use by mcache structures. Equals to /memory/classes/metadata/mcache/inuse:bytes.", TypeGauge, []int{11}},
-	{"go_memstats_mcache_sys_bytes", "Number of bytes used for mcache structures obtained from system. Equals to /memory/classes/metadata/mcache/inuse:bytes + /memory/classes/metadata/mcache/free:bytes.", TypeGauge, []int{11, 12}},
-	{"go_memstats_mspan_inuse_bytes", "Number of bytes in use by mspan structures. Equals to /memory/classes/metadata/mspan/inuse:bytes.", TypeGauge, []int{13}},
-	{"go_memstats_mspan_sys_bytes", "Number of bytes used for mspan structures obtained from system. Equals to /memory/classes/metadata/mspan/inuse:bytes + /memory/classes/metadata/mspan/free:bytes.", TypeGauge, []int{13, 14}},
-	{"go_memstats_next_gc_bytes", "Number of heap bytes when next garbage collection will take place. Equals to /gc/heap/goal:bytes.", TypeGauge, []int{15}},
-	{"go_memstats_other_sys_bytes", "Number of bytes used for other system allocations. Equals to /memory/classes/other:bytes.", TypeGauge, []int{16}},
-	{"go_memstats_stack_inuse_bytes", "Number of bytes obtained from system for stack allocator in non-CGO environments. Equals to /memory/classes/heap/stacks:bytes.", TypeGauge, []int{17}},
-	{"go_memstats_stack_sys_bytes", "Number of bytes obtained from system for stack allocator. Equals to /memory/classes/heap/stacks:bytes + /memory/classes/os-stacks:bytes.", TypeGauge, []int{17, 18}},
-	{"go_memstats_sys_bytes", "Number of bytes obtained from system. Equals to /memory/classes/total:byte.", TypeGauge, []int{19}},
-	{"go_gc_gogc_percent", "Heap size target percentage configured by the user, otherwise 100. This value is set by the GOGC environment variable, and the runtime/debug.SetGCPercent function. Sourced from /gc/gogc:percent.", TypeGauge, []int{20}},
-	{"go_gc_gomemlimit_bytes", "Go runtime memory limit configured by the user, otherwise math.MaxInt64. This value is set by the GOMEMLIMIT environment variable, and the runtime/debug.SetMemoryLimit function. Sourced from /gc/gomemlimit:bytes.", TypeGauge, []int{21}},
-	{"go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", TypeGauge, []int{22}},
+	{"go_memstats_alloc_bytes", "Number of bytes allocated in heap and currently in use. Equals to /memory/classes/heap/objects:bytes.", TypeGauge, []string{"/memory/classes/heap/objects:bytes"}},
+	{"go_memstats_alloc_bytes_total", "Total number of bytes allocated in heap until now, even if released already. Equals to /gc/heap/allocs:bytes.", TypeCounter, []string{"/gc/heap/allocs:bytes"}},
+	{"go_memstats_buck_hash_sys_bytes", "Number of bytes used by the profiling bucket hash table. Equals to /memory/classes/profiling/buckets:bytes.", TypeGauge, []string{"/memory/classes/profiling/buckets:bytes"}},
+	{"go_memstats_frees_total", "Total number of heap objects frees. Equals to /gc/heap/frees:objects + /gc/heap/tiny/allocs:objects.", TypeCounter, []string{"/gc/heap/frees:objects", "/gc/heap/tiny/allocs:objects"}},
+	{"go_memstats_gc_sys_bytes", "Number of bytes used for garbage collection system metadata. Equals to /memory/classes/metadata/other:bytes.", TypeGauge, []string{"/memory/classes/metadata/other:bytes"}},
+	{"go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use, same as go_memstats_alloc_bytes. Equals to /memory/classes/heap/objects:bytes.", TypeGauge, []string{"/memory/classes/heap/objects:bytes"}},
+	{"go_memstats_heap_idle_bytes", "Number of heap bytes waiting to be used. Equals to /memory/classes/heap/released:bytes + /memory/classes/heap/free:bytes.", TypeGauge, []string{"/memory/classes/heap/released:bytes", "/memory/classes/heap/free:bytes"}},
+	{"go_memstats_heap_inuse_bytes", "Number of heap bytes that are in use. Equals to /memory/classes/heap/objects:bytes + /memory/classes/heap/unused:bytes", TypeGauge, []string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}},
+	{"go_memstats_heap_objects", "Number of currently allocated objects. Equals to /gc/heap/objects:objects.", TypeGauge, []string{"/gc/heap/objects:objects"}},
+	{"go_memstats_heap_released_bytes", "Number of heap bytes released to OS. Equals to /memory/classes/heap/released:bytes.", TypeGauge, []string{"/memory/classes/heap/released:bytes"}},
+	{"go_memstats_heap_sys_bytes", "Number of heap bytes obtained from system. Equals to /memory/classes/heap/objects:bytes + /memory/classes/heap/unused:bytes + /memory/classes/heap/released:bytes + /memory/classes/heap/free:bytes.", TypeGauge, []string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes", "/memory/classes/heap/released:bytes", "/memory/classes/heap/free:bytes"}},
+	{"go_memstats_mallocs_total", "Total number of heap objects allocated, both live and gc-ed. Semantically a counter version for go_memstats_heap_objects gauge. Equals to /gc/heap/allocs:objects + /gc/heap/tiny/allocs:objects.", TypeCounter, []string{"/gc/heap/allocs:objects", "/gc/heap/tiny/allocs:objects"}},
+	{"go_memstats_mcache_inuse_bytes", "Number of bytes in use by mcache structures. Equals to /memory/classes/metadata/mcache/inuse:bytes.", TypeGauge, []string{"/memory/classes/metadata/mcache/inuse:bytes"}},
+	{"go_memstats_mcache_sys_bytes", "Number of bytes used for mcache structures obtained from system. Equals to /memory/classes/metadata/mcache/inuse:bytes + /memory/classes/metadata/mcache/free:bytes.", TypeGauge, []string{"/memory/classes/metadata/mcache/inuse:bytes", "/memory/classes/metadata/mcache/free:bytes"}},
+	{"go_memstats_mspan_inuse_bytes", "Number of bytes in use by mspan structures. Equals to /memory/classes/metadata/mspan/inuse:bytes.", TypeGauge, []string{"/memory/classes/metadata/mspan/inuse:bytes"}},
+	{"go_memstats_mspan_sys_bytes", "Number of bytes used for mspan structures obtained from system. Equals to /memory/classes/metadata/mspan/inuse:bytes + /memory/classes/metadata/mspan/free:bytes.", TypeGauge, []string{"/memory/classes/metadata/mspan/inuse:bytes", "/memory/classes/metadata/mspan/free:bytes"}},
+	{"go_memstats_next_gc_bytes", "Number of heap bytes when next garbage collection will take place. Equals to /gc/heap/goal:bytes.", TypeGauge, []string{"/gc/heap/goal:bytes"}},
+	{"go_memstats_other_sys_bytes", "Number of bytes used for other system allocations. Equals to /memory/classes/other:bytes.", TypeGauge, []string{"/memory/classes/other:bytes"}},
+	{"go_memstats_stack_inuse_bytes", "Number of bytes obtained from system for stack allocator in non-CGO environments. Equals to /memory/classes/heap/stacks:bytes.", TypeGauge, []string{"/memory/classes/heap/stacks:bytes"}},
+	{"go_memstats_stack_sys_bytes", "Number of bytes obtained from system for stack allocator. Equals to /memory/classes/heap/stacks:bytes + /memory/classes/os-stacks:bytes.", TypeGauge, []string{"/memory/classes/heap/stacks:bytes", "/memory/classes/os-stacks:bytes"}},
+	{"go_memstats_sys_bytes", "Number of bytes obtained from system. Equals to /memory/classes/total:byte.", TypeGauge, []string{"/memory/classes/total:bytes"}},
+	{"go_gc_gogc_percent", "Heap size target percentage configured by the user, otherwise 100. This value is set by the GOGC environment variable, and the runtime/debug.SetGCPercent function. Sourced from /gc/gogc:percent.", TypeGauge, []string{"/gc/gogc:percent"}},
+	{"go_gc_gomemlimit_bytes", "Go runtime memory limit configured by the user, otherwise math.MaxInt64. This value is set by the GOMEMLIMIT environment variable, and the runtime/debug.SetMemoryLimit function. Sourced from /gc/gomemlimit:bytes.", TypeGauge, []string{"/gc/gomemlimit:bytes"}},
+	{"go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting, or the number of operating system threads that can execute user-level Go code simultaneously. Sourced from /sched/gomaxprocs:threads.", TypeGauge, []string{"/sched/gomaxprocs:threads"}},
 }
 
 // knownRuntimeMetrics returns the names runtime/metrics has in this Go release. A gauge whose source a
@@ -172,7 +154,7 @@ func knownRuntimeMetrics() map[string]bool {
 
 // reading is one scrape's values of the runtime and the process.
 type reading struct {
-	runtime []float64 // by index of runtimeNames
+	runtime map[string]float64 // by runtime/metrics name
 	gc      debug.GCStats
 
 	cpu, vsize, rss float64 // /proc/self/stat
@@ -184,19 +166,20 @@ type reading struct {
 	netOK           bool
 }
 
-func read() *reading {
-	r := &reading{runtime: make([]float64, len(runtimeNames)), openFDs: -1}
-	samples := make([]rm.Sample, len(runtimeNames))
-	for i, n := range runtimeNames {
+// read takes one scrape's reading; names are the runtime/metrics to read.
+func read(names []string) *reading {
+	r := &reading{runtime: make(map[string]float64, len(names)), openFDs: -1}
+	samples := make([]rm.Sample, len(names))
+	for i, n := range names {
 		samples[i].Name = n
 	}
 	rm.Read(samples)
-	for i, s := range samples {
+	for _, s := range samples {
 		switch s.Value.Kind() {
 		case rm.KindUint64:
-			r.runtime[i] = float64(s.Value.Uint64())
+			r.runtime[s.Name] = float64(s.Value.Uint64())
 		case rm.KindFloat64:
-			r.runtime[i] = s.Value.Float64()
+			r.runtime[s.Name] = s.Value.Float64()
 		}
 	}
 	r.gc.PauseQuantiles = make([]time.Duration, 5)

@@ -54,9 +54,11 @@ func TestRuntimeFamilies(t *testing.T) {
 // this Go release (a gauge whose source is missing is left out of /metrics).
 func TestRuntimeMetricsKnown(t *testing.T) {
 	known := knownRuntimeMetrics()
-	for _, n := range runtimeNames {
-		if !known[n] {
-			t.Errorf("runtime/metrics has no %s", n)
+	for _, g := range goGauges {
+		for _, n := range g.from {
+			if !known[n] {
+				t.Errorf("%s: runtime/metrics has no %s", g.name, n)
+			}
 		}
 	}
 }
