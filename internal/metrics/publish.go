@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
@@ -12,10 +10,7 @@ import (
 // Publish is JetStream publishing's metrics, its publish.Observer. Its methods are safe for concurrent
 // use.
 type Publish struct {
-	typesMu     sync.Mutex
-	types       map[string]*Counter
-	publishedBy *Vec[Counter]
-	other       *Counter
+	publishedBy *Vec[Counter] // by type token, at most MaxTypes of them and OtherType
 	ackSeconds  *Histogram
 	retries     *Counter
 	deadLetters map[string]*Counter
@@ -26,11 +21,12 @@ var _ publish.Observer = (*Publish)(nil)
 
 // NewPublish returns the publishing metrics, registered on reg.
 func NewPublish(reg *Registry) *Publish {
-	m := &Publish{types: map[string]*Counter{}, deadLetters: map[string]*Counter{}}
+	m := &Publish{deadLetters: map[string]*Counter{}}
 	m.publishedBy = reg.NewCounterVec(Namespace+"_events_published_total",
 		"Events stored in the events stream (JetStream acknowledged), by type subject token; "+
 			"types beyond the first "+strconv.Itoa(MaxTypes)+" count as \""+OtherType+"\".", []string{"type"})
-	m.other = m.publishedBy.With(OtherType)
+	m.publishedBy.With(OtherType)
+	m.publishedBy.Limit(MaxTypes+1, OtherType)
 	deadVec := reg.NewCounterVec(Namespace+"_events_dead_lettered_total",
 		"Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload, max_msg_size.",
 		[]string{"reason"})
@@ -50,7 +46,7 @@ func NewPublish(reg *Registry) *Publish {
 }
 
 // Published implements publish.Observer: the event was stored; typeToken is its subject's last token.
-func (m *Publish) Published(typeToken string) { m.typeCounter(typeToken).Inc() }
+func (m *Publish) Published(typeToken string) { m.publishedBy.With(typeToken).Inc() }
 
 // Duplicate implements publish.Observer: the event was stored before and is not stored again.
 func (m *Publish) Duplicate(string) { m.duplicates.Inc() }
@@ -60,22 +56,6 @@ func (m *Publish) Duplicates() uint64 { return m.duplicates.Value() }
 
 // AckLatency implements publish.Observer.
 func (m *Publish) AckLatency(d time.Duration) { m.ackSeconds.Observe(d.Seconds()) }
-
-// typeCounter returns the counter of a type token, creating it for the first MaxTypes tokens.
-func (m *Publish) typeCounter(token string) *Counter {
-	m.typesMu.Lock()
-	defer m.typesMu.Unlock()
-	if c, ok := m.types[token]; ok {
-		return c
-	}
-	if len(m.types) >= MaxTypes {
-		return m.other
-	}
-	token = strings.Clone(token) // do not pin the buffer the token may point into
-	c := m.publishedBy.With(token)
-	m.types[token] = c
-	return c
-}
 
 // DeadLettered implements publish.Observer; reason is one of the publish.Reason* constants.
 func (m *Publish) DeadLettered(reason string) {

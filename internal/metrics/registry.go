@@ -197,6 +197,8 @@ type Vec[T any] struct {
 	newChild func() *T
 	mu       sync.RWMutex
 	children map[string]*child[T]
+	limit    int      // the most children, 0 for no limit (Limit)
+	overflow []string // the values of the child that counts past the limit
 }
 
 type child[T any] struct {
@@ -215,17 +217,15 @@ func (v *Vec[T]) With(values ...string) *T {
 	if len(values) != len(v.labels) {
 		panic(fmt.Sprintf("metrics: %d label values for labels %q", len(values), v.labels))
 	}
-	var buf [128]byte
-	key := buf[:0]
 	for _, s := range values {
 		if !utf8.ValidString(s) {
 			// Prometheus refuses a whole page for one such value; made valid first, it cannot share
 			// a key, or a series once written, with another list of values.
 			return v.With(validUTF8(values)...)
 		}
-		key = append(key, s...)
-		key = append(key, 0xff) // not in UTF-8: no two value lists share a key
 	}
+	var buf [128]byte
+	key := appendKey(buf[:0], values)
 	v.mu.RLock()
 	c, ok := v.children[string(key)]
 	v.mu.RUnlock()
@@ -237,12 +237,50 @@ func (v *Vec[T]) With(values ...string) *T {
 	if c, ok := v.children[string(key)]; ok {
 		return c.m
 	}
-	c = &child[T]{values: slices.Clone(values), m: v.newChild()}
+	if v.limit > 0 && len(v.children) >= v.limit {
+		return v.overflowChild()
+	}
+	return v.add(string(key), values)
+}
+
+// add creates the child of values under key; v.mu is held.
+func (v *Vec[T]) add(key string, values []string) *T {
+	c := &child[T]{values: slices.Clone(values), m: v.newChild()}
 	for i, s := range c.values {
 		c.values[i] = strings.Clone(s) // do not pin a buffer a value points into
 	}
-	v.children[string(key)] = c
+	v.children[key] = c
 	return c.m
+}
+
+// Limit bounds the Vec to max children: values first seen after that count under the child of overflow
+// (which may be the max+1st). Call it before the Vec is used.
+func (v *Vec[T]) Limit(max int, overflow ...string) {
+	if len(overflow) != len(v.labels) || max < 1 {
+		panic(fmt.Sprintf("metrics: limit %d with overflow values %q for labels %q", max, overflow, v.labels))
+	}
+	v.limit, v.overflow = max, overflow
+}
+
+// overflowChild returns the child of the overflow values, created past the limit; v.mu is held.
+func (v *Vec[T]) overflowChild() *T {
+	key := appendKey(nil, v.overflow)
+	if c, ok := v.children[string(key)]; ok {
+		return c.m
+	}
+	return v.add(string(key), v.overflow)
+}
+
+// appendKey appends the children map's key of values: the value itself for one label, else each value
+// ended by 0xff, which is not in UTF-8, so no two lists of values share a key.
+func appendKey(key []byte, values []string) []byte {
+	if len(values) == 1 {
+		return append(key, values[0]...)
+	}
+	for _, s := range values {
+		key = append(append(key, s...), 0xff)
+	}
+	return key
 }
 
 func validUTF8(values []string) []string {
