@@ -67,7 +67,7 @@ func (o *ops) checkLoop(context.Context) error {
 		return errors.New("not running")
 	case o.stopping.Load():
 		return errors.New("shutting down")
-	case o.d.natsSt != nil && o.d.natsSt.Closed():
+	case o.d.natsSt.Closed(): // New connected it before Run could set running
 		return fmt.Errorf("NATS connection closed for good (%s); a restart is needed", o.d.natsSt.LastError())
 	}
 	return nil
