@@ -25,7 +25,6 @@ func NewPublish(reg *Registry) *Publish {
 	m.publishedBy = reg.NewCounterVec(Namespace+"_events_published_total",
 		"Events stored in the events stream (JetStream acknowledged), by type subject token; "+
 			"types beyond the first "+strconv.Itoa(MaxTypes)+" count as \""+OtherType+"\".", []string{"type"})
-	m.publishedBy.With(OtherType)
 	m.publishedBy.Limit(MaxTypes+1, OtherType)
 	deadVec := reg.NewCounterVec(Namespace+"_events_dead_lettered_total",
 		"Upstream events sent to P.dlq.events instead of P.events.*, by reason: not_json, oversize, max_payload, max_msg_size.",

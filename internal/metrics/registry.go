@@ -197,8 +197,8 @@ type Vec[T any] struct {
 	newChild func() *T
 	mu       sync.RWMutex
 	children map[string]*child[T]
-	limit    int      // the most children, 0 for no limit (Limit)
-	overflow []string // the values of the child that counts past the limit
+	limit    int // the most children, 0 for no limit (Limit)
+	over     *T  // the child that counts past the limit
 }
 
 type child[T any] struct {
@@ -228,9 +228,13 @@ func (v *Vec[T]) With(values ...string) *T {
 	key := appendKey(buf[:0], values)
 	v.mu.RLock()
 	c, ok := v.children[string(key)]
+	full := v.limit > 0 && len(v.children) >= v.limit
 	v.mu.RUnlock()
-	if ok {
+	switch {
+	case ok:
 		return c.m
+	case full:
+		return v.over // without the write lock or an allocation: past the limit, every event may land here
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -238,7 +242,7 @@ func (v *Vec[T]) With(values ...string) *T {
 		return c.m
 	}
 	if v.limit > 0 && len(v.children) >= v.limit {
-		return v.overflowChild()
+		return v.over
 	}
 	return v.add(string(key), values)
 }
@@ -253,22 +257,14 @@ func (v *Vec[T]) add(key string, values []string) *T {
 	return c.m
 }
 
-// Limit bounds the Vec to max children: values first seen after that count under the child of overflow
-// (which may be the max+1st). Call it before the Vec is used.
+// Limit bounds the Vec to max children, the child of overflow among them (created here): values first
+// seen after that count under it. Call it before the Vec is used.
 func (v *Vec[T]) Limit(max int, overflow ...string) {
 	if len(overflow) != len(v.labels) || max < 1 {
 		panic(fmt.Sprintf("metrics: limit %d with overflow values %q for labels %q", max, overflow, v.labels))
 	}
-	v.limit, v.overflow = max, overflow
-}
-
-// overflowChild returns the child of the overflow values, created past the limit; v.mu is held.
-func (v *Vec[T]) overflowChild() *T {
-	key := appendKey(nil, v.overflow)
-	if c, ok := v.children[string(key)]; ok {
-		return c.m
-	}
-	return v.add(string(key), v.overflow)
+	v.over = v.With(overflow...)
+	v.limit = max
 }
 
 // appendKey appends the children map's key of values: the value itself for one label, else each value

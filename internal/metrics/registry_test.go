@@ -199,3 +199,23 @@ func requireUnique(t *testing.T, reg *Registry) {
 		}
 	}
 }
+
+// TestLimitOverflow: past its limit a Vec counts new values under the overflow child, without
+// allocating, and shows no more series than the limit.
+func TestLimitOverflow(t *testing.T) {
+	reg := NewRegistry()
+	v := reg.NewCounterVec("x_total", "", []string{"type"})
+	v.Limit(3, "other")
+	v.With("a").Inc()
+	v.With("b").Inc()
+	late := "c"
+	if n := testing.AllocsPerRun(100, func() { v.With(late).Inc() }); n != 0 {
+		t.Errorf("a value past the limit allocates %v times", n)
+	}
+	if got := v.With("other").Value(); got != 101 {
+		t.Errorf("other = %d, want 101", got)
+	}
+	if n := len(reg.Gather()[0].Samples); n != 3 {
+		t.Errorf("%d series, want 3", n)
+	}
+}

@@ -36,10 +36,8 @@ func RegisterRuntime(reg *Registry) {
 	// from emits one value of the current reading, when its source could be read.
 	from := func(value func(r *reading) (float64, bool)) func(emit func(float64, ...string)) {
 		return func(emit func(float64, ...string)) {
-			if r := cur.Load(); r != nil {
-				if v, ok := value(r); ok {
-					emit(v)
-				}
+			if v, ok := value(cur.Load()); ok { // Gather took the reading before collecting
+				emit(v)
 			}
 		}
 	}
@@ -75,9 +73,6 @@ func RegisterRuntime(reg *Registry) {
 		"A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.",
 		TypeSummary, func(emit func(Sample)) {
 			r := cur.Load()
-			if r == nil {
-				return
-			}
 			for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {
 				emit(Sample{Name: "go_gc_duration_seconds", Labels: []Label{{"quantile", q}}, Value: r.gc.PauseQuantiles[i].Seconds()})
 			}
