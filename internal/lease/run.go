@@ -256,16 +256,24 @@ func (r *runner) renewal(ctx context.Context) {
 // recheck reads the key after a renewal was refused for its revision: a renewal whose answer was lost may
 // have moved it on with this process's own value, which it adopts; anything else means the lease is lost.
 func (r *runner) recheck(ctx context.Context, cause error) {
-	e, err := r.kv.Get(ctx, r.cfg.Key)
-	if err == nil {
-		if h, ok := holderOf(e); ok && h.Instance == r.self.Instance {
-			r.rev = e.Revision()
-			r.renew.Reset(r.cfg.RenewInterval / 4)
-			return
-		}
+	if rev, ok := r.ownRevision(ctx); ok {
+		r.rev = rev
+		r.renew.Reset(r.cfg.RenewInterval / 4)
+		return
 	}
 	r.rev = 0
 	r.demote("lease lost: " + cause.Error())
+}
+
+// ownRevision reads the key: its revision, when it holds this process's own value (a renewal whose answer
+// was lost moved it on).
+func (r *runner) ownRevision(ctx context.Context) (uint64, bool) {
+	e, err := r.kv.Get(ctx, r.cfg.Key)
+	if err != nil {
+		return 0, false
+	}
+	h, ok := holderOf(e)
+	return e.Revision(), ok && h.Instance == r.self.Instance
 }
 
 // observe takes in an entry of the key, from the watch or a read.
@@ -363,11 +371,9 @@ func (r *runner) release(ctx context.Context) {
 	if isWrongRevision(err) {
 		// A renewal stored but not answered (Run stopped while it was in flight) moved the key on with
 		// this process's own value: release that revision, or the next leader waits out the TTL.
-		if e, gerr := r.kv.Get(rctx, r.cfg.Key); gerr == nil {
-			if h, ok := holderOf(e); ok && h.Instance == r.self.Instance {
-				r.rev = e.Revision()
-				err = r.kv.Delete(rctx, r.cfg.Key, jetstream.LastRevision(r.rev))
-			}
+		if rev, ok := r.ownRevision(rctx); ok {
+			r.rev = rev
+			err = r.kv.Delete(rctx, r.cfg.Key, jetstream.LastRevision(r.rev))
 		}
 	}
 	if err != nil {
