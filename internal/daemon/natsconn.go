@@ -372,10 +372,9 @@ type natsWatch struct {
 }
 
 func (w *natsWatch) Run(ctx context.Context) error {
-	closed := w.nc.StatusChanged(nats.CLOSED)
-	defer w.nc.RemoveStatusListener(closed)
 	select {
-	case <-closed:
+	case <-w.st.closed: // closed by the connection's closed handler, also before Run began
+
 		return natsClosedError(w.cfg, w.nc)
 	case <-ctx.Done():
 		return nil
@@ -384,9 +383,6 @@ func (w *natsWatch) Run(ctx context.Context) error {
 
 // Ready: the connection is up; else the servers and the last connection error.
 func (w *natsWatch) Ready() error {
-	if w.st == nil {
-		return errors.New("not connected yet")
-	}
 	if why := w.st.NotConnected(); why != "" {
 		return errors.New(why)
 	}
@@ -395,9 +391,6 @@ func (w *natsWatch) Ready() error {
 
 // status is the connection's section of /status.
 func (w *natsWatch) status(doc *statusDoc) {
-	doc.NATS.Status = "not connected yet"
-	if ns := w.st; ns != nil {
-		st := ns.Status()
-		doc.NATS.Connected, doc.NATS.Status, doc.NATS.Reconnects = st == nats.CONNECTED, st.String(), ns.Reconnects()
-	}
+	st := w.st.Status()
+	doc.NATS.Connected, doc.NATS.Status, doc.NATS.Reconnects = st == nats.CONNECTED, st.String(), w.st.Reconnects()
 }
