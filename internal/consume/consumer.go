@@ -132,6 +132,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	case <-stopBy.Done():
 	}
+	select {
+	case err := <-done: // it ended just as the clock ran out: a clean stop
+		return err
+	default:
+	}
 	c.abort()
 	wait := time.NewTimer(handBackWait)
 	defer wait.Stop()
@@ -141,9 +146,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	case <-wait.C:
 		err = fmt.Errorf("%w: still stopping; its unacknowledged reports are delivered again after the ack wait", ErrAborted)
 	}
-	err = fmt.Errorf("%w (%s): %w", component.ErrStopTimeout, c.cfg.StopTimeout, err)
-	c.log.Error("report consumer still stopping at the shutdown timeout", "err", err)
-	return err
+	if err == nil {
+		err = ErrAborted // handed back its deliveries and stopped within the wait
+	}
+	return fmt.Errorf("%w (%s): %w", component.ErrStopTimeout, c.cfg.StopTimeout, err) // the supervisor logs it
 }
 
 // run is Run without its stop timeout.
