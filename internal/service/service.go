@@ -16,7 +16,9 @@
 // contract §7 and an ApiResponseMessage body.
 //
 // A request's reply subject, headers and body are the caller's, so the service trusts none of them:
-//   - It answers only reply subjects under Config.ReplyPrefixes (the callers' inboxes). A request with
+//   - It answers only reply subjects under Config.ReplyPrefixes (the callers' inboxes) and under
+//     ImportedReplyPrefix, where the NATS server puts the replies of requests from callers in other
+//     accounts (no client may publish with such a reply itself). A request with
 //     any other reply subject, or none, is dropped before anything else is looked at: no answer, not even
 //     an error, and no upstream call. It is counted (Observer.APIRefused) and logged at most once a
 //     minute per reason, so that no caller can make the bridge publish on a subject of its choosing
@@ -95,7 +97,9 @@ const (
 var RefusalReasons = []string{RefusedNoReply, RefusedReplyInvalid, RefusedReplyNotInbox}
 
 // ImportedReplyPrefix starts the reply subjects the NATS server gives requests it brings through a
-// service import from another account; only on those is Nats-Request-Info the server's.
+// service import from another account; only on those is Nats-Request-Info the server's. They are always
+// answered: the server refuses a client's own publish with such a reply, and answering one reaches only
+// the caller whose request it replaced.
 const ImportedReplyPrefix = "_R_."
 
 // DefaultReplyPrefix is the inbox prefix of the NATS clients (nats.go, the nats CLI), the reply prefix
@@ -128,7 +132,8 @@ type Config struct {
 	// The others are not subscribed at all.
 	Endpoints []string
 	// ReplyPrefixes are the prefixes of the reply subjects answered (BRIDGE_API_REPLY_PREFIXES), each made
-	// of whole tokens and ending in "."; nil means DefaultReplyPrefix alone.
+	// of whole tokens and ending in "."; nil means DefaultReplyPrefix alone. ImportedReplyPrefix is
+	// answered besides them, always.
 	ReplyPrefixes []string
 	// MaxBody bounds a request's body in bytes (BRIDGE_API_MAX_BODY_BYTES); 0 means DefaultMaxBody.
 	MaxBody int
@@ -419,6 +424,9 @@ func (s *Service) replyPrefix(reply string) (prefix, reason string) {
 	}
 	if !validSubject(reply) {
 		return "", RefusedReplyInvalid
+	}
+	if strings.HasPrefix(reply, ImportedReplyPrefix) {
+		return ImportedReplyPrefix, ""
 	}
 	for _, p := range s.cfg.ReplyPrefixes {
 		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
