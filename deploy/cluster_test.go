@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -15,15 +16,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
 // TestNATSClusterConfig starts the ha profile's three NATS nodes from deploy/nats/nats-cluster.conf, as
 // compose names them, with their addresses moved to loopback ports and their stores to temporary
 // directories, and the routes' service names resolved to those ports. The nodes must form one JetStream
-// cluster of three with a meta leader, and a stream and a lease bucket with the bridges'
-// BRIDGE_STREAM_REPLICAS must be placed on all three, created as a bridge connects (its user, password
-// and inbox prefix).
+// cluster of three with a meta leader; a bridge configured as compose's bridge-1 (against the simulator)
+// must create its stream and lease bucket with BRIDGE_STREAM_REPLICAS replicas placed on all three and
+// publish events, and the example report producer and API reader, each in its own account, must reach it.
 func TestNATSClusterConfig(t *testing.T) {
 	ha := loadHA(t)
 	type node struct {
@@ -91,7 +96,10 @@ func TestNATSClusterConfig(t *testing.T) {
 		return ok, strings.Join(state, "; ")
 	})
 
-	// A stream as the bridges create theirs: BRIDGE_STREAM_REPLICAS replicas, one on each node.
+	// A bridge as compose runs bridge-1 (its user, password, inbox prefix, replicas and lease TTL), with
+	// the simulator as its upstream: it creates its streams and lease bucket with BRIDGE_STREAM_REPLICAS
+	// replicas, one on each node, leads and publishes events; a report producer and an API reader, each
+	// in its account, reach it through their imports.
 	env := environment(t, service(t, ha.project, ha.bridges[0]))
 	replicas, err := strconv.Atoi(env["BRIDGE_STREAM_REPLICAS"])
 	if err != nil {
@@ -101,6 +109,35 @@ func TestNATSClusterConfig(t *testing.T) {
 	for _, svc := range ha.nats {
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", nodes[svc].port))
 	}
+	up := simtest.Start(t, false, sim.Options{EventRate: 50})
+	// The upstream is the simulator, the servers are on loopback, the HTTP port is any free one.
+	simEnv := up.Env(strings.Join(urls, ","), nil)
+	for _, k := range []string{"BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_CLIENT_ID", "BRIDGE_USERNAME",
+		"BRIDGE_PASSWORD", "BRIDGE_INSECURE_HTTP", "BRIDGE_NATS_URL", "BRIDGE_HTTP_ADDR", "BRIDGE_SHUTDOWN_TIMEOUT"} {
+		env[k] = simEnv[k]
+	}
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("bridge-1's configuration: %v", err)
+	}
+	var logs testutil.Buffer
+	d, err := daemon.New(cfg, logging.New(&logs, "json", slog.LevelInfo), daemon.BuildInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("the bridge's Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("bridge logs:\n%s", logs.String())
+		}
+	})
+
 	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(env["BRIDGE_NATS_USER"], env["BRIDGE_NATS_PASSWORD"]),
 		nats.CustomInboxPrefix(env["BRIDGE_NATS_INBOX_PREFIX"]))
 	if err != nil {
@@ -111,43 +148,65 @@ func TestNATSClusterConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prefix := config.Default().SubjectPrefix
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: strings.ToUpper(prefix) + "_EVENTS", Subjects: []string{prefix + ".events.>"},
-		Storage: jetstream.FileStorage, Replicas: replicas,
+	events := strings.ToUpper(prefix) + "_EVENTS"
+	testutil.EventuallyState(t, 30*time.Second, "events stored by the bridge", func() (bool, string) {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		defer scancel()
+		st, err := js.Stream(sctx, events)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := st.CachedInfo().State.Msgs
+		return n > 10, fmt.Sprint(n)
 	})
-	if err != nil {
-		t.Fatalf("creating an R%d stream: %v", replicas, err)
-	}
-	if _, err := js.Publish(ctx, prefix+".events.GATE_IN", []byte(`{}`)); err != nil {
-		t.Fatalf("publishing to the R%d stream: %v", replicas, err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The lease bucket as the bridges create it: the same replicas, per-message TTLs.
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: strings.ToUpper(prefix) + "_LEASES", History: 1, Replicas: replicas, LimitMarkerTTL: clusterLeaseTTL,
-	})
-	if err != nil {
-		t.Fatalf("creating an R%d key-value bucket with TTL markers: %v", replicas, err)
-	}
-	if _, err := kv.Create(ctx, "events", []byte(`{}`), jetstream.KeyTTL(clusterLeaseTTL)); err != nil {
-		t.Fatalf("creating a key with a TTL in the R%d bucket: %v", replicas, err)
-	}
-
-	placed := []string{info.Cluster.Leader}
-	for _, r := range info.Cluster.Replicas {
-		placed = append(placed, r.Name)
-	}
 	var names []string
 	for _, n := range nodes {
 		names = append(names, n.name)
 	}
-	if !slices.Equal(slices.Sorted(slices.Values(placed)), slices.Sorted(slices.Values(names))) {
-		t.Errorf("the R%d stream is on %q, want every node %q", replicas, placed, names)
+	for _, stream := range []string{events, "KV_" + strings.ToUpper(prefix) + "_LEASES"} {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("%s: %v", stream, err)
+		}
+		info := st.CachedInfo()
+		placed := []string{info.Cluster.Leader}
+		for _, r := range info.Cluster.Replicas {
+			placed = append(placed, r.Name)
+		}
+		if info.Config.Replicas != replicas || !slices.Equal(slices.Sorted(slices.Values(placed)), slices.Sorted(slices.Values(names))) {
+			t.Errorf("%s: R%d on %q, want R%d on every node %q", stream, info.Config.Replicas, placed, replicas, names)
+		}
 	}
+
+	nats1 := environment(t, service(t, ha.project, ha.nats[0]))
+	client := func(user, passwordVar string) *nats.Conn {
+		c, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(user, nats1[passwordVar]))
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	pjs, _ := jetstream.New(client("report-producer", "NATS_PRODUCER_PASSWORD"))
+	order := up.Sim().TrackedOrders("demo")[0]
+	report := fmt.Appendf(nil, `{"order":{"orderId":%q,"positionId":%q},"transport":{"identifier":"truck-7"},`+
+		`"event":{"timestamp":"2026-05-01T12:00:00Z","type":"GATE_IN","observation":{"observedMeansOfTransport":`+
+		`{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE","licensePlate":"HH-CL 1"}},"observedLoadingUnit":`+
+		`{"loadingUnit":{"containerClass":"CONTAINER","number":"MSCU1234565"},"loadingState":"FULL"}}},`+
+		`"reporter":{"id":"op-1","name":"Test Operator"}}`, order.OrderID, order.PositionID)
+	if _, err := pjs.Publish(ctx, prefix+".reports", report, jetstream.WithMsgID("cluster-report-1")); err != nil {
+		t.Fatalf("the report producer publishing a report: %v", err)
+	}
+	testutil.EventuallyState(t, 30*time.Second, "the report delivered upstream", func() (bool, string) {
+		n := len(up.Sim().Reports("demo"))
+		return n == 1, fmt.Sprint(n)
+	})
+	reader := client("api-reader", "NATS_API_READER_PASSWORD")
+	testutil.EventuallyState(t, 10*time.Second, "the API reader answered", func() (bool, string) {
+		m, err := reader.Request(prefix+".api.orders.list", nil, 2*time.Second)
+		return err == nil && m.Header.Get("Nats-Service-Error-Code") == "", fmt.Sprint(m, err)
+	})
 }

@@ -147,8 +147,8 @@ func checkReplicaVars(t *testing.T, where string, env map[string]string, nodes i
 	}
 }
 
-// usersFile is the NATS users' configuration that both server configurations include.
-const usersFile = "deploy/nats/nats-users.conf"
+// usersFile is the NATS accounts and users configuration that both server configurations include.
+const usersFile = "deploy/nats/nats-accounts.conf"
 
 // setNATSPasswords sets, for this test, the NATS_*_PASSWORD variables that the users file reads, as
 // env (a NATS service's environment) gives them; every one the users file references must be there.

@@ -119,6 +119,12 @@ type EventConsumerConfig struct {
 	// TypeToken). It sets Consumer.FilterSubjects, and must be empty when the caller sets a filter.
 	// Without either, the filter is P.events.>: the stream also holds the bridge's own markers.
 	Types []string
+	// Bind uses the durable consumer named Consumer.Durable as it is, without creating or updating it:
+	// for a reader in another account than the bridge's, which may only fetch from, look up and
+	// acknowledge a consumer an operator created for it (its JetStream handle made with
+	// jetstream.NewWithAPIPrefix and the API prefix its account imports). Types and the rest of Consumer
+	// are then not used.
+	Bind bool
 	// Consumer is the JetStream consumer's configuration. With Durable set the consumer keeps its
 	// position while nobody reads and is shared by every instance that uses the name (each event goes to
 	// one of them); without, it is ephemeral and removed InactiveThreshold (default 5 s) after the last
@@ -146,11 +152,21 @@ type EventConsumer struct {
 }
 
 // NewEventConsumer creates (or, for a durable name that exists, updates) the JetStream consumer
-// cfg describes on the events stream.
+// cfg describes on the events stream; with cfg.Bind it looks the durable up instead.
 func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventConsumerConfig) (*EventConsumer, error) {
 	s := Subjects{Prefix: cfg.Prefix}
 	if cfg.Stream == "" {
 		cfg.Stream = s.EventsStream()
+	}
+	if cfg.Bind {
+		if cfg.Consumer.Durable == "" {
+			return nil, errors.New("tracking: event consumer: Bind needs the durable's name in Consumer.Durable")
+		}
+		cons, err := js.Consumer(ctx, cfg.Stream, cfg.Consumer.Durable)
+		if err != nil {
+			return nil, fmt.Errorf("tracking: event consumer %s on stream %s: %w", cfg.Consumer.Durable, cfg.Stream, err)
+		}
+		return &EventConsumer{cfg: cfg, cons: cons}, nil
 	}
 	cc := cfg.Consumer
 	callerFilter := cc.FilterSubject != "" || len(cc.FilterSubjects) > 0

@@ -124,38 +124,6 @@ func TestAPIServiceTrustWired(t *testing.T) {
 	})
 }
 
-// TestAPIServiceLeastPrivilege: with exactly the permissions of deploy/nats/nats-users.conf, the
-// bridge answers API and discovery requests without a permission violation.
-func TestAPIServiceLeastPrivilege(t *testing.T) {
-	t.Parallel()
-	ns := secPermissionedNATS(t)
-	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
-	ob.waitReady(t, 15*time.Second, http.StatusOK)
-	nc, err := nats.Connect(ns.URL(), nats.UserInfo("admin", "admin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	for _, subj := range []string{"tracking.api.orders.list", "$SRV.PING", "$SRV.INFO.tracking-bridge", "$SRV.STATS.tracking-bridge"} {
-		var m *nats.Msg
-		testutil.EventuallyState(t, 5*time.Second, "an answer on "+subj, func() (bool, string) {
-			var err error
-			m, err = nc.Request(subj, nil, time.Second)
-			return err == nil, fmt.Sprint(err)
-		})
-		if m.Header.Get(micro.ErrorCodeHeader) != "" {
-			t.Errorf("%s: %v", subj, m.Header)
-		}
-	}
-	if err := ob.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(strings.ToLower(ob.logs.String()), "permission") {
-		t.Errorf("permission trouble in the bridge's log:\n%s", ob.logs)
-	}
-}
-
 // TestAPIFloodSparesEventConnection: a burst of large requests to every API endpoint, faster than a
 // client reads, may make the server cut the API service's connection as a slow consumer; the
 // connection the events, the lease and the reports use is another, and stays up.

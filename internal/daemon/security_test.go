@@ -428,8 +428,8 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 	})
 }
 
-// secUserPasswords are the example users of deploy/nats/nats-users.conf with the passwords the tests give
-// them through the variables that file reads.
+// secUserPasswords are the example users of deploy/nats/nats-accounts.conf with the passwords the tests
+// give them through the variables that file reads.
 var secUserPasswords = map[string]string{
 	"NATS_BRIDGE_PASSWORD":        secNATSPassword,
 	"NATS_EVENTS_READER_PASSWORD": "events-reader-" + secNATSPassword,
@@ -438,27 +438,33 @@ var secUserPasswords = map[string]string{
 	"NATS_API_WRITER_PASSWORD":    "api-writer-" + secNATSPassword,
 }
 
-// secBridgeEnv is what a bridge needs to connect as deploy/nats/nats-users.conf's tracking-bridge user.
+// secBridgeEnv is what a bridge needs to connect as deploy/nats/nats-accounts.conf's tracking-bridge user.
 var secBridgeEnv = map[string]string{
 	"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
 	"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
 }
 
 // secClient returns the options of a client connecting as the example user name (events-reader,
-// report-producer, api-reader, api-writer): its password and its own inbox prefix.
+// report-producer, api-reader, api-writer), each in an account of its own.
 func secClient(name string) []nats.Option {
-	return []nats.Option{nats.UserInfo(name, name+"-"+secNATSPassword), nats.CustomInboxPrefix("_INBOX." + name)}
+	return []nats.Option{nats.UserInfo(name, name+"-"+secNATSPassword), nats.Name(name)}
 }
+
+// secAdmin is a user the tests add to the bridge's account for their own checks (streams, consumers,
+// subscriptions where a hostile client aims); it may do anything there.
+var secAdmin = nats.UserInfo("admin", "admin")
+
+// secBridgeAccount is the account of the bridge in deploy/nats/nats-accounts.conf.
+const secBridgeAccount = "TRACKING"
 
 // secEnvOnce sets the variables of secUserPasswords in the process's environment, where nats-server reads
 // the file's $NAME references, once for every test: the values never change, and t.Setenv would keep the
 // tests that use them from running in parallel.
 var secEnvOnce sync.Once
 
-// secPermissionedNATS starts a server with the users of deploy/nats/nats-users.conf (the bridge's
-// "tracking-bridge" with password secNATSPassword, and the clients of secClient), plus an unrestricted
-// "admin" for the test's own checks.
-func secPermissionedNATS(t *testing.T) *testutil.NATS {
+// secShippedAuth reads the accounts and users of deploy/nats/nats-server.conf (which includes
+// nats-accounts.conf) with the server's own parser, and adds secAdmin to the bridge's account.
+func secShippedAuth(t testing.TB) func(*server.Options) {
 	t.Helper()
 	secEnvOnce.Do(func() {
 		for k, v := range secUserPasswords {
@@ -467,35 +473,46 @@ func secPermissionedNATS(t *testing.T) *testutil.NATS {
 			}
 		}
 	})
-	users, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nats", "nats-users.conf"))
-	if err != nil {
-		t.Fatal(err)
+	conf := filepath.Join("..", "..", "deploy", "nats", "nats-server.conf")
+	return func(o *server.Options) {
+		parsed, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("deploy/nats/nats-server.conf does not parse: %v", err)
+		}
+		if len(parsed.Users) != len(secUserPasswords) {
+			t.Fatalf("deploy/nats/nats-server.conf has %d users, want %d", len(parsed.Users), len(secUserPasswords))
+		}
+		var bridge *server.Account
+		for _, a := range parsed.Accounts {
+			if a.Name == secBridgeAccount {
+				bridge = a
+			}
+		}
+		if bridge == nil {
+			t.Fatalf("deploy/nats/nats-server.conf has no account %s", secBridgeAccount)
+		}
+		o.Accounts = parsed.Accounts
+		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin", Account: bridge})
+		o.MaxPayload = parsed.MaxPayload
 	}
-	conf := filepath.Join(t.TempDir(), "nats-server.conf")
-	if err := os.WriteFile(conf, users, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("deploy/nats/nats-users.conf does not parse: %v", err)
-	}
-	if len(parsed.Users) != len(secUserPasswords) {
-		t.Fatalf("deploy/nats/nats-users.conf has %d users, want %d", len(parsed.Users), len(secUserPasswords))
-	}
-	return testutil.StartNATS(t, func(o *server.Options) {
-		o.Users = append(parsed.Users, &server.User{Username: "admin", Password: "admin"})
-	})
 }
 
-// TestLeastPrivilegePermissions runs the bridge as the user of the authorization block of
-// deploy/nats/nats-users.conf, with exactly those permissions: it creates the streams, publishes events and
+// secPermissionedNATS starts a server with the accounts and users of the shipped configuration (the
+// bridge's "tracking-bridge" with password secNATSPassword, the clients of secClient), plus secAdmin.
+func secPermissionedNATS(t *testing.T) *testutil.NATS {
+	t.Helper()
+	return testutil.StartNATS(t, secShippedAuth(t))
+}
+
+// TestLeastPrivilegePermissions runs the bridge as the tracking-bridge user of
+// deploy/nats/nats-accounts.conf, with exactly its permissions: it creates the streams, publishes events and
 // dead letters, consumes reports from its durable (acknowledging and dead-lettering them), resumes after
 // a restart, and never hits a permission violation; and it cannot do what it does not need (publish a
 // report). The example's producer user publishes the reports.
 func TestLeastPrivilegePermissions(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
-	admin := nats.UserInfo("admin", "admin")
+	admin := secAdmin
 
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	env := up.Env(ns.URL(), secBridgeEnv)
