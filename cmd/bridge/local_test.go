@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,20 +36,23 @@ func readmeSection(t *testing.T, title string) string {
 	return section
 }
 
-// TestRunItLocally follows the README's "Run it locally": its commands start a standalone nats-server
-// with JetStream and the simulator where its environment block points, that block is a valid
-// configuration for them, and the report file its commands publish (examples/report.json) is one the
-// bridge accepts. Then it runs the bridge with that block (on the test's ports) against a real NATS
-// server and the simulator, publishes the report as the README does, and sees it come back as an event.
+// TestRunItLocally follows the README's "Run it locally": its commands start a nats-server from the
+// shipped configuration with the passwords they export, and the simulator where its environment block
+// points, that block is a valid configuration for them, and the report file its commands publish
+// (examples/report.json) is one the bridge accepts. Then it runs the bridge with that block (on the test's
+// ports) against a real NATS server with the shipped accounts and the simulator, publishes the report as
+// the README's report producer does, and sees it come back as an event as its events reader does.
 func TestRunItLocally(t *testing.T) {
 	section := readmeSection(t, "Run it locally")
 	for _, want := range []string{
 		"go install github.com/nats-io/nats-server/v2@v2.15.2",
-		`"$(go env GOPATH)/bin/nats-server" -js`,
+		`"$(go env GOPATH)/bin/nats-server" -c deploy/nats/nats-server.conf -a 127.0.0.1 -sd `,
 		"go run ./cmd/sim -addr 127.0.0.1:8081",
 		"go run ./cmd/bridge check-config && go run ./cmd/bridge run",
 		"go install github.com/nats-io/natscli/nats@v0.4.0",
-		`nats req tracking.reports "$(cat examples/report.json)" -H Nats-Msg-Id:`,
+		"nats --user events-reader --password demo-events-reader sub 'tracking.events.>'",
+		"nats --user report-producer --password demo-report-producer \\\n" +
+			`  req tracking.reports "$(cat examples/report.json)" -H Nats-Msg-Id:`,
 	} {
 		if !strings.Contains(section, want) {
 			t.Errorf("README's Run it locally lacks %q", want)
@@ -76,8 +80,31 @@ func TestRunItLocally(t *testing.T) {
 		t.Fatalf("examples/report.json is not a report the bridge accepts: %q", problems)
 	}
 
+	// The server as the README starts it: the shipped configuration with the passwords it exports.
+	passwords := regexp.MustCompile(`(NATS_[A-Z_]+_PASSWORD)=(\S+)`).FindAllStringSubmatch(section, -1)
+	if len(passwords) != 5 {
+		t.Fatalf("README's Run it locally exports %d NATS_*_PASSWORD variables, want the 5 the server reads", len(passwords))
+	}
+	for _, m := range passwords {
+		t.Setenv(m[1], m[2])
+	}
+	shipped, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", "nats-server.conf"))
+	if err != nil {
+		t.Fatalf("deploy/nats/nats-server.conf: %v", err)
+	}
+	ns := testutil.StartNATS(t, func(o *server.Options) {
+		o.Accounts, o.Users, o.MaxPayload = shipped.Accounts, shipped.Users, shipped.MaxPayload
+	})
+	client := func(user, password string) *nats.Conn {
+		nc, err := nats.Connect(ns.URL(), nats.UserInfo(user, password))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+
 	// The block, on the test's ports.
-	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 5})
 	for k, v := range env {
 		v = strings.Replace(v, simBase, up.Srv.URL, 1)
@@ -90,14 +117,17 @@ func TestRunItLocally(t *testing.T) {
 	stderr, stop := startRun(t, []string{"run"}, "stream connected")
 	defer stop()
 
-	nc := ns.Connect()
+	reader := client("events-reader", "demo-events-reader")
 	back := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe("tracking.events.GATE_IN", back)
+	sub, err := reader.ChanSubscribe("tracking.events.GATE_IN", back)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	js, err := jetstream.New(nc)
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(client("report-producer", "demo-report-producer"))
 	if err != nil {
 		t.Fatal(err)
 	}
