@@ -36,8 +36,8 @@ func readmeSection(t *testing.T, title string) string {
 	return section
 }
 
-// TestRunItLocally follows the README's "Run it locally": its commands start a nats-server from the
-// shipped configuration with the passwords they export, and the simulator where its environment block
+// TestRunItLocally follows the README's "Run it locally": its commands start a nats-server from
+// deploy/nats/nats-local.conf (the shipped accounts) with the passwords they export, and the simulator where its environment block
 // points, that block is a valid configuration for them, and the report file its commands publish
 // (examples/report.json) is one the bridge accepts. Then it runs the bridge with that block (on the test's
 // ports) against a real NATS server with the shipped accounts and the simulator, publishes the report as
@@ -46,7 +46,7 @@ func TestRunItLocally(t *testing.T) {
 	section := readmeSection(t, "Run it locally")
 	for _, want := range []string{
 		"go install github.com/nats-io/nats-server/v2@v2.15.2",
-		`"$(go env GOPATH)/bin/nats-server" -c deploy/nats/nats-server.conf -a 127.0.0.1 -sd `,
+		`"$(go env GOPATH)/bin/nats-server" -c deploy/nats/nats-local.conf`,
 		"go run ./cmd/sim -addr 127.0.0.1:8081",
 		"go run ./cmd/bridge check-config && go run ./cmd/bridge run",
 		"go install github.com/nats-io/natscli/nats@v0.4.0",
@@ -80,7 +80,7 @@ func TestRunItLocally(t *testing.T) {
 		t.Fatalf("examples/report.json is not a report the bridge accepts: %q", problems)
 	}
 
-	// The server as the README starts it: the shipped configuration with the passwords it exports.
+	// The server as the README starts it: deploy/nats/nats-local.conf with the passwords it exports.
 	passwords := regexp.MustCompile(`(NATS_[A-Z_]+_PASSWORD)=(\S+)`).FindAllStringSubmatch(section, -1)
 	if len(passwords) != 5 {
 		t.Fatalf("README's Run it locally exports %d NATS_*_PASSWORD variables, want the 5 the server reads", len(passwords))
@@ -88,9 +88,13 @@ func TestRunItLocally(t *testing.T) {
 	for _, m := range passwords {
 		t.Setenv(m[1], m[2])
 	}
-	shipped, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", "nats-server.conf"))
+	shipped, err := server.ProcessConfigFile(filepath.Join("..", "..", "deploy", "nats", "nats-local.conf"))
 	if err != nil {
-		t.Fatalf("deploy/nats/nats-server.conf: %v", err)
+		t.Fatalf("deploy/nats/nats-local.conf: %v", err)
+	}
+	if shipped.Host != "127.0.0.1" || shipped.Port != 4222 || shipped.HTTPHost != "127.0.0.1" || !shipped.JetStream {
+		t.Errorf("deploy/nats/nats-local.conf: listen %s:%d, monitoring on %s, JetStream %v; want loopback, port 4222 and JetStream",
+			shipped.Host, shipped.Port, shipped.HTTPHost, shipped.JetStream)
 	}
 	ns := testutil.StartNATS(t, func(o *server.Options) {
 		o.Accounts, o.Users, o.MaxPayload = shipped.Accounts, shipped.Users, shipped.MaxPayload
