@@ -18,4 +18,11 @@
 // against the bridge's code.
 //
 // Everything talks to NATS only: the bridge holds the provider's OAuth credentials.
+//
+// Clients belong in NATS accounts of their own, never in the bridge's (JetStream writes its answers to
+// whatever reply subject a publisher names, inside the publisher's account). With the repository's
+// deploy/nats/nats-accounts.conf, Reporter and Client work unchanged over their accounts' service imports;
+// an events reader fetches from a durable an operator created for it in the bridge's account, through
+// the JetStream API prefix its account imports: make js with jetstream.NewWithAPIPrefix(nc,
+// "JS.tracking.API") and set EventConsumerConfig.Bind with Consumer.Durable.
 package tracking

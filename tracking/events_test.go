@@ -126,6 +126,28 @@ func TestEventConsumerNext(t *testing.T) {
 	if !slices.Equal(ids, []string{"ev-5", "ev-6"}) {
 		t.Errorf("the durable consumer resumed with %q, want ev-5 and ev-6", ids)
 	}
+
+	// Bind uses the durable as it is: its filter and ack wait stay, and it goes on after what was
+	// acknowledged; it needs a name, and one that exists.
+	c2.Stop()
+	inject(b, "ev-7", "GATE_IN", "")
+	bound, err := tracking.NewEventConsumer(ctx, js, tracking.EventConsumerConfig{Bind: true, Types: []string{"ARRIVED"},
+		Consumer: jetstream.ConsumerConfig{Durable: "gates", AckWait: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bound.Stop()
+	if info := bound.Consumer().CachedInfo(); info.Config.AckWait != 200*time.Millisecond || len(info.Config.FilterSubjects) != 2 {
+		t.Errorf("bound consumer's configuration changed: %+v", info.Config)
+	}
+	if ev := next(t, ctx, bound); ev.ID != "ev-7" {
+		t.Errorf("bound consumer: %q, want ev-7", ev.ID)
+	}
+	for _, cfg := range []tracking.EventConsumerConfig{{Bind: true}, {Bind: true, Consumer: jetstream.ConsumerConfig{Durable: "nobody"}}} {
+		if _, err := tracking.NewEventConsumer(ctx, js, cfg); err == nil {
+			t.Errorf("Bind to durable %q: no error", cfg.Consumer.Durable)
+		}
+	}
 }
 
 // TestEventConsumerConsume: Consume acknowledges what the handler took, has JetStream deliver again what
