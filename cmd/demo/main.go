@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -80,6 +81,67 @@ type demoOptions struct {
 	httpAddr    string
 }
 
+// The embedded server's users: the bridge, and the demo's clients (the watcher, its reports and API calls,
+// and whoever follows the banner), each in an account of its own.
+const (
+	demoBridgeUser, demoBridgePassword = "tracking-bridge", "demo-bridge"
+	demoClientUser, demoClientPassword = "demo", "demo"
+)
+
+// demoAccountsConf sets up the embedded server as deploy/nats/nats-accounts.conf does, in short: the
+// bridge in TRACKING with its streams and buckets, its clients in CLIENTS importing the reports, the API
+// and its discovery as services (so that JetStream's and the bridge's answers reach them only through
+// replies NATS makes) and the events as a stream. A connection without credentials is "operator" in
+// TRACKING, as trusted as the bridge: the demo's server listens on loopback only, and the examples and
+// the nats CLI keep creating their own consumers there. %[1]s is the subject prefix.
+const demoAccountsConf = `no_auth_user: operator
+accounts {
+  TRACKING {
+    jetstream: enabled
+    users: [{user: %[2]q, password: %[3]q}, {user: operator, password: ""}]
+    exports: [
+      {service: "%[1]s.reports"}
+      {service: "%[1]s.api.>"}
+      {service: "$SRV.>", response_type: stream}
+      {stream: "%[1]s.events.>"}
+    ]
+  }
+  CLIENTS {
+    users: [{user: %[4]q, password: %[5]q}]
+    imports: [
+      {service: {account: TRACKING, subject: "%[1]s.reports"}}
+      {service: {account: TRACKING, subject: "%[1]s.api.>"}, share: true}
+      {service: {account: TRACKING, subject: "$SRV.>"}}
+      {stream: {account: TRACKING, subject: "%[1]s.events.>"}}
+    ]
+  }
+}
+`
+
+// demoAccounts parses demoAccountsConf with the server's own parser and returns what sets it on the
+// embedded server's options.
+func demoAccounts(prefix string) (func(*server.Options), error) {
+	f, err := os.CreateTemp("", "tracking-bridge-demo-*.conf")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = fmt.Fprintf(f, demoAccountsConf, prefix, demoBridgeUser, demoBridgePassword, demoClientUser, demoClientPassword)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := server.ProcessConfigFile(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("the demo's NATS accounts: %w", err)
+	}
+	return func(o *server.Options) {
+		o.Accounts, o.Users, o.NoAuthUser = parsed.Accounts, parsed.Users, parsed.NoAuthUser
+	}, nil
+}
+
 // runDemo runs NATS, the simulator and the daemon, with a watcher subscribed to the events.
 func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	if o.duration > 0 {
@@ -103,7 +165,12 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if port == 0 || !portFree(port) {
 		port = -1
 	}
-	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Port: port})
+	prefix := config.Default().SubjectPrefix
+	accounts, err := demoAccounts(prefix)
+	if err != nil {
+		return err
+	}
+	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Port: port, Configure: accounts})
 	if err != nil {
 		return err
 	}
@@ -133,8 +200,9 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		"BRIDGE_NATS_URL":      ns.ClientURL(),
 		"BRIDGE_HTTP_ADDR":     httpAddr,
 		"BRIDGE_LOG_FORMAT":    "text",
-		// Its own inboxes apart from its API callers' (docs/operations.md, "NATS: authentication, TLS and
-		// permissions").
+		// Alone in its account (demoAccounts), with its own inboxes apart from any caller's.
+		"BRIDGE_NATS_USER":         demoBridgeUser,
+		"BRIDGE_NATS_PASSWORD":     demoBridgePassword,
 		"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
 	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -150,12 +218,12 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
   NATS (JetStream)  %s
   simulator         %s  (user demo / demo)
   bridge            %s/status  (also /readyz, /metrics)
-  watch it yourself nats sub '%s.events.>' --server %s
-  call the API      nats req %s.api.orders.list '' --server %s
+  watch it yourself nats sub '%s.events.>' --server %s --user %s --password %s
+  call the API      nats req %s.api.orders.list '' --server %s --user %s --password %s
   Ctrl-C stops the demo.
 
-`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL(),
-		cfg.SubjectPrefix, ns.ClientURL())
+`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL(), demoClientUser,
+		demoClientPassword, cfg.SubjectPrefix, ns.ClientURL(), demoClientUser, demoClientPassword)
 
 	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, o.quiet)
 	if err != nil {
@@ -295,7 +363,7 @@ type watcher struct {
 }
 
 func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error) {
-	nc, err := nats.Connect(url, nats.Name("tracking-bridge-demo-watcher"))
+	nc, err := nats.Connect(url, nats.Name("tracking-bridge-demo-watcher"), nats.UserInfo(demoClientUser, demoClientPassword))
 	if err != nil {
 		return nil, err
 	}
