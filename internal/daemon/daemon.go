@@ -207,7 +207,7 @@ func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending:
 
 // newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
 // leadership gets its own.
-func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
+func (d *Daemon) newPublisher(m *metrics.Publish, confirm func(context.Context) (bool, error)) (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
@@ -219,6 +219,7 @@ func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
 		Source:       d.source,
 		Logger:       d.pubLog,
 		Observer:     m,
+		Confirm:      confirm,
 	})
 	if err != nil {
 		return nil, err

@@ -191,13 +191,23 @@ type resignation struct {
 
 // Confirm reads the key and reports whether this process still holds it, whatever the watch has
 // delivered so far: for a leader that just did something another may have raced (stored its fence
-// markers), before it relies on it.
+// markers), before it relies on it. A value no bridge wrote, found while this process leads, counts as
+// held: no bridge can have taken the key over while this process's lease was valid, and Run writes the
+// lease back over such a value at once.
 func (l *Lease) Confirm(ctx context.Context) (bool, error) {
-	h, ok, err := Read(ctx, l.js, l.cfg.Bucket, l.cfg.Key)
+	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
 	}
-	return ok && h.Instance == l.self.Instance && l.Leading(), nil
+	e, err := kv.Get(ctx, l.cfg.Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
+	}
+	h, ok := holderOf(e)
+	return (ok && h.Instance == l.self.Instance || isForeign(e)) && l.Leading(), nil
 }
 
 // Holder returns the latest known holder of the lease, this process or another, for /status; ok is false

@@ -313,7 +313,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // countingObserver counts the publisher's outcomes.
 type countingObserver struct {
-	published, duplicates, retried, latencies atomic.Int64
+	published, duplicates, retried, latencies, foreign atomic.Int64
 }
 
 func (o *countingObserver) Published(string)         { o.published.Add(1) }
@@ -321,6 +321,7 @@ func (o *countingObserver) Duplicate(string)         { o.duplicates.Add(1) }
 func (o *countingObserver) AckLatency(time.Duration) { o.latencies.Add(1) }
 func (o *countingObserver) DeadLettered(string)      {}
 func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
+func (o *countingObserver) ForeignFenceWrite()       { o.foreign.Add(1) }
 
 // TestPublishUnansweredOrRefused: while the events stream is missing, publishes get no acknowledgement
 // (a core subscriber has interest in the subjects, so the server sends nothing back) or JetStream's
