@@ -142,7 +142,8 @@ func waitLeader(t *testing.T, within time.Duration, cs ...*competitor) *competit
 				leader = c
 			}
 		}
-		return n == 1
+		// Leading turns true just before OnChange(true) is called: wait for that too.
+		return n == 1 && !becameLeader(leader).IsZero()
 	})
 	return leader
 }
