@@ -114,19 +114,26 @@ func TestForeignWritesOnFence(t *testing.T) {
 //     write still being the subject's last message).
 func TestForeignWriteThenTakeover(t *testing.T) {
 	t.Parallel()
-	for _, order := range []string{"lease lost", "markers first", "race"} {
+	for _, order := range []string{"lease lost", "markers first", "race", "race on a cluster"} {
 		t.Run(order, func(t *testing.T) {
 			t.Parallel()
-			ns := testutil.StartNATS(t, nil)
+			var connect func() *nats.Conn
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
-			nc := ns.Connect()
+			if order == "race on a cluster" {
+				connect = testutil.StartCluster(t).Connect
+				layout.Replicas = 3
+				order = "race"
+			} else {
+				connect = testutil.StartNATS(t, nil).Connect
+			}
+			nc := connect()
 			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 				t.Fatal(err)
 			}
-			second := fencedPublisher(t, ns.Connect(), layout, 64)
+			second := fencedPublisher(t, connect(), layout, 64)
 			var takeOver func()
 			var tookOver atomic.Bool
 			takeOver = func() {
@@ -162,7 +169,7 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The next events check the next subjects: foreign writes land there first.
-			attacker, _ := jetstream.New(ns.Connect())
+			attacker, _ := jetstream.New(connect())
 			for j := 5; j < 30; j++ {
 				foreignAck(t, attacker, fenceSubject(layout.FenceSubject(), j), j)
 			}
