@@ -119,3 +119,49 @@ func deadLetterLines(logs *testutil.Logs) []map[string]string {
 	}
 	return out
 }
+
+// TestAmbiguousReportsDeadLettered: a report readers may read in different ways (a key given twice, an
+// id that is not UTF-8, raw or escaped) or with a Nats-Msg-Id that is not UTF-8 is dead-lettered with the
+// reason, and never reaches the upstream.
+func TestAmbiguousReportsDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.start(e.js, e.config())
+	o := demoOrders[0]
+	ev := `"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}`
+	tests := []struct{ name, id, body, want string }{
+		{"order twice", "dup-1",
+			fmt.Sprintf(`{"order":{"orderId":%q,"positionId":%q},"order":{"orderId":"BO-OTHER","positionId":"1"},%s}`, o.OrderID, o.PositionID, ev),
+			`the report gives the key "order" twice; a key may appear only once in an object, or readers differ on its value`},
+		{"order id twice, escaped", "dup-2",
+			fmt.Sprintf(`{"order":{"orderId":%q,"positionId":%q,"order\u0049d":"BO-OTHER"},%s}`, o.OrderID, o.PositionID, ev),
+			`the report gives the key "orderId" twice in order; a key may appear only once in an object, or readers differ on its value`},
+		{"order id not UTF-8", "utf8-1",
+			fmt.Sprintf("{\"order\":{\"orderId\":\"%s\xc0\xaf\",\"positionId\":%q},%s}", o.OrderID, o.PositionID, ev),
+			"the report is not valid UTF-8"},
+		{"order id with an unpaired surrogate", "utf8-2",
+			fmt.Sprintf(`{"order":{"orderId":"%s\udbff","positionId":%q},%s}`, o.OrderID, o.PositionID, ev),
+			`the report is not valid UTF-8: the escape \udbff in order.orderId is half of a UTF-16 surrogate pair without the other half`},
+		{"Nats-Msg-Id not UTF-8", "msg-\xff\xfe", string(report(3)), "the Nats-Msg-Id header is not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		e.publish(tt.body, jetstream.MsgIDHeader, tt.id)
+	}
+	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == len(tests) })
+	byID := map[string]*jetstream.RawStreamMsg{}
+	for _, m := range e.deadLetters() {
+		byID[m.Header.Get("Bridge-Original-Nats-Msg-Id")] = m
+	}
+	for _, tt := range tests {
+		m := byID[tt.id]
+		switch {
+		case m == nil:
+			t.Errorf("%s: no dead letter", tt.name)
+		case m.Header.Get("Bridge-Error") != tt.want || string(m.Data) != tt.body:
+			t.Errorf("%s: Bridge-Error %q, body %q\nwant %q and the report", tt.name, m.Header.Get("Bridge-Error"), m.Data, tt.want)
+		}
+	}
+	if n := e.rec.count(); n != 0 {
+		t.Errorf("%d upstream calls, want none", n)
+	}
+}
