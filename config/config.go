@@ -143,7 +143,7 @@ type Config struct {
 	NATSCAFile       string `envconfig:"NATS_CA_FILE" desc:"PEM file of CA certificates trusted for NATS; empty means the system roots"`
 	NATSCertFile     string `envconfig:"NATS_CERT_FILE" desc:"client certificate (PEM) for NATS TLS, with BRIDGE_NATS_KEY_FILE"`
 	NATSKeyFile      string `envconfig:"NATS_KEY_FILE" desc:"client private key (PEM) for NATS TLS, with BRIDGE_NATS_CERT_FILE"`
-	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease); give it one outside the API callers' inboxes (e.g. _INBOX_bridge) and allow the bridge to subscribe only there"`
+	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX_bridge" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease), whole tokens apart from every BRIDGE_API_REPLY_PREFIXES entry and from _R_. (refused at start-up otherwise); allow the bridge to subscribe only there"`
 }
 
 // field describes one variable of Config, read from the field's tags as envconfig reads them: the name

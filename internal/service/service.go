@@ -429,8 +429,8 @@ func (s *Service) replyPrefix(reply string) (prefix, reason string) {
 		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
 			// The bridge's own inboxes (its JetStream acknowledgements, fetches, the lease's watch) are
 			// never a caller's: refused when they lie within the prefix matched. When they are exactly
-			// that prefix (nats.go's default _INBOX with _INBOX.), they cannot be told apart, which the
-			// daemon warns about at start-up.
+			// that prefix (nats.go's default _INBOX with _INBOX.), they cannot be told apart; the
+			// bridge's configuration refuses both.
 			if own := s.nc.Opts.InboxPrefix + "."; len(own) > len(p) && strings.HasPrefix(reply, own) {
 				return "", RefusedReplyNotInbox
 			}
