@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
@@ -143,7 +144,7 @@ type Config struct {
 	NATSCAFile       string `envconfig:"NATS_CA_FILE" desc:"PEM file of CA certificates trusted for NATS; empty means the system roots"`
 	NATSCertFile     string `envconfig:"NATS_CERT_FILE" desc:"client certificate (PEM) for NATS TLS, with BRIDGE_NATS_KEY_FILE"`
 	NATSKeyFile      string `envconfig:"NATS_KEY_FILE" desc:"client private key (PEM) for NATS TLS, with BRIDGE_NATS_CERT_FILE"`
-	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease); give it one outside the API callers' inboxes (e.g. _INBOX_bridge) and allow the bridge to subscribe only there"`
+	NATSInboxPrefix  string `envconfig:"NATS_INBOX_PREFIX" default:"_INBOX_bridge" desc:"prefix of the bridge's own reply subjects (JetStream acknowledgements, fetches, the lease), whole tokens apart from every BRIDGE_API_REPLY_PREFIXES entry and from _R_. (refused at start-up otherwise); allow the bridge to subscribe only there"`
 }
 
 // field describes one variable of Config, read from the field's tags as envconfig reads them: the name
@@ -313,7 +314,8 @@ func (c *Config) SlogLevel() slog.Level {
 // LogValue implements slog.LogValuer, for logging the effective configuration at start-up: a group with
 // one attribute per variable, keyed by its name without the BRIDGE_ prefix in lower case (upstream_url,
 // reconnect_min, ...). Durations read like "30s", sizes like "4GiB". A secret shows as "[redacted]" when
-// set and "" when not, and the user information of URLs (which may be a NATS token or password) as "xxxxx".
+// set and "" when not, the user information of URLs (which may be a NATS token or password) as "xxxxx",
+// and the values of their queries (which may be a client secret) as REDACTED.
 func (c *Config) LogValue() slog.Value {
 	v := reflect.ValueOf(c).Elem()
 	attrs := make([]slog.Attr, 0, len(fields))
@@ -344,30 +346,21 @@ func (c *Config) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// redactURLs replaces the user information of every comma-separated URL in s that has one; anything else
-// is returned unchanged.
+// redactURLs redacts every comma-separated URL in s that has user information, a query or a fragment
+// (logging.RedactURL); anything else is returned unchanged.
 func redactURLs(s string) string {
-	if !strings.Contains(s, "@") {
+	if !strings.ContainsAny(s, "@?#") {
 		return s
 	}
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = redactURL(u)
-		} else if err != nil && strings.Contains(p, "@") {
-			parts[i] = "[unparsable URL]" // it might hold credentials
+		if r := logging.RedactURL(strings.TrimSpace(p)); r != strings.TrimSpace(p) {
+			parts[i] = r
 		}
 	}
 	return strings.Join(parts, ",")
 }
 
-// redactURL renders u with its user information, if any, replaced by "xxxxx": in a NATS URL the user part
-// alone may be a token.
-func redactURL(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
-	r := *u
-	r.User = url.User("xxxxx")
-	return r.String()
-}
+// redactURL renders u with its user information (in a NATS URL the user part alone may be a token), its
+// query values and its fragment redacted (logging.RedactedURL).
+func redactURL(u *url.URL) string { return logging.RedactedURL(u) }

@@ -170,6 +170,10 @@ func TestRedactURLs(t *testing.T) {
 		{"nats://token@a:4222", "nats://xxxxx@a:4222"},
 		{"nats://tok en@a:bad", "[unparsable URL]"},
 		{"/tracking/events", "/tracking/events"},
+		{"https://auth.example.com/token?client_secret=s3cret&realm=x", "https://auth.example.com/token?client_secret=REDACTED&realm=REDACTED"},
+		{"https://auth.example.com/token?s3cret", "https://auth.example.com/token?REDACTED"},
+		{"https://u:pw@auth.example.com/token#s3cret", "https://xxxxx@auth.example.com/token#REDACTED"},
+		{"https://auth.example.com/t?%zz=s3cret%", "https://auth.example.com/t?%zz=REDACTED"},
 	}
 	for _, tt := range tests {
 		if got := redactURLs(tt.in); got != tt.want {

@@ -165,6 +165,7 @@ func (c *Config) check() []error {
 	atMost(&ck, "BRIDGE_API_MAX_BODY_BYTES", c.APIMaxBodyBytes, MaxAPIBodyBytes)
 	ck.apiEndpoints("BRIDGE_API_ENDPOINTS", c.APIEndpoints)
 	ck.replyPrefixes("BRIDGE_API_REPLY_PREFIXES", c.APIReplyPrefixes, c.SubjectPrefix)
+	c.checkInboxApart(&ck)
 	positive(&ck, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout)
 
 	// NATS authentication and TLS.
@@ -438,6 +439,43 @@ func (ck *checker) replyPrefixes(key, list, prefix string) {
 			ck.add(key, "%s is a system subject prefix ($JS, $KV, $SRV, ...), not an inbox", q)
 		} else if own := prefix + "."; prefix != "" && (strings.HasPrefix(own, norm) || strings.HasPrefix(norm, own)) {
 			ck.add(key, "%s covers the bridge's own subjects (BRIDGE_SUBJECT_PREFIX %q), not an inbox", q, prefix)
+		}
+	}
+}
+
+// importReplyPrefix starts the reply subjects the NATS server writes itself for requests it brings
+// through a service import; a client may not publish with one as its reply subject.
+const importReplyPrefix = "_R_."
+
+// checkInboxApart checks that the bridge's own inboxes (BRIDGE_NATS_INBOX_PREFIX) and the reply subjects
+// the API answers (BRIDGE_API_REPLY_PREFIXES) are apart, in whole tokens: neither lies under the other.
+// Else a caller could aim the API's answer at the bridge's JetStream acknowledgements, its report fetches
+// or its lease watch, which only the random part of their names would protect. Nor may the inboxes lie
+// under _R_., the server's own reply subjects, which it refuses as a client's.
+func (c *Config) checkInboxApart(ck *checker) {
+	const inboxKey, replyKey = "BRIDGE_NATS_INBOX_PREFIX", "BRIDGE_API_REPLY_PREFIXES"
+	if !ck.fine(inboxKey) || c.NATSInboxPrefix == "" {
+		return
+	}
+	own := c.NATSInboxPrefix + "."
+	q := strconv.Quote(logging.Cut(c.NATSInboxPrefix, maxQuoted))
+	if strings.HasPrefix(own, importReplyPrefix) {
+		ck.add(inboxKey, "%s lies under %s, the reply subjects the NATS server writes itself for service "+
+			"imports and refuses from a client; give the bridge a prefix of its own, e.g. _INBOX_bridge", q, importReplyPrefix)
+		return
+	}
+	if !c.APIEnabled || !ck.fine(replyKey) {
+		return
+	}
+	for _, p := range c.APIReplyPrefixList() {
+		rq := strconv.Quote(logging.Cut(p, maxQuoted))
+		switch {
+		case strings.HasPrefix(own, p):
+			ck.addVars([]string{inboxKey, replyKey}, "the bridge's own inboxes %s lie under the reply prefix %s: "+
+				"a caller could aim the API's answers at them; give the bridge a prefix of its own, e.g. _INBOX_bridge", q, rq)
+		case strings.HasPrefix(p, own):
+			ck.addVars([]string{inboxKey, replyKey}, "the reply prefix %s lies under the bridge's own inboxes %s: "+
+				"a caller could aim the API's answers at them; give the bridge a prefix of its own, e.g. _INBOX_bridge", rq, q)
 		}
 	}
 }

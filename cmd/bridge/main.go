@@ -215,7 +215,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "bridge: configuration OK (upstream %s, NATS %s)\n", cfg.UpstreamURL, redactedNATS(cfg))
+	fmt.Fprintf(stdout, "bridge: configuration OK (upstream %s, NATS %s)\n", logging.RedactURL(cfg.UpstreamURL), redactedNATS(cfg))
 	return nil
 }
 

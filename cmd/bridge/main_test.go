@@ -178,6 +178,7 @@ const (
 	secWrongPassword    = "wrong-Pa55-a8d2e4f6"
 	secNATSPassword     = "nats-Pa55-5c7e9a1b"
 	secNATSToken        = "nats-Tok3n-2b4d6f8h"
+	secClientSecret     = "client-S3cret-4e6a8c0d" // in the token URL's query
 )
 
 // TestSecretsNeverLeakFromCommand searches the output of 'bridge run' as the process runs it (its
@@ -196,6 +197,7 @@ func TestSecretsNeverLeakFromCommand(t *testing.T) {
 	for k, v := range up.Env(natsA.URL(), map[string]string{
 		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
 		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+		"BRIDGE_TOKEN_URL": up.Srv.URL + sim.TokenPath + "?client_secret=" + secClientSecret,
 	}) {
 		t.Setenv(k, v)
 	}
@@ -204,6 +206,9 @@ func TestSecretsNeverLeakFromCommand(t *testing.T) {
 		t.Errorf("bridge run exited %d", code)
 	}
 	outputs = append(outputs, stderr.String())
+	var stdout, errOut bytes.Buffer
+	code := run(context.Background(), []string{"check-config"}, &stdout, &errOut)
+	outputs = append(outputs, fmt.Sprintf("bridge check-config (exit %d):\n%s%s", code, &stdout, &errOut))
 
 	// The command line with the secrets in the environment: bridge -h, and a run whose configuration
 	// is invalid (so that it prints its error).
@@ -212,21 +217,23 @@ func TestSecretsNeverLeakFromCommand(t *testing.T) {
 	t.Setenv("BRIDGE_NATS_TOKEN", secNATSToken)
 	t.Setenv("BRIDGE_NATS_USER", "bridge")
 	t.Setenv("BRIDGE_UPSTREAM_URL", "ftp://user:"+secWrongPassword+"@example.com/v1.0")
+	t.Setenv("BRIDGE_TOKEN_URL", "https://user:"+secWrongPassword+"@example.com/token?client_secret="+secClientSecret)
 	for _, args := range [][]string{{"-h"}, {"run"}, {"version"}} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), args, &stdout, &stderr)
 		outputs = append(outputs, fmt.Sprintf("bridge %v (exit %d):\n%s%s", args, code, &stdout, &stderr))
 	}
 
-	secrets := append([]string{secUpstreamPassword, secWrongPassword, secNATSPassword, secNATSToken},
+	secrets := append([]string{secUpstreamPassword, secWrongPassword, secNATSPassword, secNATSToken, secClientSecret},
 		up.IssuedTokens()...)
-	if len(secrets) < 4+2 {
-		t.Fatalf("the upstream issued %d tokens, want at least a login's two", len(secrets)-4)
+	if len(secrets) < 5+2 {
+		t.Fatalf("the upstream issued %d tokens, want at least a login's two", len(secrets)-5)
 	}
 	all := strings.Join(outputs, "\n")
 	testutil.NoSecrets(t, all, secrets...)
 	// The flows did run and log.
-	for _, want := range []string{"stream connected", "[redacted]", "BRIDGE_UPSTREAM_URL"} {
+	for _, want := range []string{"stream connected", "[redacted]", "BRIDGE_UPSTREAM_URL", "client_secret=REDACTED",
+		"configuration OK", "BRIDGE_TOKEN_URL: must not contain user information"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
@@ -62,7 +63,8 @@ type Consumer struct {
 	started    atomic.Bool
 	pending    atomic.Uint64
 	stats      counters
-	natsFailed atomic.Bool // an acknowledgement or dead-letter publish failed, logged once
+	natsFailed atomic.Bool      // an acknowledgement or dead-letter publish failed, logged once
+	dlqLog     *logging.Limiter // one dead-letter log line per kind and status an interval
 	fetchFails atomic.Int64
 
 	// aborted ends when a stop is cut short at StopTimeout: the attempts in flight are cancelled and
@@ -91,6 +93,7 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 		cfg:            cfg,
 		log:            cfg.Logger,
 		circ:           newCircuit(cfg.ProbeInterval, cfg.Concurrency),
+		dlqLog:         logging.NewLimiter(cfg.DeadLetterLogEvery, nil),
 		attemptTimeout: cfg.AckWait / 4,
 		opTimeout:      min(opTimeoutMax, cfg.AckWait/8),
 	}

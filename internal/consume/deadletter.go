@@ -49,12 +49,24 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 		c.stats.expired.Add(1)
 	}
 	c.observe(kind, status)
+	c.logDeadLetter(meta, kind, status, reason)
+	c.ack(msg)
+}
+
+// logDeadLetter logs a stored dead letter, at most one line per kind and upstream status per
+// Config.DeadLetterLogEvery: any producer can publish invalid reports at will, and a line for each would
+// let it flood the log. The line names the report it was written for and counts the dead letters of that
+// kind and status left unlogged since the last one; the metric and the dead letters count every one.
+func (c *Consumer) logDeadLetter(meta *jetstream.MsgMetadata, kind string, status int, reason string) {
+	ok, suppressed := c.dlqLog.Allow(kind + " " + strconv.Itoa(status))
+	if !ok {
+		return
+	}
 	attrs := []any{"subject", c.cfg.DLQSubject, "seq", meta.Sequence.Stream, "kind", kind, "err", reason}
 	if status != 0 {
 		attrs = append(attrs, "status", status)
 	}
-	c.log.Warn("report dead-lettered", attrs...)
-	c.ack(msg)
+	c.log.Warn("report dead-lettered", append(attrs, "suppressed", suppressed)...)
 }
 
 func (c *Consumer) publishDeadLetter(dl *nats.Msg) error {

@@ -96,6 +96,9 @@ type Config struct {
 	// reports in flight then are finished within it; those still waiting on the upstream at its end are
 	// handed back (see Run). Zero waits for them without bound.
 	StopTimeout time.Duration
+	// DeadLetterLogEvery is the least time between two log lines about dead letters of one kind and
+	// upstream status; the lines held back in between are counted in the next one. Default a minute.
+	DeadLetterLogEvery time.Duration
 	// Logger receives the consumer's logs; give it a component key. Nil discards them.
 	Logger *slog.Logger
 	// Observer, when set, is told of every delivery and outcome.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -47,7 +48,7 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
 		return
 	}
-	if problems := validate.Report(body, c.cfg.MaxBytes); problems != nil {
+	if problems := check(msg, body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
 		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "))
@@ -79,6 +80,18 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		c.failed(probe, out)
 		c.retryLater(msg, meta, out)
 	}
+}
+
+// check returns every problem of a report: its body's (validate.Report), and a Nats-Msg-Id that is not
+// valid UTF-8. Such an id is a producer's fault to be told of, like an id in the body that is not: it
+// would not be sent upstream as the Idempotency-Key (only printable ASCII is), but quietly replacing it
+// would hide the fault.
+func check(msg jetstream.Msg, body []byte, maxBytes int) []string {
+	problems := validate.Report(body, maxBytes)
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); !utf8.ValidString(id) {
+		problems = append([]string{"the Nats-Msg-Id header is not valid UTF-8"}, problems...)
+	}
+	return problems
 }
 
 // answered records that the upstream answered (accepted or rejected): it is up.

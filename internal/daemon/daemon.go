@@ -207,7 +207,7 @@ func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending:
 
 // newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
 // leadership gets its own.
-func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
+func (d *Daemon) newPublisher(m *metrics.Publish, confirm func(context.Context) (bool, error)) (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
@@ -219,6 +219,7 @@ func (d *Daemon) newPublisher(m *metrics.Publish) (*publish.Publisher, error) {
 		Source:       d.source,
 		Logger:       d.pubLog,
 		Observer:     m,
+		Confirm:      confirm,
 	})
 	if err != nil {
 		return nil, err
@@ -252,16 +253,6 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		return err
 	}
 	d.apiNC, d.apiSt = nc, st
-	// With the bridge's own inbox prefix exactly a reply prefix (nats.go's _INBOX with the default
-	// _INBOX.), the service cannot tell a caller's inbox from one of the bridge's, which only their
-	// random names protect.
-	for _, p := range d.cfg.APIReplyPrefixList() {
-		if p == d.cfg.NATSInboxPrefix+"." {
-			log.With("component", "api").Warn("the bridge's own inboxes lie under an API reply prefix; set BRIDGE_NATS_INBOX_PREFIX to a "+
-				"prefix of its own (e.g. _INBOX_bridge) and let the bridge subscribe only there",
-				"inbox_prefix", d.cfg.NATSInboxPrefix, "reply_prefix", p)
-		}
-	}
 	caller := upstream.NewAPIClient(upstream.APIConfig{BaseURL: d.cfg.UpstreamURL, Tokens: d.token.src,
 		Client: client, Logger: log.With("component", "api")})
 	validator := service.NewOpenAPIValidator(d.cfg.ReportMaxBytes)

@@ -67,6 +67,8 @@ func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch
 		Replicas: max(d.cfg.StreamReplicas, 1),
 		OnChange: e.onChange,
 		Logger:   log,
+
+		OnForeignWrite: published.ForeignLeaseWrite,
 	})
 	if err != nil {
 		return nil, err
@@ -191,7 +193,7 @@ func (e *events) onChange(leading bool) {
 
 func (e *events) begin() {
 	h, _ := e.lease.Holder()
-	pub, err := e.d.newPublisher(e.published)
+	pub, err := e.d.newPublisher(e.published, e.lease.Confirm)
 	if err != nil {
 		e.fail(err)
 		e.lease.Resign(h.Epoch, "cannot publish: "+err.Error(), e.d.cfg.LeaseTTL)

@@ -16,6 +16,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +116,92 @@ func TestSecretsNeverLeak(t *testing.T) {
 	for _, want := range []string{"stream connected", "login rejected"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestTokenURLSecretNeverShows: a token URL whose query carries a client secret, against a token
+// endpoint that cannot be reached, hangs up, refuses the login, answers 500, and at last issues tokens:
+// the secret appears in no log line (debug level), nor in /status, /readyz or /metrics at any step,
+// though net/http puts the whole URL into its errors. (The user information a URL may hold is refused by
+// the configuration; internal/upstream's TestTokenURLSecretsNeverShow covers it below that.)
+func TestTokenURLSecretNeverShows(t *testing.T) {
+	t.Parallel()
+	const secret = "SEKRIT-7d1e3a9c"
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{EventRate: 20})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there at first: connection refused
+	var mode atomic.Value
+	mode.Store("hangup")
+	target, _ := url.Parse(up.Srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case "hangup":
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		case "refuse":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":"invalid_grant","error_description":"bad %s"}`, r.URL.RawQuery)
+		case "fail":
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "<html>%s</html>", r.URL.RawQuery)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}), ReadHeaderTimeout: 5 * time.Second}
+	t.Cleanup(func() { front.Close() })
+
+	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
+		"BRIDGE_TOKEN_URL": "http://" + addr + sim.TokenPath + "?client_secret=" + secret,
+	}))
+	var outputs []string
+	snapshot := func() {
+		for _, p := range []string{"/status", "/readyz", "/metrics"} {
+			_, body := ob.get(t, p)
+			outputs = append(outputs, p+":\n"+body)
+		}
+	}
+	unavailable := func() float64 {
+		return ob.counter(t, "bridge_token_requests_total", map[string]string{"kind": "login", "result": "unavailable"})
+	}
+	step := func(what string, done func() bool) {
+		t.Helper()
+		testutil.Eventually(t, 20*time.Second, what, done)
+		snapshot()
+	}
+	step("a login the connection refused", func() bool { return unavailable() >= 1 })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the token endpoint's address again: %v", err)
+	}
+	go front.Serve(ln)
+	n := unavailable()
+	step("a login hung up on", func() bool { return unavailable() > n })
+	mode.Store("refuse")
+	step("a login refused", func() bool {
+		return ob.counter(t, "bridge_token_requests_total", map[string]string{"kind": "login", "result": "rejected"}) >= 1
+	})
+	mode.Store("fail")
+	n = unavailable()
+	step("a login answered 500", func() bool { return unavailable() > n })
+	mode.Store("ok")
+	ob.waitReady(t, 30*time.Second, http.StatusOK, allReady...)
+	snapshot()
+	outputs = append(outputs, fmt.Sprint(ob.stop(t)), ob.logs.String())
+
+	all := strings.Join(outputs, "\n")
+	testutil.NoSecrets(t, all, secret)
+	for _, want := range []string{"client_secret=REDACTED", "connection refused", "EOF", "HTTP 500", "login rejected"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the output lacks %q: the step did not run as meant", want)
 		}
 	}
 }

@@ -3,6 +3,8 @@
 // (internal/upstream) and the NATS side (internal/publish) share a type without importing each other.
 package event
 
+import "time"
+
 // Event is one SSE message of the tracking stream.
 type Event struct {
 	// ID is the message's own `id:` field; empty when the message carried none.
@@ -20,6 +22,10 @@ type Event struct {
 	// empty. Such a message is dead-lettered, never published.
 	Oversize  int
 	ManyLines bool
+	// Slow is non-zero when the message did not end within this time bound (see
+	// upstream.StreamConfig.MaxEventTime): it was cut, Oversize is the number of bytes it had so far, and
+	// Data is empty.
+	Slow time.Duration
 }
 
 // MaxLines bounds the lines, comments aside, of one SSE message. The SSE decoder copies the data

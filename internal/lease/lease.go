@@ -3,8 +3,9 @@
 // the TTL and stops leading, by its own monotonic clock, before the key can have expired; a clean stop
 // deletes the key so that a standby takes over at once; standbys watch the key and create it when it is
 // deleted or expires. A key holding anything but a bridge's lease (another client's write, which has no
-// TTL and would never expire) counts as a lease never renewed: the bridges take it over one TTL after they
-// first saw it.
+// TTL and would never expire) does not end a term: the leader writes its lease back over it at once; for
+// the standbys it counts as the lease it replaced never renewed, so they take it over one TTL after they
+// last saw that lease, however many foreign writes follow.
 package lease
 
 import (
@@ -21,6 +22,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // Defaults of Config.
@@ -55,6 +58,9 @@ type Config struct {
 	// quickly, since renewals wait for it; OnChange(false) may block until reading and publishing have
 	// stopped, since a clean stop releases the key only after it returns.
 	OnChange func(leading bool)
+	// OnForeignWrite, when set, is called from Run's goroutine for each value another client than a bridge
+	// wrote into the key (for a metric).
+	OnForeignWrite func()
 	// Logger receives one line per change of leadership; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -84,6 +90,8 @@ type Lease struct {
 	self   Holder
 	value  []byte // the key's value while this Lease leads (self, with the epoch once known)
 	resign chan resignation
+	// foreignLog holds the log lines of foreign writes to one a minute.
+	foreignLog *logging.Limiter
 
 	mu         sync.Mutex
 	leading    bool
@@ -147,6 +155,8 @@ func New(js jetstream.JetStream, cfg Config) (*Lease, error) {
 		log:    cfg.Logger.With("component", "lease", "bucket", cfg.Bucket, "key", cfg.Key),
 		self:   Holder{Name: cfg.Name, PID: os.Getpid(), Instance: hex.EncodeToString(b[:])},
 		resign: make(chan resignation, 1),
+
+		foreignLog: logging.NewLimiter(time.Minute, nil),
 	}
 	return l, nil
 }
@@ -181,13 +191,23 @@ type resignation struct {
 
 // Confirm reads the key and reports whether this process still holds it, whatever the watch has
 // delivered so far: for a leader that just did something another may have raced (stored its fence
-// markers), before it relies on it.
+// markers), before it relies on it. A value no bridge wrote, found while this process leads, counts as
+// held: no bridge can have taken the key over while this process's lease was valid, and Run writes the
+// lease back over such a value at once.
 func (l *Lease) Confirm(ctx context.Context) (bool, error) {
-	h, ok, err := Read(ctx, l.js, l.cfg.Bucket, l.cfg.Key)
+	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
 	}
-	return ok && h.Instance == l.self.Instance && l.Leading(), nil
+	e, err := kv.Get(ctx, l.cfg.Key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
+	}
+	h, ok := holderOf(e)
+	return (ok && h.Instance == l.self.Instance || isForeign(e)) && l.Leading(), nil
 }
 
 // Holder returns the latest known holder of the lease, this process or another, for /status; ok is false
@@ -348,6 +368,12 @@ func Release(ctx context.Context, js jetstream.JetStream, bucket string, rev uin
 func valueFor(h Holder) []byte {
 	b, _ := json.Marshal(h)
 	return b
+}
+
+// isForeign reports whether an entry of the key is a value no bridge wrote: not a lease, not a deletion.
+func isForeign(e jetstream.KeyValueEntry) bool {
+	_, ok := holderOf(e)
+	return !ok && e.Operation() == jetstream.KeyValuePut
 }
 
 // holderOf decodes an entry of the key; ok is false for a deletion, an expiry or a foreign value.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,7 +142,8 @@ func waitLeader(t *testing.T, within time.Duration, cs ...*competitor) *competit
 				leader = c
 			}
 		}
-		return n == 1
+		// Leading turns true just before OnChange(true) is called: wait for that too.
+		return n == 1 && !becameLeader(leader).IsZero()
 	})
 	return leader
 }
@@ -499,57 +502,146 @@ func keyTTL(t *testing.T, nc *nats.Conn) string {
 	return m.Header.Get(jetstream.MsgTTLHeader)
 }
 
-// TestForeignValueIsNoHolder: a value in the lease key that is not a bridge's lease, written by another
-// client without a TTL while a bridge leads, ends that leadership at once, and counts as a lease never
-// renewed: one TTL after the bridges saw it, one of them takes the key over (with the lease's TTL, so
-// that it expires again when its new holder dies) and leads; what was found is logged, cut short.
-func TestForeignValueIsNoHolder(t *testing.T) {
+// TestForeignWritesWhileLeading: values in the lease key that no bridge wrote (a JetStream
+// acknowledgement a client aimed at the key, garbage), written while a bridge leads, do not end its term:
+// it writes its lease back over each within a round trip, with the lease's TTL and the same epoch, and
+// counts every one; the log shows one line for them all, with the value cut short. The standby never
+// leads meanwhile.
+func TestForeignWritesWhileLeading(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	cfg := Config{TTL: 2 * time.Second}
 	o := &overlap{}
+	var counted [2]atomic.Int64
 	logs := &testutil.Logs{}
-	withLogs := cfg
-	withLogs.Logger = slog.New(logs)
-	a, b := start(t, ns.Connect(), "a", withLogs, o), start(t, ns.Connect(), "b", cfg, o)
+	ca, cb := cfg, cfg
+	ca.Logger, cb.Logger = slog.New(logs).With("who", "a"), slog.New(logs).With("who", "b")
+	ca.OnForeignWrite = func() { counted[0].Add(1) }
+	cb.OnForeignWrite = func() { counted[1].Add(1) }
+	a, b := start(t, ns.Connect(), "a", ca, o), start(t, ns.Connect(), "b", cb, o)
 	leader := waitLeader(t, 10*time.Second, a, b)
 	first, _ := leader.Holder()
+	li := 0
+	if leader == b {
+		li = 1
+	}
 
+	attacker := ns.Connect()
 	garbage := append([]byte("{}\x1b[31m\n"), strings.Repeat("x", 1000)...)
-	rev, written := writeForeign(t, ns.Connect(), garbage)
-	testutil.Eventually(t, 2*time.Second, "the leader stops leading", func() bool { return !leader.Leading() })
-	if h := leader.history(); len(h) != 2 || h[1].leading {
-		t.Fatalf("leader's changes = %v, want [true false]", h)
+	const writes = 20
+	var last uint64
+	for i := range writes {
+		v := []byte(`{"stream":"TRACKING_REPORTS","seq":` + strconv.Itoa(i) + `}`)
+		if i == 0 {
+			v = garbage
+		}
+		last, _ = writeForeign(t, attacker, v)
+		if i%5 == 4 { // some in a burst, some after the leader wrote its lease back
+			testutil.Eventually(t, 5*time.Second, "the leader's lease is back in the key", func() bool {
+				h, ok, err := Read(context.Background(), leader.js, bucket, DefaultKey)
+				return err == nil && ok && h.Instance == leader.Self().Instance && h.Revision > last
+			})
+		}
 	}
-	next := waitLeader(t, 2*cfg.TTL+2*time.Second, a, b)
-	h, _ := next.Holder()
-	took := becameLeader(next).Sub(written)
-	t.Logf("a new leader %v after the foreign value was written", took)
-	if took < cfg.TTL {
-		t.Errorf("took over %v after the foreign value was written, before a TTL (%v)", took, cfg.TTL)
+	// Past two TTLs: a foreign value left in the key would have let the standby take it over by now.
+	deadline := time.Now().Add(2*cfg.TTL + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if !leader.Leading() {
+			t.Fatalf("the leader stopped leading after foreign writes; changes %v", leader.history())
+		}
+		time.Sleep(50 * time.Millisecond) // sampling the state, not waiting for it
 	}
-	if h.Epoch <= rev || h.Epoch <= first.Epoch {
-		t.Errorf("new epoch %d, want one after the foreign value's revision %d", h.Epoch, rev)
-	}
-	if got := keyTTL(t, ns.Connect()); got != "2s" {
-		t.Errorf("the key taken over has %s %q, want 2s", jetstream.MsgTTLHeader, got)
+	if h := leader.history(); len(h) != 1 || !h[0].leading {
+		t.Errorf("leader's changes = %v, want [true]", h)
 	}
 	if n := o.most(); n != 1 {
 		t.Errorf("%d competitors led at once", n)
 	}
-	const found = "the lease key holds a value that is not a bridge's lease; it counts as expired one TTL from now"
-	v, ok := logs.Attr(found, "value")
+	h, ok, err := Read(context.Background(), leader.js, bucket, DefaultKey)
+	if err != nil || !ok || h.Instance != leader.Self().Instance || h.Epoch != first.Epoch {
+		t.Errorf("key holds %+v (ok %v, err %v), want the leader's lease of epoch %d", h, ok, err, first.Epoch)
+	}
+	if got := keyTTL(t, ns.Connect()); got != "2s" {
+		t.Errorf("the lease written back has %s %q, want 2s", jetstream.MsgTTLHeader, got)
+	}
+	if n := counted[li].Load(); n < 4 || n > writes {
+		t.Errorf("the leader counted %d foreign writes, want between 4 (one per burst) and %d", n, writes)
+	}
+	var lines int
+	for _, r := range logs.Records() {
+		if r.Message == foreignWriteLog {
+			lines++
+		}
+	}
+	if lines > 2 { // at most one a minute per process
+		t.Errorf("%d log lines for foreign writes, want at most one per process", lines)
+	}
+	v, ok := logs.Attr(foreignWriteLog, "value")
 	if q := v.String(); !ok || !strings.HasPrefix(q, "{}[31mxxx") || !strings.HasSuffix(q, "…") || len(q) > maxQuotedValue+len("…") {
 		t.Errorf("logged value %q (found %v), want it without control characters and cut short", q, ok)
 	}
+}
 
-	// The lease taken over expires like any: its holder killed, the other takes over after the TTL.
-	other := a
-	if next == a {
-		other = b
+// TestForeignWritesDoNotDelayTakeover: a killed leader's lease replaced by a foreign value, and more
+// foreign values written every few hundred milliseconds, do not keep the standby from taking over: it
+// leads one TTL after it last saw the leader's lease, as if the lease had simply expired (each foreign
+// revision used to restart that clock, so a client writing now and then kept every bridge from leading).
+func TestForeignWritesDoNotDelayTakeover(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: 2 * time.Second}
+	o := &overlap{}
+	a := start(t, ns.Connect(), "a", cfg, o)
+	waitLeader(t, 10*time.Second, a)
+	b := start(t, ns.Connect(), "b", cfg, o)
+	testutil.Eventually(t, 5*time.Second, "the standby knows the holder", func() bool {
+		h, ok := b.Holder()
+		return ok && h.Instance == a.Self().Instance
+	})
+
+	a.nc.Close()
+	attacker := ns.Connect()
+	stop := make(chan struct{})
+	writing := make(chan struct{})
+	js, err := jetstream.New(attacker)
+	if err != nil {
+		t.Fatal(err)
 	}
-	next.nc.Close()
-	waitLeader(t, cfg.TTL+3*time.Second, other)
+	go func() {
+		defer close(writing)
+		for i := 0; i < 100; i++ { // bounded: 100 writes, 30 s at most
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = js.Publish(ctx, "$KV."+bucket+"."+DefaultKey, []byte(`{"stream":"TRACKING_REPORTS","seq":`+strconv.Itoa(i)+`}`))
+			cancel()
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-writing }()
+	waitLeader(t, 2*cfg.TTL+3*time.Second, b)
+	took := becameLeader(b)
+	expiry := a.lastRenewal().Add(cfg.TTL)
+	t.Logf("takeover %v after the killed leader's lease could expire, foreign writes going on", took.Sub(expiry))
+	if took.Before(expiry) {
+		t.Errorf("standby took over %v before the killed leader's lease could expire", expiry.Sub(took))
+	}
+	if n := o.most(); n != 1 {
+		t.Errorf("%d competitors led at once", n)
+	}
+	// The new leader holds on while the foreign writes go on.
+	for i := 0; i < 10; i++ {
+		writeForeign(t, attacker, []byte("x"))
+	}
+	testutil.Eventually(t, 5*time.Second, "the new leader's lease is back in the key", func() bool {
+		h, ok, err := Read(context.Background(), b.js, bucket, DefaultKey)
+		return err == nil && ok && h.Instance == b.Self().Instance
+	})
+	if !b.Leading() || len(b.history()) != 1 {
+		t.Errorf("the new leader's changes %v after more foreign writes, want it leading still", b.history())
+	}
 }
 
 // TestForeignValueAtStart: a foreign value found in the key at start-up keeps no bridge from leading for

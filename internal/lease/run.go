@@ -26,8 +26,12 @@ type runner struct {
 	sitOutUntil time.Time
 	expire      *time.Timer // the end of leadership unless a renewal succeeds first, while leading
 
-	// A foreign value in the key (see foreignValue): its revision, when this process first saw it, and
-	// the time to take the key over.
+	// seen is when this process last saw the key hold a bridge's lease, or free: a foreign value that
+	// replaced it counts as that lease never renewed from then on (see foreignValue).
+	seen time.Time
+	// A foreign value in the key (see foreignValue): its revision, when the lease it replaced was last
+	// seen (or, when none was, when this process first saw the foreign value), and the time to take the
+	// key over.
 	foreignRev   uint64
 	foreignSince time.Time
 	takeover     *time.Timer
@@ -128,21 +132,44 @@ func (r *runner) acquire(ctx context.Context) {
 	}
 }
 
-// foreignValue takes in a value in the key that is not a bridge's lease (written by another client, with
-// no TTL: it would never expire, and no bridge could lead again). It counts as a lease that is never
-// renewed: one TTL after this process first saw that revision, by its own clock, the key is free to take
-// over. The first sight is logged, with the value cut short.
+// foreignValue takes in, on a standby, a value in the key that is not a bridge's lease: written by another
+// client (a JetStream acknowledgement a publisher aimed at the key, say), with no TTL, so it would never
+// expire and no bridge could lead again. It replaced the lease last seen in the key, which counts as never
+// renewed from then on: one TTL after this process last saw a bridge's lease there (or first saw the
+// foreign value, when it never saw one), by its own clock, the key is free to take over. A leader that is
+// alive writes its lease back within a round trip (reclaim), which ends the count; further foreign writes
+// do not restart it, so no stream of them delays a takeover.
 func (r *runner) foreignValue(ctx context.Context, e jetstream.KeyValueEntry) {
 	if e.Revision() != r.foreignRev {
-		r.foreignRev, r.foreignSince = e.Revision(), time.Now()
-		r.log.Warn("the lease key holds a value that is not a bridge's lease; it counts as expired one TTL from now",
-			"revision", e.Revision(), "value", quoteValue(e.Value()), "bytes", len(e.Value()),
-			"created", e.Created().UTC().Format(time.RFC3339Nano), "ttl", r.cfg.TTL.String())
-		r.takeover.Reset(r.cfg.TTL)
+		if r.foreignRev == 0 {
+			r.foreignSince = r.seen
+			if r.foreignSince.IsZero() {
+				r.foreignSince = time.Now()
+			}
+		}
+		r.foreignRev = e.Revision()
+		r.foreignWrite(e, "the lease it replaced counts as expired one TTL after it was last seen")
+	}
+	if left := r.cfg.TTL - time.Since(r.foreignSince); left > 0 {
+		r.takeover.Reset(left)
 		return
 	}
-	if time.Since(r.foreignSince) >= r.cfg.TTL {
-		r.takeOver(ctx, e.Revision())
+	r.takeOver(ctx, e.Revision())
+}
+
+// foreignWriteLog is the log line of a foreign write: it names what follows, the value cut short, and the
+// number of foreign writes not logged since the last line.
+const foreignWriteLog = "the lease key holds a value no bridge wrote: another client in the bridge's NATS account published to it"
+
+// foreignWrite counts a foreign value written into the key and logs it, at most once a minute, with the
+// number held back since the last line and the value cut short.
+func (r *runner) foreignWrite(e jetstream.KeyValueEntry, what string) {
+	if r.cfg.OnForeignWrite != nil {
+		r.cfg.OnForeignWrite()
+	}
+	if ok, held := r.foreignLog.Allow("lease"); ok {
+		r.log.Warn(foreignWriteLog, "then", what, "revision", e.Revision(), "value", quoteValue(e.Value()), "bytes", len(e.Value()),
+			"created", e.Created().UTC().Format(time.RFC3339Nano), "ttl", r.cfg.TTL.String(), "not_logged_since", held)
 	}
 }
 
@@ -255,14 +282,37 @@ func (r *runner) renewal(ctx context.Context) {
 
 // recheck reads the key after a renewal was refused for its revision: a renewal whose answer was lost may
 // have moved it on with this process's own value, which it adopts; anything else means the lease is lost.
+// A foreign value that got in before the renewal is written over at once (reclaim).
 func (r *runner) recheck(ctx context.Context, cause error) {
-	if rev, ok := r.ownRevision(ctx); ok {
-		r.rev = rev
-		r.renew.Reset(r.cfg.RenewInterval / 4)
-		return
+	e, err := r.kv.Get(ctx, r.cfg.Key)
+	if err == nil {
+		if h, ok := holderOf(e); ok && h.Instance == r.self.Instance {
+			r.rev = e.Revision()
+			r.renew.Reset(r.cfg.RenewInterval / 4)
+			return
+		}
+		if isForeign(e) && e.Revision() > r.rev {
+			r.foreignWrite(e, "the leader writes its lease back over it")
+			r.rev = e.Revision()
+			r.renew.Reset(0) // from Run's loop, not from here: foreign writes may keep coming
+			return
+		}
 	}
 	r.rev = 0
 	r.demote("lease lost: " + cause.Error())
+}
+
+// reclaim writes the leader's lease back over a foreign value at once: a renewal on condition that the key
+// is still at the foreign revision. The foreign write is no other bridge's (their values say who wrote
+// them) and took nothing over, so the term goes on; a bridge that took the key meanwhile makes the write
+// fail, and the key is read again (recheck). It runs at most once per foreign revision.
+func (r *runner) reclaim(ctx context.Context, e jetstream.KeyValueEntry) {
+	if e.Revision() <= r.rev {
+		return // already written over (or this process's own write came after it)
+	}
+	r.foreignWrite(e, "the leader writes its lease back over it")
+	r.rev = e.Revision()
+	r.renewal(ctx)
 }
 
 // ownRevision reads the key: its revision, when it holds this process's own value (a renewal whose answer
@@ -282,7 +332,10 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 		return
 	}
 	h, put := holderOf(e)
-	foreign := !put && e.Operation() == jetstream.KeyValuePut // written by another client than a bridge
+	foreign := isForeign(e)
+	if !foreign {
+		r.seen, r.foreignRev = time.Now(), 0
+	}
 	if r.isLeading() {
 		switch {
 		case e.Revision() <= r.rev:
@@ -293,9 +346,7 @@ func (r *runner) observe(ctx context.Context, e jetstream.KeyValueEntry) {
 			r.rev = 0
 			r.demote("lease taken by " + h.Name)
 		case foreign:
-			r.rev = 0
-			r.demote("lease key overwritten with a value that is not a bridge's lease")
-			r.foreignValue(ctx, e)
+			r.reclaim(ctx, e)
 		default:
 			r.rev = 0
 			r.demote("lease deleted or expired")

@@ -1,6 +1,7 @@
 // Package logging builds the process logger of the commands (the daemon, the simulator, the demo and the
 // benchmark), so that every one of them logs the same way, and holds what components need to log input
-// from outside safely: a per-reason rate limit (Limiter) and a cleaner for quoted values (Value).
+// from outside safely: a per-reason rate limit (Limiter), a cleaner for quoted values (Value), and URLs
+// with their secrets redacted (RedactURL).
 package logging
 
 import (

@@ -15,6 +15,7 @@ type Publish struct {
 	retries     *Counter
 	deadLetters map[string]*Counter
 	duplicates  *Counter
+	foreign     *Vec[Counter]
 }
 
 var _ publish.Observer = (*Publish)(nil)
@@ -41,8 +42,21 @@ func NewPublish(reg *Registry) *Publish {
 		"Events found stored before and not stored again: acknowledged by JetStream as duplicates (an "+
 			"event with the same Nats-Msg-Id was stored within the duplicate window), or skipped by the bridge "+
 			"as stored beyond its resume point when the upstream replays them after a restart or reconnect.")
+	m.foreign = reg.NewCounterVec(Namespace+"_foreign_writes_total",
+		"Messages another client than a bridge wrote where only bridges write, found and written over: on "+
+			"the lease key (target lease) or a fence subject (target fence). In a NATS account shared with "+
+			"clients, JetStream stores its acknowledgement of a client's publish on the reply subject the client chose.",
+		[]string{"target"})
+	m.foreign.With("lease")
+	m.foreign.With("fence")
 	return m
 }
+
+// ForeignFenceWrite implements publish.Observer.
+func (m *Publish) ForeignFenceWrite() { m.foreign.With("fence").Inc() }
+
+// ForeignLeaseWrite counts a foreign value found in the lease key (lease.Config.OnForeignWrite).
+func (m *Publish) ForeignLeaseWrite() { m.foreign.With("lease").Inc() }
 
 // Published implements publish.Observer: the event was stored; typeToken is its subject's last token.
 func (m *Publish) Published(typeToken string) { m.publishedBy.With(typeToken).Inc() }

@@ -42,9 +42,6 @@ func (p *Publisher) settleFront(ctx context.Context) error {
 		return err
 	}
 	if e.err != nil {
-		if p.fencedOut(e) {
-			return p.errFenced(e)
-		}
 		return p.recover(ctx)
 	}
 	p.pop()

@@ -97,6 +97,15 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	if p.cfg.FenceSubject != "" {
 		// A restart directive newer than every event applies (`bridge cursor restart`).
 		d, err := s.GetLastMsgForSubject(ctx, restartSubject(p.cfg.FenceSubject))
+		var subjectLast uint64 // the subject's last message, which takeDirective's condition names
+		if err == nil {
+			subjectLast = d.Sequence
+			if d.Header.Get(HeaderRestart) == "" && d.Sequence > last {
+				// Written by a client that is no bridge (see Writes no bridge made): the directive, or
+				// its record as taken, is behind it.
+				d, err = p.directiveBehind(ctx, s, st.FirstSeq, d.Sequence)
+			}
+		}
 		switch {
 		case err == nil && d.Sequence > last:
 			a, ok := restartDirective(d.Header)
@@ -104,7 +113,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 				// Taken once, by a leader (a publisher that only looks, `bridge cursor show`, leaves it): a
 				// replay the duplicate window absorbs entirely stores no event after the directive, which
 				// would otherwise stay newer than every event for the next leader too.
-				if ok, err = p.takeDirective(ctx, d.Sequence); err != nil {
+				if ok, err = p.takeDirective(ctx, subjectLast); err != nil {
 					return err
 				}
 			}
@@ -195,6 +204,29 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 	return nil
 }
 
+// maxBehind bounds how many foreign messages on P.leader.restart directiveBehind reads past.
+const maxBehind = 10000
+
+// directiveBehind returns the newest message on P.leader.restart before seq that a bridge or an operator
+// wrote (it carries HeaderRestart), passing over messages other clients wrote there; ErrMsgNotFound when
+// there is none within maxBehind messages.
+func (p *Publisher) directiveBehind(ctx context.Context, s jetstream.Stream, first, seq uint64) (*jetstream.RawStreamMsg, error) {
+	tail := newTailReader(s, restartSubject(p.cfg.FenceSubject), first, seq, 64)
+	for range maxBehind {
+		m, ok, err := tail.next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", restartSubject(p.cfg.FenceSubject), err)
+		}
+		if !ok {
+			break
+		}
+		if m.Header.Get(HeaderRestart) != "" {
+			return &jetstream.RawStreamMsg{Subject: restartSubject(p.cfg.FenceSubject), Sequence: m.seq, Header: m.Header}, nil
+		}
+	}
+	return nil, jetstream.ErrMsgNotFound
+}
+
 // restartAt sets the cursor to a restart directive's resume point (header form, "" for the beginning),
 // with nothing to skip: the upstream's replay is stored again, beyond the duplicate window.
 func (p *Publisher) restartAt(after string) error {
@@ -213,9 +245,9 @@ func (p *Publisher) restartAt(after string) error {
 	return nil
 }
 
-// takeDirective records on P.leader.restart that the restart directive stored there at sequence seq was
-// taken, so that no later leader takes it again; on condition that the directive is still the subject's
-// last message, so that two leaders cannot both take it. ok is false when another took it first. A leader
+// takeDirective records on P.leader.restart that the restart directive stored there was taken, so that no
+// later leader takes it again; on condition that the subject's last message is still the one at seq (the
+// directive, or a message another client wrote after it), so that two leaders cannot both take it. ok is false when another took it first. A leader
 // that dies before storing an event of the replay loses the replay: the operator runs the command again.
 func (p *Publisher) takeDirective(ctx context.Context, seq uint64) (ok bool, err error) {
 	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}

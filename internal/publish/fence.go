@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
@@ -51,6 +52,9 @@ type fence struct {
 	at     time.Time
 	leader string
 	body   []byte
+	// For reclaim: the events stream, looked up once; foreign writes' log lines, one a minute.
+	stream jetstream.Stream
+	log    *logging.Limiter
 }
 
 func (f *fence) on() bool { return len(f.subjects) > 0 }
@@ -80,12 +84,12 @@ func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error
 		return errors.New("publish: Claim without Config.FenceSubject")
 	}
 	at := time.Now()
-	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body, nil)
+	seqs, _, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body, nil)
 	if err != nil {
 		return err
 	}
 	f := fence{subjects: make([]string, FenceWidth), seqs: make([]string, FenceWidth),
-		leader: headerValue(leader), body: body}
+		leader: headerValue(leader), body: body, log: logging.NewLimiter(time.Minute, nil)}
 	for j := range FenceWidth {
 		f.subjects[j] = fenceSubject(p.cfg.FenceSubject, j)
 	}
@@ -137,11 +141,20 @@ func (p *Publisher) keepFence(ctx context.Context, info *jetstream.StreamInfo, i
 		expect[j], _ = strconv.ParseUint(seq, 10, 64)
 	}
 	at := time.Now()
-	seqs, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, p.fence.leader, p.fence.body, expect)
+	seqs, conflicts, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, p.fence.leader, p.fence.body, expect)
 	if err != nil {
 		// Some markers may be stored anew: the events checking their subjects will be refused, and the
 		// term ends as if fenced out, which is safe. Another leader's marker makes the same happen.
 		return fmt.Errorf("renewing the fence markers: %w", err)
+	}
+	// A subject whose last message is not this leader's marker: another client's write there is
+	// claimed again; another leader's marker ends the term at the next event checking it.
+	for _, j := range conflicts {
+		seq, err := p.reclaimSubject(ctx, j)
+		if err != nil {
+			return fmt.Errorf("renewing the fence marker on %s: %w", p.fence.subjects[j], err)
+		}
+		seqs[j] = seq
 	}
 	p.fence.stored(seqs, at)
 	p.log.Info("fence markers stored again ahead of the events stream's limits", "first_seq", seqs[0],
@@ -176,37 +189,54 @@ func rollup(h nats.Header) nats.Header {
 }
 
 // storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences. With
-// expect, the marker on subject j is stored only if the subject's last message is at expect[j].
+// expect, the marker on subject j is stored only if the subject's last message is at expect[j]; the
+// subjects where it is not are returned in conflicts (their sequence 0), for the caller to look at.
 func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte,
-	expect []uint64) ([]uint64, error) {
+	expect []uint64) (seqs []uint64, conflicts []int, err error) {
 	futures := make([]jetstream.PubAckFuture, FenceWidth)
 	for j := range FenceWidth {
-		m := &nats.Msg{Subject: fenceSubject(base, j), Header: rollup(nats.Header{HeaderLeader: {leader}})}
-		if j == 0 {
-			m.Data = body
-		}
 		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(stream)}
 		if expect != nil {
 			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(expect[j]))
 		}
-		f, err := js.PublishMsgAsync(m, opts...)
+		f, err := js.PublishMsgAsync(markerMsg(base, j, leader, body), opts...)
 		if err != nil {
-			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
+			return nil, nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
 		}
 		futures[j] = f
 	}
-	seqs := make([]uint64, FenceWidth)
+	seqs = make([]uint64, FenceWidth)
 	for j, f := range futures {
 		select {
 		case ack := <-f.Ok():
 			seqs[j] = ack.Sequence
 		case err := <-f.Err():
-			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
+			if expect != nil && wrongLastSequence(err) {
+				conflicts = append(conflicts, j)
+				continue
+			}
+			return nil, nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, ctx.Err())
+			return nil, nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, ctx.Err())
 		}
 	}
-	return seqs, nil
+	return seqs, conflicts, nil
+}
+
+// markerMsg returns a leader's marker on fence subject j: the first carries body (the holder).
+func markerMsg(base string, j int, leader string, body []byte) *nats.Msg {
+	m := &nats.Msg{Subject: fenceSubject(base, j), Header: rollup(nats.Header{HeaderLeader: {leader}})}
+	if j == 0 {
+		m.Data = body
+	}
+	return m
+}
+
+// wrongLastSequence reports whether err is JetStream refusing a write whose expected last sequence on its
+// subject was not the subject's last.
+func wrongLastSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // RequestRestart stores a full set of markers on the fence subjects, which fences the leader in office out
@@ -222,7 +252,7 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	if _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil, nil); err != nil {
+	if _, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil, nil); err != nil {
 		return 0, err
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))
@@ -260,13 +290,111 @@ func restartDirective(h nats.Header) (after string, ok bool) {
 }
 
 // fencedOut reports whether the entry's publish was refused by the fence: its check on a fence subject
-// failed because another marker was stored there since this leader's. (A check refused while another on
-// the same subject is being applied, 10164, is sent again like any refusal.)
+// failed because another message was stored there since this leader's marker. (A check refused while
+// another on the same subject is being applied, 10164, is sent again like any refusal.)
 func (p *Publisher) fencedOut(e *pending) bool {
-	var api *jetstream.APIError
-	return p.fence.on() && e.dead == nil && errors.As(e.err, &api) &&
-		api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	return p.fence.on() && e.dead == nil && wrongLastSequence(e.err)
 }
+
+// errTakenOver is reclaimSubject's finding that a fence subject holds another leader's marker (or an
+// operator's), or that this process no longer holds the lease: the term is over.
+var errTakenOver = errors.New("another bridge took over")
+
+// errReclaimed marks an entry refused by a foreign write on its fence subject, which reclaim has since
+// claimed again: it was not stored, and is sent again at once.
+var errReclaimed = errors.New("refused by another client's write on its fence subject, claimed again since")
+
+// reclaim answers an event refused by the fence. Another leader's marker on its fence subject ends the
+// term (ErrFenced). But anything else stored there was written by a client that is no bridge: in a NATS
+// account shared with clients, JetStream stores its acknowledgement of any client's publish on the reply
+// subject that client chose, a fence subject included. Such a write must not end the term, or any client
+// could stop the events; so once the lease (read now from its bucket) shows that no bridge took over,
+// the subject is claimed again and the event is sent again (errReclaimed).
+func (p *Publisher) reclaim(ctx context.Context, e *pending) error {
+	j := int(e.seq % uint64(len(p.fence.subjects)))
+	seq, err := p.reclaimSubject(ctx, j)
+	if err != nil {
+		if !errors.Is(err, errTakenOver) {
+			p.log.Warn("cannot tell another leader's fence marker from another client's write; taking it as another leader's",
+				"fence_subject", p.fence.subjects[j], "err", err)
+		}
+		return p.errFenced(e)
+	}
+	p.fence.seqs[j] = strconv.FormatUint(seq, 10)
+	e.err = errReclaimed
+	return nil
+}
+
+// reclaimSubject stores this leader's marker again on fence subject j, whose last message is not its own,
+// and returns the marker's sequence, on these conditions: that last message is no bridge's marker (those
+// carry HeaderLeader), this process still holds the lease (Config.Confirm, read from the bucket after
+// the message), and the marker is stored only while that message is still the subject's last. A leader
+// that took over after the check stores its markers after it, so the new marker never lets a former
+// leader's events through behind a newer leader's back; a marker stored just before another leader's is
+// replaced by it, as in any takeover. errTakenOver when a condition fails.
+func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
+	if p.cfg.Confirm == nil {
+		return 0, errTakenOver
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	subject := p.fence.subjects[j]
+	if p.fence.stream == nil {
+		s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+		if err != nil {
+			return 0, fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+		}
+		p.fence.stream = s
+	}
+	for range reclaimAttempts {
+		m, err := p.fence.stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return 0, fmt.Errorf("reading the last message on %s: %w", subject, err)
+		}
+		if m.Header.Get(HeaderLeader) != "" {
+			return 0, errTakenOver
+		}
+		held, err := p.cfg.Confirm(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("reading the lease: %w", err)
+		}
+		if !held {
+			return 0, errTakenOver
+		}
+		var body []byte
+		if j == 0 {
+			body = p.fence.body
+		}
+		ack, err := p.js.PublishMsg(ctx, markerMsg(p.cfg.FenceSubject, j, p.fence.leader, body),
+			jetstream.WithExpectStream(p.cfg.EventsStream), jetstream.WithExpectLastSequencePerSubject(m.Sequence))
+		if err == nil {
+			p.foreignWrite(subject, m)
+			return ack.Sequence, nil
+		}
+		if !wrongLastSequence(err) {
+			return 0, fmt.Errorf("storing the fence marker on %s again: %w", subject, err)
+		}
+		// Another write got in since the read: look again.
+	}
+	return 0, fmt.Errorf("%s kept changing while being claimed again", subject)
+}
+
+// reclaimAttempts bounds the reads and writes of one reclaimSubject: writes coming faster than a round
+// trip end the term (the next one stores a full set of markers).
+const reclaimAttempts = 3
+
+// foreignWrite counts another client's write found on a fence subject and logs it, at most once a minute,
+// with the number held back since the last line.
+func (p *Publisher) foreignWrite(subject string, m *jetstream.RawStreamMsg) {
+	p.cfg.Observer.ForeignFenceWrite()
+	if ok, held := p.fence.log.Allow("fence"); ok {
+		p.log.Warn(foreignFenceLog, "fence_subject", subject, "seq", m.Sequence, "bytes", len(m.Data),
+			"not_logged_since", held)
+	}
+}
+
+// foreignFenceLog is the log line of a write another client made on a fence subject.
+const foreignFenceLog = "a fence subject held a message no bridge wrote (another client in the bridge's NATS account published to it, or JetStream stored its acknowledgement of a client's publish there); claimed again"
 
 // errFenced logs the fencing and returns ErrFenced with the refusal.
 func (p *Publisher) errFenced(e *pending) error {

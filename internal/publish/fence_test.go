@@ -299,6 +299,10 @@ func TestRestartDirective(t *testing.T) {
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-03", false); err != nil {
 		t.Fatal(err)
 	}
+	// Another client's messages after the directive (acknowledgements aimed at the subject) hide nothing.
+	for i := range 3 {
+		foreignAck(t, e.js, restartSubject(e.layout.FenceSubject()), i)
+	}
 	if err := p.Handle(ctx, ev("e-10", "GATE_IN")); err == nil {
 		_, err = p.Resume(ctx)
 		if !errors.Is(err, ErrFenced) {

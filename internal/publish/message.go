@@ -95,8 +95,12 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 			After *position `json:"stream_position,omitempty"`
 		}{Error: "event larger than BRIDGE_STREAM_MAX_EVENT_BYTES; its data was dropped", Size: ev.Oversize}
 		reason := fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)
-		if ev.ManyLines {
+		switch {
+		case ev.ManyLines:
 			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", event.MaxLines)
+			d.Error = reason + "; its data was dropped"
+		case ev.Slow > 0:
+			reason = fmt.Sprintf("event not ended within %s (%d bytes so far) exceeds the time bound", ev.Slow, ev.Oversize)
 			d.Error = reason + "; its data was dropped"
 		}
 		if in.id != "" {

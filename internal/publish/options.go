@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ type Observer interface {
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
 	PublishRetried(err error)
+	// ForeignFenceWrite is told of a message another client than a bridge stored on a fence subject,
+	// found when an event checking that subject was refused, or when the markers were stored again.
+	ForeignFenceWrite()
 }
 
 // Reasons for dead-lettering an event, as passed to Observer.DeadLettered. The set is closed (a metrics
@@ -53,6 +57,10 @@ type Config struct {
 	// FenceSubject is the base of the events stream's fence subjects (P.leader: Claim stores this leader's
 	// markers on P.leader.<n>, see FenceWidth); "" for a publisher that is not fenced (tests, benchmarks).
 	FenceSubject string
+	// Confirm reads the lease from its bucket and reports whether this process still holds it: a fenced
+	// publisher calls it before it claims again a fence subject that another client than a bridge wrote
+	// to. Nil: every refusal by the fence ends the term.
+	Confirm func(ctx context.Context) (bool, error)
 	// Source is the CloudEvents source attribute.
 	Source   string
 	Logger   *slog.Logger
@@ -135,3 +143,4 @@ func (nopObserver) Duplicate(string)         {}
 func (nopObserver) AckLatency(time.Duration) {}
 func (nopObserver) DeadLettered(string)      {}
 func (nopObserver) PublishRetried(error)     {}
+func (nopObserver) ForeignFenceWrite()       {}

@@ -158,6 +158,7 @@ func TestPublishDeadLetters(t *testing.T) {
 		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
 		{ID: "long-4", ResumeID: "long-4", Oversize: 9000, ManyLines: true},
 		{ID: "empty", ResumeID: "empty", Name: "GATE_IN"}, // a data: line without a value
+		{ID: "slow-6", ResumeID: "slow-6", Oversize: 70, Slow: time.Minute},
 		ev("ok-5", "GATE_IN"),
 	} {
 		if err := p.Handle(ctx, x); err != nil {
@@ -168,11 +169,12 @@ func TestPublishDeadLetters(t *testing.T) {
 		t.Fatalf("Resume = %q, %v", last, err)
 	}
 	dlq := e.messages(e.layout.DLQ())
-	if len(dlq) != 5 {
-		t.Fatalf("dead letters = %d, want 5", len(dlq))
+	if len(dlq) != 6 {
+		t.Fatalf("dead letters = %d, want 6", len(dlq))
 	}
 	for i, want := range []string{"not a JSON object", "not a JSON object", "exceeds the size bound",
-		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object"} {
+		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object",
+		"event not ended within 1m0s (70 bytes so far) exceeds the time bound"} {
 		m := dlq[i]
 		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
@@ -191,6 +193,10 @@ func TestPublishDeadLetters(t *testing.T) {
 	if h := dlq[4].Header; len(dlq[4].Data) != 0 || h.Get(HeaderMsgID) != "empty" || h.Get(HeaderEventID) != "empty" ||
 		h.Get("Sse-Event") != "GATE_IN" {
 		t.Errorf("dead letter of an event with empty data = %q %v, want no data, its id and its event name", dlq[4].Data, h)
+	}
+	if d := string(dlq[5].Data); !strings.Contains(d, `"size":70`) || !strings.Contains(d, "time bound") ||
+		dlq[5].Header.Get(HeaderMsgID) != "slow-6" {
+		t.Errorf("description of an event cut for its time = %s %v", d, dlq[5].Header)
 	}
 	if n := len(e.messages(e.layout.Events())); n != 1 {
 		t.Errorf("events stream has %d messages, want 1", n)
@@ -313,7 +319,7 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // countingObserver counts the publisher's outcomes.
 type countingObserver struct {
-	published, duplicates, retried, latencies atomic.Int64
+	published, duplicates, retried, latencies, foreign atomic.Int64
 }
 
 func (o *countingObserver) Published(string)         { o.published.Add(1) }
@@ -321,6 +327,7 @@ func (o *countingObserver) Duplicate(string)         { o.duplicates.Add(1) }
 func (o *countingObserver) AckLatency(time.Duration) { o.latencies.Add(1) }
 func (o *countingObserver) DeadLettered(string)      {}
 func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
+func (o *countingObserver) ForeignFenceWrite()       { o.foreign.Add(1) }
 
 // TestPublishUnansweredOrRefused: while the events stream is missing, publishes get no acknowledgement
 // (a core subscriber has interest in the subjects, so the server sends nothing back) or JetStream's

@@ -33,37 +33,14 @@ func (p *Publisher) recover(ctx context.Context) error {
 				break
 			}
 			if p.fencedOut(e) {
-				return p.errFenced(e)
-			}
-			if !p.failing {
-				p.failing = true
-				p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,
-					"event_id", e.id, "err", e.err)
-			}
-			p.cfg.Observer.PublishRetried(e.err)
-			refitted := deadletter.TooLarge(e.err) && p.refit(ctx, e, e.err)
-			if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
-				return ctx.Err()
-			}
-			if !looked {
-				err := p.settleStored(ctx)
-				if ctx.Err() != nil {
-					return ctx.Err()
+				// Refused, so not stored: sent again at once once its subject is claimed again.
+				if err := p.reclaim(ctx, e); err != nil {
+					return err
 				}
-				if err != nil && (!p.nc.IsConnected() || !answered(err)) {
-					// NATS is away, or its answers are (a timeout): look again once they are back.
-					// Sending again without looking may store the event a second time.
-					e.err = err
-					continue
-				}
-				if err != nil {
-					p.log.Warn("cannot look up the failed publishes in the events stream; sending them again",
-						"stream", p.cfg.EventsStream, "err", err)
-				}
-				looked = true
-				if e.err == errFoundStored {
-					continue // settled at the top of the loop
-				}
+			} else if send, err := p.beforeResend(ctx, e, attempt, &looked); err != nil {
+				return err
+			} else if !send {
+				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 			_, e.err = p.js.PublishMsg(pctx, p.rebuild(e))
@@ -89,6 +66,42 @@ func (p *Publisher) recover(ctx context.Context) error {
 		p.log.Info("publishing recovered", "resume_after", p.cursor.resume)
 	}
 	return nil
+}
+
+// beforeResend prepares the failed entry e for its next send: it counts the retry, refits a message
+// refused as too large, waits the backoff of the attempt, and once per failure (looked) asks the events
+// stream whether the failed publishes were stored after all. send is false when e need not or cannot be
+// sent now: found stored, or the stream could not be asked (e.err says why; the loop tries again).
+func (p *Publisher) beforeResend(ctx context.Context, e *pending, attempt int, looked *bool) (send bool, err error) {
+	if !p.failing {
+		p.failing = true
+		p.log.Warn("publish failed; pausing the stream and sending again", "subject", e.subject,
+			"event_id", e.id, "err", e.err)
+	}
+	p.cfg.Observer.PublishRetried(e.err)
+	refitted := deadletter.TooLarge(e.err) && p.refit(ctx, e, e.err)
+	if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
+		return false, ctx.Err()
+	}
+	if *looked {
+		return true, nil
+	}
+	err = p.settleStored(ctx)
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil && (!p.nc.IsConnected() || !answered(err)) {
+		// NATS is away, or its answers are (a timeout): look again once they are back. Sending again
+		// without looking may store the event a second time.
+		e.err = err
+		return false, nil
+	}
+	if err != nil {
+		p.log.Warn("cannot look up the failed publishes in the events stream; sending them again",
+			"stream", p.cfg.EventsStream, "err", err)
+	}
+	*looked = true
+	return e.err != errFoundStored, nil // found stored: settled at the top of the loop
 }
 
 // answered reports whether err is JetStream's answer (a refusal), rather than a silence (a timeout, a

@@ -72,10 +72,13 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    start,
 		HeadersOnly:    true,
+		// A backstop for the deletion below, which a process killed mid-read never makes.
+		InactiveThreshold: consumerIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the stream's tail: %w", err)
 	}
+	defer t.release(c)
 	var out []tailMsg
 	// No-wait fetches: a fetch that waits for a full batch would wait out its expiry at the chunk's end.
 	// An empty one means the consumer's replica has not caught up yet: look again, for a while.
@@ -125,6 +128,21 @@ func (t *tailReader) read(ctx context.Context, start, end uint64) ([]tailMsg, er
 			}
 		}
 	}
+}
+
+// consumerIdle is how long the server keeps a tail reader's consumer that nobody uses.
+const consumerIdle = 30 * time.Second
+
+// release deletes the consumer a chunk was read through, so that no term, however it ends, leaves one
+// behind on the events stream (each would otherwise stay until its inactivity threshold).
+func (t *tailReader) release(c jetstream.Consumer) {
+	info := c.CachedInfo()
+	if info == nil {
+		return // never created on the server
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = t.s.DeleteConsumer(ctx, info.Name) // the inactivity threshold removes it otherwise
 }
 
 // lastSeqOf returns the sequence of the stream's newest message on subject (a filter), 0 when none.

@@ -86,7 +86,10 @@ func EndpointNames() []string {
 // envelope is a request body decoded one level deep.
 type envelope map[string]json.RawMessage
 
-// parseEnvelope decodes body as one JSON object. An empty body is an empty object when allowEmpty.
+// parseEnvelope decodes body as one JSON object. An empty body is an empty object when allowEmpty. A
+// body readers may read in different ways is refused (validate.Unambiguous): every id and reference the
+// service sends upstream is then valid UTF-8, and a member given twice cannot be checked as one value and
+// sent as another.
 func parseEnvelope(body []byte, allowEmpty bool) (envelope, []string) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -100,6 +103,9 @@ func parseEnvelope(body []byte, allowEmpty bool) (envelope, []string) {
 			return nil, []string{"the request is not valid JSON"}
 		}
 		return nil, []string{"the request must be a JSON object, not " + jsonType(trimmed)}
+	}
+	if problems := validate.Unambiguous(trimmed, "the request"); problems != nil {
+		return nil, problems // bytes that are not UTF-8, an unpaired surrogate escape, a key given twice
 	}
 	var env envelope
 	if err := json.Unmarshal(trimmed, &env); err != nil {

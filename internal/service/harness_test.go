@@ -154,6 +154,11 @@ func start(t *testing.T, o options) *harness {
 	})
 	t.Cleanup(h.stop)
 	testutil.Eventually(t, 5*time.Second, "service up", func() bool { return h.svc.Ready() == nil })
+	// Ready follows the subscriptions as the client made them; a flush waits until the server has them
+	// too, so that the first request finds a responder.
+	if err := bridgeNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	h.nc = h.ns.Connect()
 	return h
 }

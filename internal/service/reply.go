@@ -48,12 +48,41 @@ const (
 	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
 )
 
+// kind names a kind of failure in the bridge's own words. Discovery's STATS answer shows the last one of
+// each endpoint to anyone allowed discovery, so a kind is always one of the constants below: never a
+// byte a caller or the upstream sent (a caller's refusal quotes its values; the upstream's messages and
+// net/http's errors may name another caller's order). The caller gets the detailed description.
+type kind string
+
+// The kinds of failure, one per way a request can fail.
+const (
+	kindTooLargeBody kind = "the request body is larger than its limit"
+	kindInvalid      kind = "the request is invalid"
+	kindBusy         kind = "the bridge is busy"
+	kindStopping     kind = "the bridge is stopping"
+	kindUpstream     kind = "the upstream answered" // with its status: see lastError
+	kindNotJSON      kind = "the upstream's answer is not JSON"
+	kindUnexpected   kind = "the upstream answered with an unexpected status"
+	kindTimeout      kind = "the upstream did not answer in time"
+	kindTokenTimeout kind = "no access token in time"
+	kindNoToken      kind = "the bridge has no access token"
+	kindShutdown     kind = "the bridge is shutting down"
+	kindBadAnswer    kind = "the upstream's answer is too large or cut short"
+	kindUnreachable  kind = "the upstream cannot be reached"
+	kindReplyTooBig  kind = "the reply is larger than the NATS server's max_payload"
+)
+
+// kinds are every kind, for the test that no caller's byte reaches discovery.
+var kinds = []kind{kindTooLargeBody, kindInvalid, kindBusy, kindStopping, kindUpstream, kindNotJSON, kindUnexpected,
+	kindTimeout, kindTokenTimeout, kindNoToken, kindShutdown, kindBadAnswer, kindUnreachable, kindReplyTooBig}
+
 // result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
-// with its code, one-line description and ApiResponseMessage body.
+// with its code, kind, one-line description and ApiResponseMessage body.
 type result struct {
 	code     int    // the upstream's status on success; the Nats-Service-Error-Code on failure
 	ok       bool   // success
-	desc     string // failure: the Nats-Service-Error line
+	kind     kind   // failure: what kind, for discovery
+	desc     string // failure: the Nats-Service-Error line, for the caller alone
 	body     []byte
 	upstream int    // the upstream's HTTP status, 0 when it did not answer
 	retry    string // the upstream's Retry-After, on failures
@@ -64,10 +93,22 @@ type apiMessage struct {
 	Messages []string `json:"messages"`
 }
 
-// failure builds a failure result whose body lists msgs and whose description joins them.
-func failure(code int, msgs ...string) result {
+// failure builds a failure result of kind k whose body lists msgs and whose description joins them.
+func failure(code int, k kind, msgs ...string) result {
 	b, _ := json.Marshal(apiMessage{Messages: msgs})
-	return result{code: code, desc: delivery.JoinMessages(msgs), body: b}
+	return result{code: code, kind: k, desc: delivery.JoinMessages(msgs), body: b}
+}
+
+// lastError is the failure as discovery shows it: the code and the kind, with the upstream's status
+// when it answered; nothing else.
+func (r result) lastError() string {
+	switch {
+	case r.kind == kindUpstream:
+		return fmt.Sprintf("%d:%s HTTP %d", r.code, kindUpstream, r.upstream)
+	case r.upstream != 0:
+		return fmt.Sprintf("%d:%s (upstream HTTP %d)", r.code, r.kind, r.upstream)
+	}
+	return fmt.Sprintf("%d:%s", r.code, r.kind)
 }
 
 // outcome maps the upstream's answer to a reply (contract §7). post tells a non-idempotent operation,
@@ -80,7 +121,7 @@ func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post 
 	switch {
 	case st >= 200 && st < 300:
 		if len(resp.Body) > 0 && !json.Valid(resp.Body) {
-			r := failure(CodeBadAnswer, fmt.Sprintf("the upstream answered HTTP %d with a body that is not JSON", st))
+			r := failure(CodeBadAnswer, kindNotJSON, fmt.Sprintf("the upstream answered HTTP %d with a body that is not JSON", st))
 			r.upstream = st
 			return r
 		}
@@ -93,14 +134,14 @@ func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post 
 			if desc == "" {
 				desc = httpStatus(st)
 			}
-			r = result{code: st, desc: desc, body: resp.Body}
+			r = result{code: st, kind: kindUpstream, desc: desc, body: resp.Body}
 		} else {
-			r = failure(st, httpStatus(st)+" (the upstream's body is not an ApiResponseMessage)")
+			r = failure(st, kindUpstream, httpStatus(st)+" (the upstream's body is not an ApiResponseMessage)")
 		}
 		r.upstream, r.retry = st, retryAfter(resp.Header.Get(RetryAfterHeader))
 		return r
 	default:
-		r := failure(CodeBadAnswer, fmt.Sprintf("the upstream answered with the unexpected %s", httpStatus(st)))
+		r := failure(CodeBadAnswer, kindUnexpected, fmt.Sprintf("the upstream answered with the unexpected %s", httpStatus(st)))
 		r.upstream = st
 		return r
 	}
@@ -112,21 +153,21 @@ func errorOutcome(resp *upstream.APIResponse, err error, timeout time.Duration, 
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
-		msg := fmt.Sprintf("the upstream did not answer within %v", timeout)
+		msg, k := fmt.Sprintf("the upstream did not answer within %v", timeout), kindTimeout
 		if errors.Is(err, upstream.ErrNoToken) {
-			msg = fmt.Sprintf("no access token within %v: the token endpoint did not answer", timeout)
+			msg, k = fmt.Sprintf("no access token within %v: the token endpoint did not answer", timeout), kindTokenTimeout
 		} else if post {
 			msg += "; the operation may have been carried out, and was not repeated"
 		}
-		r = failure(CodeTimeout, msg)
+		r = failure(CodeTimeout, k, msg)
 	case errors.Is(err, context.Canceled):
-		r = failure(CodeUnavailable, "the bridge is shutting down; the request was abandoned")
+		r = failure(CodeUnavailable, kindShutdown, "the bridge is shutting down; the request was abandoned")
 	case errors.Is(err, upstream.ErrNoToken):
-		r = failure(CodeUnavailable, "the bridge has no access token for the upstream: "+err.Error())
+		r = failure(CodeUnavailable, kindNoToken, "the bridge has no access token for the upstream: "+err.Error())
 	case errors.Is(err, upstream.ErrAnswerTooLarge), errors.Is(err, upstream.ErrAnswerCut):
-		r = failure(CodeBadAnswer, err.Error())
+		r = failure(CodeBadAnswer, kindBadAnswer, err.Error())
 	default:
-		r = failure(CodeUnavailable, "the upstream cannot be reached: "+err.Error())
+		r = failure(CodeUnavailable, kindUnreachable, "the upstream cannot be reached: "+err.Error())
 	}
 	if resp != nil {
 		r.upstream = resp.Status

@@ -123,3 +123,35 @@ func FuzzBuild(f *testing.F) {
 		}
 	})
 }
+
+// TestLastErrorIsTheKind: the last error discovery shows is a failure's code and kind, with the
+// upstream's status when it answered, never its description (which quotes the caller and the upstream),
+// for every kind, those only a stop brings included.
+func TestLastErrorIsTheKind(t *testing.T) {
+	t.Parallel()
+	const marker = "zMARKq"
+	seen := map[kind]bool{}
+	for _, k := range kinds {
+		if seen[k] || k == "" || strings.ContainsAny(string(k), ":\r\n") {
+			t.Errorf("kind %q: empty, repeated or not one line", k)
+		}
+		seen[k] = true
+		for _, up := range []int{0, 404} {
+			ep := &endpoint{}
+			r := failure(503, k, "the request "+marker+" failed")
+			r.upstream = up
+			ep.failed(r)
+			got := ep.stats().LastError
+			want := "503:" + string(k)
+			switch {
+			case k == kindUpstream:
+				want = fmt.Sprintf("503:%s HTTP %d", k, up)
+			case up != 0:
+				want += " (upstream HTTP 404)"
+			}
+			if got != want || strings.Contains(got, marker) {
+				t.Errorf("kind %q, upstream %d: last error %q, want %q", k, up, got, want)
+			}
+		}
+	}
+}

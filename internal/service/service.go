@@ -222,6 +222,11 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 	return s
 }
 
+// instanceID is the service instance's id, which discovery shows anyone. It comes from a generator of its
+// own: nats.go names the connection's inboxes with the package's shared one, whose names all begin with
+// the same 12 characters, so an id from it would tell a caller most of every inbox name of the bridge.
+func instanceID() string { return nuid.New().Next() }
+
 // microName is the micro endpoint name of an operation: micro allows no dots.
 func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 
@@ -260,7 +265,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer release()
 	started := time.Now().UTC()
 	d := &discovery{
-		identity: micro.ServiceIdentity{Name: Name, ID: nuid.Next(), Version: semver(s.cfg.Version), Metadata: map[string]string{}},
+		identity: micro.ServiceIdentity{Name: Name, ID: instanceID(), Version: semver(s.cfg.Version), Metadata: map[string]string{}},
 		answer:   s.answerDiscovery,
 	}
 	var infos []micro.EndpointInfo
@@ -349,7 +354,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		return
 	}
 	if n, max := len(r.Data), ep.maxBody(s.cfg.MaxBody); n > max {
-		s.refuse(ep, r, failure(CodeInvalid, fmt.Sprintf("the request body is %d bytes, more than the limit "+
+		s.refuse(ep, r, failure(CodeInvalid, kindTooLargeBody, fmt.Sprintf("the request body is %d bytes, more than the limit "+
 			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
@@ -377,19 +382,19 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	}
 	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	if len(problems) > 0 {
-		s.refuse(ep, r, failure(CodeInvalid, problems...), start)
+		s.refuse(ep, r, failure(CodeInvalid, kindInvalid, problems...), start)
 		return
 	}
 	select {
 	case s.sem <- struct{}{}:
 	default:
-		msg := fmt.Sprintf("the bridge is busy: %d upstream calls in flight on this replica; try again", cap(s.sem))
+		msg, k := fmt.Sprintf("the bridge is busy: %d upstream calls in flight on this replica; try again", cap(s.sem)), kindBusy
 		if !s.up.Load() {
-			msg = "the bridge is stopping; try again (another replica may answer)"
+			msg, k = "the bridge is stopping; try again (another replica may answer)", kindStopping
 		} else {
 			ep.busy.Add(1)
 		}
-		s.refuse(ep, r, failure(CodeUnavailable, msg), start)
+		s.refuse(ep, r, failure(CodeUnavailable, k, msg), start)
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
@@ -432,8 +437,8 @@ func (s *Service) replyPrefix(reply string) (prefix, reason string) {
 		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
 			// The bridge's own inboxes (its JetStream acknowledgements, fetches, the lease's watch) are
 			// never a caller's: refused when they lie within the prefix matched. When they are exactly
-			// that prefix (nats.go's default _INBOX with _INBOX.), they cannot be told apart, which the
-			// daemon warns about at start-up.
+			// that prefix (nats.go's default _INBOX with _INBOX.), they cannot be told apart; the
+			// bridge's configuration refuses both.
 			if own := s.nc.Opts.InboxPrefix + "."; len(own) > len(p) && strings.HasPrefix(reply, own) {
 				return "", RefusedReplyNotInbox
 			}
@@ -598,7 +603,7 @@ func tooLarge(res result, n, max int) result {
 	if n > 0 {
 		size = fmt.Sprintf("%d bytes, more than", n)
 	}
-	out := failure(CodeBadAnswer, fmt.Sprintf("%s is %s the NATS server's max_payload of %d bytes; ask for "+
+	out := failure(CodeBadAnswer, kindReplyTooBig, fmt.Sprintf("%s is %s the NATS server's max_payload of %d bytes; ask for "+
 		"less (e.g. a smaller pageSize)", what, size, max))
 	out.upstream = res.upstream
 	return out
@@ -612,20 +617,15 @@ func (s *Service) observe(ep *endpoint, code int, start time.Time) {
 }
 
 // failed counts a failure reply. The last error is shown to anyone allowed discovery, so it keeps the
-// bridge's own words only: an upstream's messages may name another caller's orders.
+// failure's code and kind only (result.lastError), never its description: a refusal quotes the caller's
+// values, and the upstream's messages and transport errors may name another caller's orders.
 func (ep *endpoint) failed(res result) {
 	ep.errs.Add(1)
-	desc := res.desc
-	if res.upstream != 0 {
-		desc = fmt.Sprintf("the upstream answered HTTP %d", res.upstream)
-	}
+	last := res.lastError()
 	ep.mu.Lock()
-	ep.lastErr = fmt.Sprintf("%d:%s", res.code, logging.Value(desc, maxLastError))
+	ep.lastErr = last
 	ep.mu.Unlock()
 }
-
-// maxLastError bounds the description kept as an endpoint's last error: it may quote the upstream.
-const maxLastError = 256
 
 // EndpointStats is the data of an endpoint in the STATS answer (nats micro stats): the upstream calls,
 // every failure answered, the busy refusals, and the requests dropped without an answer.

@@ -131,6 +131,22 @@ func TestRefusedBeforeCalling(t *testing.T) {
 		{"tracking.query", `{"orderId":"` + strings.Repeat("o", 1000) + `","positionId":"1"}`, nil,
 			[]string{"orderId is 1000 bytes long", "orderId and positionId must be given together"}},
 		{"locations.search", `{"name":"` + strings.Repeat("n", 129) + `"}`, nil, []string{"name is 129 bytes long"}},
+		// Ids readers may read in different ways never go upstream: not UTF-8 (an overlong "/", a lone
+		// continuation byte), an unpaired surrogate escape, a member given twice at any depth.
+		{"orders.get", "{\"id\":\"BO-\xc0\xaf1\"}", nil, []string{"the request is not valid UTF-8"}},
+		{"orders.delete", "{\"id\":\"BO-\x801\"}", nil, []string{"the request is not valid UTF-8"}},
+		{"orders.get", `{"id":"BO-\ud8001"}`, nil, []string{`the request is not valid UTF-8: the escape \ud800 in id is half of a UTF-16 surrogate pair`}},
+		{"tracking.query", `{"orderId":"O","positionId":"\udfff"}`, nil, []string{`the escape \udfff in positionId is half`}},
+		{"locations.search", "{\"name\":\"Hamburg\xed\xa0\x80\"}", nil, []string{"the request is not valid UTF-8"}}, // an encoded surrogate
+		{"orders.get", `{"id":"BO-1","id":"BO-2"}`, nil, []string{`the request gives the key "id" twice; a key may appear only once`}},
+		{"orders.delete", `{"id":"BO-1","\u0069d":"BO-2"}`, nil, []string{`gives the key "id" twice`}},
+		{"orders.update", `{"id":"BO-1","order":{"terminalId":"T","reference":"R","reference":"S"}}`, nil,
+			[]string{`the request gives the key "reference" twice in order`}},
+		{"orders.create", `{"terminalId":"T1","terminalId":"T2"}`, nil, []string{`the booking order gives the key "terminalId" twice`}},
+		{"tracking.report", `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN","type":"GATE_OUT"}}`, nil,
+			[]string{`the report gives the key "type" twice in event`}},
+		{"tracking.report", "{\"event\":{\"timestamp\":\"2024-05-01T12:30:00Z\",\"type\":\"GATE_IN\",\"id\":\"\xff\"}}", nil,
+			[]string{"the report is not valid UTF-8"}},
 	} {
 		t.Run(tc.op+" "+tc.body, func(t *testing.T) {
 			r := h.request(tc.op, tc.body, tc.hdr...)

@@ -484,6 +484,44 @@ no_auth_user: bridge
 				lines[0]["caller.name"] != "erp" || lines[0]["reply_prefix"] != "_R_." {
 				t.Errorf("audit: %v", lines)
 			}
+
+			// A client cannot pass for an import: the server refuses a client's publish whose reply
+			// subject is under _R_., so a forged Nats-Request-Info never reaches the bridge as NATS's
+			// own. The same client's next request, with an inbox, is answered and claims only.
+			refused := make(chan error, 1)
+			mallory, err := nats.Connect(h.ns.URL(), nats.CustomInboxPrefix("_INBOX.erp"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				select {
+				case refused <- err:
+				default:
+				}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mallory.Close()
+			forged := nats.NewMsg("tracking.api.orders.delete")
+			forged.Data = []byte(`{"id":"BO-405"}`)
+			forged.Reply = "_R_.forged.x1"
+			forged.Header.Set(service.RequestInfoHeader, `{"acc":"FORGED","user":"mallory"}`)
+			if err := mallory.PublishMsg(forged); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-refused:
+				if !strings.Contains(err.Error(), "_R_.forged.x1") {
+					t.Errorf("the server's refusal: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("the server did not refuse a client's _R_. reply subject")
+			}
+			forged.Reply = ""
+			if resp, err := mallory.RequestMsg(forged, 2*time.Second); err != nil || resp.Header.Get(micro.ErrorCodeHeader) == "" {
+				t.Fatalf("delete of an unknown order from an inbox: %v %v", resp, err)
+			}
+			lines = auditLines(h.logs)
+			if len(lines) != 2 || lines[1]["caller_claimed.account"] != "FORGED" || lines[1]["caller.account"] != "" {
+				t.Errorf("audit after a forged import: %v", lines)
+			}
 		})
 	}
 }

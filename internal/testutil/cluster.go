@@ -99,9 +99,9 @@ func (c *Cluster) startNode(i int) {
 		c.tb.Fatalf("cluster node %s: %v", n.name, err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) { // a restarted node replays its store; -race on a busy machine
+	if !s.ReadyForConnections(2 * time.Minute) { // a restarted node replays its store; -race on a busy machine
 		s.Shutdown()
-		c.tb.Fatalf("cluster node %s: not ready within 30s", n.name)
+		c.tb.Fatalf("cluster node %s: not ready within 2m", n.name)
 	}
 	n.srv = s
 }

@@ -18,6 +18,11 @@ import (
 // timeout while the reader was waiting for one.
 var ErrIdle = errors.New("no data or heartbeat within the idle timeout")
 
+// ErrMessageTime is the cause recorded when a message begun did not end within the time bound of one
+// message (StreamConfig.MaxEventTime): an upstream sending data lines forever without the blank line, or
+// one line slowly, would otherwise hold the stream connected without an event.
+var ErrMessageTime = errors.New("an SSE message did not end within the time bound of one message")
+
 // markerNonce is random, so that no upstream message can pass for one the guard marked.
 var markerNonce = func() string {
 	b := make([]byte, 12)
@@ -38,19 +43,36 @@ var emptyDataMarker = "bridge-empty-data-" + markerNonce
 // emptyData is the data the decoder gives a message marked with emptyDataMarker.
 var emptyData = "\n" + emptyDataMarker
 
-// manyLinesSuffix ends the marker of a message cut for its number of lines rather than its size.
-const manyLinesSuffix = ":lines"
+// manyLinesSuffix ends the marker of a message cut for its number of lines rather than its size, and
+// slowSuffix that of a message cut because it did not end in time.
+const (
+	manyLinesSuffix = ":lines"
+	slowSuffix      = ":slow"
+)
+
+// cut is why the guard cut a message.
+type cut int
+
+const (
+	cutSize  cut = iota // larger than the size bound
+	cutLines            // more lines than the line bound
+	cutSlow             // not ended within the time bound
+)
 
 // parseOversize reports whether an SSE event name is the guard's marker, the message size it carries,
-// and whether the message was cut for its number of lines.
-func parseOversize(name string) (size int, manyLines, ok bool) {
+// and why the message was cut.
+func parseOversize(name string) (size int, why cut, ok bool) {
 	rest, ok := strings.CutPrefix(name, oversizeMarker)
 	if !ok {
-		return 0, false, false
+		return 0, 0, false
 	}
-	rest, manyLines = strings.CutSuffix(rest, manyLinesSuffix)
+	if r, lines := strings.CutSuffix(rest, manyLinesSuffix); lines {
+		rest, why = r, cutLines
+	} else if r, slow := strings.CutSuffix(rest, slowSuffix); slow {
+		rest, why = r, cutSlow
+	}
 	n, err := strconv.Atoi(rest)
-	return n, manyLines, err == nil
+	return n, why, err == nil
 }
 
 // guard sits between the HTTP response body and the SSE decoder. It bounds the memory one message can
@@ -66,6 +88,11 @@ func parseOversize(name string) (size int, manyLines, ok bool) {
 //     grows with its size times its lines (see event.MaxLines).
 //   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
 //     outside Read (the bridge applying backpressure) does not count.
+//   - A message not ended within maxTime of waiting for its bytes (from its first byte on; time outside
+//     Read does not count either) is cut: the message is closed at once with the marker, its size so far
+//     and slowSuffix, and then Read fails with ErrMessageTime, so the stream reconnects and resumes after
+//     what was stored. Bytes that trickle in, each within the idle timeout, cannot hold the stream
+//     without an event for longer.
 //   - A message whose one data line has an empty value gets a second data line, emptyDataMarker, before
 //     its blank line, so that the reader can tell it from a message without data.
 //
@@ -75,15 +102,18 @@ type guard struct {
 	max      int
 	maxLines int
 	idle     time.Duration
+	maxTime  time.Duration // the time bound of one message; 0: none
 
-	timer     *time.Timer
-	idled     atomic.Bool
-	size      int  // bytes of the current message so far
-	lines     int  // lines of the current message so far
-	manyLines bool // the message being dropped was cut for its lines
-	bol       bool // at the beginning of a line
-	lastCR    bool // the previous byte was CR (a following LF belongs to it)
-	skip      bool // dropping the rest of an oversize message
+	timer     *time.Timer   // the watchdog of one read: closes the body when it fires
+	armed     atomic.Int32  // what the watchdog was set for: watchIdle or watchMessage
+	fired     atomic.Int32  // what it fired for; 0 until it did
+	waited    time.Duration // spent in the body's Read on the current message, for maxTime
+	size      int           // bytes of the current message so far
+	lines     int           // lines of the current message so far
+	manyLines bool          // the message being dropped was cut for its lines
+	bol       bool          // at the beginning of a line
+	lastCR    bool          // the previous byte was CR (a following LF belongs to it)
+	skip      bool          // dropping the rest of an oversize message
 	carry     []byte
 	pend      []byte
 	err       error // sticky error from the body, returned once carry and pend are drained
@@ -103,23 +133,27 @@ type guard struct {
 	keptCR    bool // the last byte handed on is a CR
 }
 
+// What the watchdog of a read is set for.
+const (
+	watchIdle    = 1 // the idle timeout
+	watchMessage = 2 // the rest of the message's time bound
+)
+
+// newGuard returns a guard of src bounding each message to maxBytes and event.MaxLines lines, and the
+// wait for a byte to idle (0: none). Its time bound per message, maxTime, is set after it, 0 for none.
 func newGuard(src io.ReadCloser, maxBytes int, idle time.Duration) *guard {
 	g := &guard{src: src, max: maxBytes, maxLines: event.MaxLines, idle: idle, bol: true, rawBOL: true}
-	if idle > 0 {
-		g.timer = time.AfterFunc(idle, func() {
-			g.idled.Store(true)
-			_ = src.Close()
-		})
-		g.timer.Stop()
-	}
+	g.timer = time.AfterFunc(time.Hour, func() {
+		g.fired.Store(g.armed.Load())
+		_ = src.Close()
+	})
+	g.timer.Stop()
 	return g
 }
 
 // Close closes the body and stops the watchdog.
 func (g *guard) Close() error {
-	if g.timer != nil {
-		g.timer.Stop()
-	}
+	g.timer.Stop()
 	return g.src.Close()
 }
 
@@ -140,6 +174,10 @@ func (g *guard) Read(p []byte) (int, error) {
 			return 0, g.err
 		default:
 			n, g.err = g.read(p)
+			if errors.Is(g.err, ErrMessageTime) {
+				g.cutSlow() // what came with the error belongs to the message cut
+				continue
+			}
 			n = g.strip(p[:n])
 			if n == 0 {
 				if g.err == nil {
@@ -154,19 +192,55 @@ func (g *guard) Read(p []byte) (int, error) {
 	}
 }
 
-// read reads from the body under the idle watchdog.
+// read reads from the body under the watchdog: the idle timeout, or the rest of the time bound of the
+// message begun when that is shorter. The time it waits counts toward that message's bound.
 func (g *guard) read(p []byte) (int, error) {
-	if g.timer != nil {
-		g.timer.Reset(g.idle)
+	open := g.maxTime > 0 && (g.size > 0 || g.skip)
+	wait, watch := g.idle, int32(watchIdle)
+	if open {
+		left := g.maxTime - g.waited
+		if left <= 0 {
+			return 0, ErrMessageTime
+		}
+		if wait <= 0 || left < wait {
+			wait, watch = left, watchMessage
+		}
 	}
+	if wait > 0 {
+		g.armed.Store(watch)
+		g.timer.Reset(wait)
+	}
+	start := time.Now()
 	n, err := g.src.Read(p)
-	if g.timer != nil {
+	if wait > 0 {
 		g.timer.Stop()
 	}
-	if err != nil && g.idled.Load() {
-		err = ErrIdle
+	if open {
+		g.waited += time.Since(start)
+	}
+	if err != nil {
+		switch g.fired.Load() {
+		case watchIdle:
+			err = ErrIdle
+		case watchMessage:
+			err = ErrMessageTime
+		}
 	}
 	return n, err
+}
+
+// cutSlow closes the message begun, which did not end within the time bound, with the marker: what of it
+// the decoder has is dropped, as an oversize message's is. Read then fails with ErrMessageTime: the rest
+// of the message may never come.
+func (g *guard) cutSlow() {
+	g.pend = g.pend[:0]
+	if !g.bol {
+		g.pend = append(g.pend, 0, '\n') // as filter ends a cut line
+	}
+	g.pend = append(g.pend, "event:"+oversizeMarker+strconv.Itoa(g.size)+slowSuffix+"\n\n"...)
+	g.carry = nil
+	g.skip, g.size, g.lines, g.manyLines, g.waited = false, 0, 0, false, 0
+	g.bol, g.lineLen, g.dataLines = true, 0, 0
 }
 
 // strip removes comment lines (those beginning with ':'), line ends included, from freshly read input b in
@@ -245,7 +319,7 @@ func (g *guard) filter(b []byte) int {
 				marker += manyLinesSuffix
 			}
 			g.pend = append(g.pend[:0], "event:"+marker+"\n\n"...)
-			g.skip, g.size, g.lines, g.manyLines = false, 0, 0, false
+			g.skip, g.size, g.lines, g.manyLines, g.waited = false, 0, 0, false, 0
 			g.lineLen, g.dataLines = 0, 0
 			g.hold(b[i+end:])
 			return i
@@ -360,7 +434,7 @@ func (g *guard) scan(b []byte, skip bool) (int, bool) {
 				g.size++
 				return i, true
 			}
-			g.size, g.lines, g.dataLines = 0, 0, 0
+			g.size, g.lines, g.dataLines, g.waited = 0, 0, 0, 0
 			continue
 		}
 		g.bol = true

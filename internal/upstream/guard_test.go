@@ -40,8 +40,8 @@ func decodeAll(t testing.TB, input string, maxBytes int, oneByte bool) []got {
 			return out
 		}
 		ev := got{id: e.Id(), name: e.Event(), data: e.Data()}
-		if n, many, ok := parseOversize(ev.name); ok {
-			ev = got{id: ev.id, oversize: n, manyLines: many}
+		if n, why, ok := parseOversize(ev.name); ok {
+			ev = got{id: ev.id, oversize: n, manyLines: why == cutLines}
 		}
 		if ev.data == emptyData {
 			ev.data, ev.empty = "", true

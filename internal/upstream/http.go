@@ -124,16 +124,21 @@ func quoted(s string) string {
 	return strconv.Quote(logging.Clip(s, maxQuoted)) + " (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// boundError cuts the text of an error from the HTTP client short: net/http quotes some of the upstream's
-// values whole (a redirect's Location as the url.Error's URL, a malformed status line). errors.Is and As
-// see the error as it was.
+// boundError makes an error from the HTTP client fit for the log and /status. net/http puts the whole
+// request URL into its errors (a *url.Error), where a token URL's query may hold a client secret: the URL
+// is redacted (logging.RedactURL), then cut short, as is the whole text, for net/http quotes some of the
+// upstream's values whole (a redirect's Location as the URL, a malformed status line). errors.Is and As
+// see the error as it was, but for that URL.
 func boundError(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ue *url.Error
-	if errors.As(err, &ue) && len(ue.URL) > maxQuoted {
-		ue.URL = logging.Clip(ue.URL, maxQuoted)
+	if errors.As(err, &ue) {
+		ue.URL = logging.RedactURL(ue.URL)
+		if len(ue.URL) > maxQuoted {
+			ue.URL = logging.Clip(ue.URL, maxQuoted)
+		}
 	}
 	msg := err.Error()
 	if len(msg) <= maxErrorText {

@@ -44,6 +44,11 @@ type StreamConfig struct {
 	IdleTimeout time.Duration
 	// MaxEventBytes bounds one SSE message; a longer one is cut and handed on as oversize.
 	MaxEventBytes int
+	// MaxEventTime bounds the time one SSE message takes to arrive, from its first byte to the blank line
+	// that ends it (time the bridge spends applying backpressure aside); a message not ended by then is
+	// cut, handed on as oversize with Slow set, and the stream reconnects. Zero means
+	// DefaultMaxEventTime.
+	MaxEventTime time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
 	ReconnectMin, ReconnectMax time.Duration
 	// UnavailableRetry is the retry pace after 403 or 404: the function is not available to the account.
@@ -127,6 +132,10 @@ type Stream struct {
 // DefaultMaxRetryHint is StreamConfig.MaxRetryHint when unset.
 const DefaultMaxRetryHint = 2 * time.Minute
 
+// DefaultMaxEventTime is StreamConfig.MaxEventTime when unset: an upstream writes a message at once, so
+// a minute leaves room for a slow network and none for a message that never ends.
+const DefaultMaxEventTime = time.Minute
+
 // NewStream returns a Stream; Run starts it.
 func NewStream(cfg StreamConfig) *Stream {
 	if cfg.Logger == nil {
@@ -146,6 +155,9 @@ func NewStream(cfg StreamConfig) *Stream {
 	}
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = 1 << 20
+	}
+	if cfg.MaxEventTime <= 0 {
+		cfg.MaxEventTime = DefaultMaxEventTime
 	}
 	return &Stream{cfg: cfg, log: cfg.Logger}
 }
@@ -314,6 +326,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	// The byte order mark goes first: the decoder keeps it, and the guard must see the first line as the
 	// decoder will (a comment, a data line).
 	body := newGuard(newBOMReader(src), s.cfg.MaxEventBytes, s.cfg.IdleTimeout)
+	body.maxTime = s.cfg.MaxEventTime
 	dec := eventsource.NewDecoderWithOptions(body, eventsource.DecoderOptionLastEventID(resume))
 	defer func() {
 		_ = body.Close()
@@ -347,12 +360,17 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		if l, ok := e.(eventsource.EventWithLastID); ok {
 			ev.ResumeID = l.LastEventID()
 		}
-		if n, manyLines, ok := parseOversize(ev.Name); ok {
-			ev.Name, ev.Oversize, ev.ManyLines = "", n, manyLines
-			if manyLines {
+		if n, why, ok := parseOversize(ev.Name); ok {
+			ev.Name, ev.Oversize, ev.ManyLines = "", n, why == cutLines
+			switch why {
+			case cutLines:
 				s.log.Warn("event has more lines than one message may have; dead-lettering a description",
 					"event_id", ev.ID, "size", n, "max_lines", event.MaxLines)
-			} else {
+			case cutSlow:
+				ev.Slow = s.cfg.MaxEventTime
+				s.log.Warn("event did not end within the time bound of one message; dead-lettering a description "+
+					"and reconnecting", "event_id", ev.ID, "size", n, "limit", s.cfg.MaxEventTime.String())
+			default:
 				s.log.Warn("event exceeds the size bound; dead-lettering a description", "event_id", ev.ID,
 					"size", n, "limit", s.cfg.MaxEventBytes)
 			}

@@ -296,3 +296,62 @@ func TestStreamBoundsRetryHint(t *testing.T) {
 		})
 	}
 }
+
+// trickle serves head, then piece every 5 ms until the client goes: a message that never ends.
+func trickle(head, piece string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, head)
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+				if _, err := fmt.Fprint(w, piece); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+}
+
+// A message that never ends, whether its data lines go on forever without the blank line or one line
+// comes a byte at a time (each byte well within the idle timeout), is cut at the time bound of one
+// message: logged, handed on as oversize with Slow (the publisher dead-letters a description), and the
+// stream reconnects after it.
+func TestStreamCutsMessageThatNeverEnds(t *testing.T) {
+	logs := &testutil.Logs{}
+	const bound = 300 * time.Millisecond
+	sc, sink, stop := runScriptedWith(t, func(c *StreamConfig) {
+		c.MaxEventTime = bound
+		c.Logger = slog.New(logs)
+	},
+		trickle("id: e1\ndata: {\"n\":1}\n\nid: slow-1\ndata: {\"n\":\n", "data: 2\n"),
+		trickle("id: slow-2\ndata: {\"n\":", "3"),
+	)
+	defer stop()
+	waitAttempts(t, sc, 3)
+	testutil.Eventually(t, 10*time.Second, "two messages cut", func() bool { return len(sink.snapshot()) == 3 })
+	evs := sink.snapshot()
+	if evs[0].ID != "e1" || string(evs[0].Data) != `{"n":1}` || evs[0].Oversize != 0 {
+		t.Errorf("first event %+v, want e1 whole", evs[0])
+	}
+	for i, id := range []string{"slow-1", "slow-2"} {
+		if ev := evs[i+1]; ev.ID != id || ev.Slow != bound || ev.Oversize == 0 || len(ev.Data) != 0 || ev.ManyLines {
+			t.Errorf("event %d: %+v; want %s cut for its time, with its size so far and no data", i+1, ev, id)
+		}
+	}
+	if _, ids := sc.seen(); ids[1] != "slow-1" || ids[2] != "slow-2" {
+		t.Errorf("Last-Event-ID of the reconnects %q, want after each cut message", ids[1:3])
+	}
+	if n := logs.Count(slog.LevelWarn, "event did not end within the time bound of one message; dead-lettering a description and reconnecting"); n != 2 {
+		t.Errorf("%d warnings for the cut messages, want 2:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), ErrMessageTime.Error()) {
+		t.Errorf("no disconnect naming the time bound:\n%s", logs)
+	}
+}

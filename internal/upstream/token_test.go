@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -169,5 +171,72 @@ func TestTokenErrorsAreSafeAndPaced(t *testing.T) {
 		Password: func() string { return secretPassword }})
 	if _, err := src.Token(ctx); !errors.Is(err, upstream.ErrTokenEndpoint) || strings.Contains(err.Error(), secretPassword) {
 		t.Fatalf("unreachable: err = %v", err)
+	}
+}
+
+// TestTokenURLSecretsNeverShow: a token URL may carry a client secret in its query and a user and
+// password before its host. Against a token endpoint that refuses the login, answers 500, hangs up,
+// cannot be reached, redirects elsewhere, or issues a token, neither shows in the token source's errors
+// nor in its logs, though net/http puts the whole URL into its errors.
+func TestTokenURLSecretsNeverShow(t *testing.T) {
+	t.Parallel()
+	const secret, password = "SEKRIT-c1i3nt", "PW-us3rinf0"
+	var mode atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case "refuse":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":"invalid_grant","echo":%q}`, r.URL.RawQuery)
+		case "fail":
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":"down","echo":%q}`, r.URL.RawQuery)
+		case "hangup":
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		case "redirect":
+			http.Redirect(w, r, "http://elsewhere.invalid/token?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"at-1","expires_in":300,"refresh_token":"rt-1","token_type":"Bearer"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	withSecrets := func(base string) string {
+		return strings.Replace(base, "http://", "http://u:"+password+"@", 1) + "/token?client_secret=" + secret + "&realm=x"
+	}
+	client, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode, url string
+		want      error
+	}{
+		{"refuse", withSecrets(srv.URL), upstream.ErrLoginRejected},
+		{"fail", withSecrets(srv.URL), upstream.ErrTokenEndpoint},
+		{"hangup", withSecrets(srv.URL), upstream.ErrTokenEndpoint},
+		{"redirect", withSecrets(srv.URL), upstream.ErrTokenEndpoint},
+		{"connection refused", withSecrets(dead.URL), upstream.ErrTokenEndpoint},
+		{"ok", withSecrets(srv.URL), nil},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			mode.Store(tc.mode)
+			logs := &testutil.Logs{}
+			src := upstream.NewTokenSource(upstream.TokenConfig{TokenURL: tc.url, ClientID: "bridge", Username: "u",
+				Password: func() string { return "p" }, Client: client, Logger: slog.New(logs)})
+			_, err := src.Token(context.Background())
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			out := fmt.Sprintf("%v %+v %#v\n%s", err, err, err, logs)
+			testutil.NoSecrets(t, out, secret, password)
+			if tc.want == upstream.ErrTokenEndpoint && tc.mode != "fail" && !strings.Contains(out, "client_secret=REDACTED") {
+				t.Errorf("the URL is not in the error at all: %v", err)
+			}
+			t.Logf("%v", err)
+		})
 	}
 }

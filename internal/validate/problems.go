@@ -85,8 +85,7 @@ func (s spans) of(p problem) int {
 // positions reads body (valid JSON) once more with a token decoder and records where the values of the
 // problems' locations start and end, so that problems can be listed in the order of the body. It follows
 // only the paths that lead to a problem and skips other values without tracking them, so that a deep
-// unknown field costs linear time. Of a key given twice, the last value's place counts, as its value is
-// the one validated.
+// unknown field costs linear time. (A body with a key given twice is refused before it is checked.)
 func positions(body []byte, ps []problem) spans {
 	need := map[string]bool{"": true} // the problems' locations and every prefix of them
 	for _, p := range ps {

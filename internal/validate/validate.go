@@ -21,6 +21,8 @@ import (
 	"io"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 )
 
 // MaxProblems bounds every problem list the bridge gives back, here Report's and BookingOrder's and in
@@ -44,16 +46,15 @@ func MoreProblems(n int) string { return fmt.Sprintf("and %d more problems", n) 
 // rules the upstream may apply are left to it; it answers them with 400 and its own messages.
 //
 // Checked by hand, because a schema cannot say them: the size (at most maxBytes bytes; no bound when
-// maxBytes <= 0), valid UTF-8, one JSON object and nothing after it, and the date-time format, RFC 3339
-// strictly (internal/rfc3339).
+// maxBytes <= 0), valid UTF-8 (raw and in \u escapes), no key given twice in an object (Unambiguous),
+// one JSON object and nothing after it, and the date-time format, RFC 3339 strictly (internal/rfc3339).
 //
 // A valid report is usually accepted by a walker on a field table derived from the same schema
 // (fastpath.go), without decoding it; the check against the schema decides on everything else.
 //
-// Problems are listed in the order of the body, a missing field at the end of its object; of a key given
-// twice, the last value counts, as encoding/json and the upstream read it. At most 50 are listed, then a
-// count of the rest. Quoted input values are cut to 40 characters and escaped, so a problem is safe to
-// put in a header or a log line. It is safe for concurrent use.
+// Problems are listed in the order of the body, a missing field at the end of its object. At most 50
+// are listed, then a count of the rest. Quoted input values are cut to 40 characters and escaped, so a
+// problem is safe to put in a header or a log line. It is safe for concurrent use.
 func Report(body []byte, maxBytes int) []string {
 	if ps := reportBody.prelude(body, maxBytes); ps != nil {
 		return ps
@@ -87,18 +88,65 @@ var (
 	orderBody  = bodyType{"BookingOrder", "the booking order"}
 )
 
-// prelude returns the one problem of a body larger than maxBytes (0: no bound), empty or not UTF-8, nil
-// when it has none of them.
+// prelude returns the one problem of a body larger than maxBytes (0: no bound), empty, not UTF-8 or
+// ambiguous (see Unambiguous), nil when it has none of them.
 func (k bodyType) prelude(body []byte, maxBytes int) []string {
 	switch {
 	case maxBytes > 0 && len(body) > maxBytes:
 		return []string{fmt.Sprintf("%s is %d bytes, more than the limit of %d bytes", k.noun, len(body), maxBytes)}
 	case len(bytes.TrimSpace(body)) == 0:
 		return []string{k.noun + " is empty; a " + k.name + " JSON object is expected"}
-	case !utf8.Valid(body):
-		return []string{k.noun + " is not valid UTF-8"}
+	}
+	return Unambiguous(body, k.noun)
+}
+
+// Unambiguous returns the one problem of a JSON body that readers may read in different ways, named
+// noun in the problem ("the report", "the request"), or nil when it has none. Such a body would be
+// checked as one thing and acted on as another: the bridge refuses it before it is checked further, in
+// every body it forwards or reads. The problems are, in this order:
+//
+//   - bytes that are not UTF-8 (an id with them would reach the upstream as it was sent, which an
+//     upstream may read as another id, or refuse);
+//   - a \u escape of half a UTF-16 surrogate pair ("\ud800" alone: encoding/json reads U+FFFD, other
+//     readers keep it or refuse the body);
+//   - an object, at any depth, with a key given twice ({"id":"A","id":"B"}: encoding/json keeps the last
+//     value, other readers the first).
+//
+// A body that is not JSON has none of them: its syntax is left to the caller, which words it.
+func Unambiguous(body []byte, noun string) []string {
+	if !utf8.Valid(body) {
+		return []string{noun + " is not valid UTF-8"}
+	}
+	err := jsonscan.Strict(body)
+	if err != nil && !jsonscan.Valid(body) {
+		return nil // not JSON after the problem found: its syntax is the problem to name
+	}
+	switch err := err.(type) {
+	case *jsonscan.DuplicateKeyError:
+		return []string{fmt.Sprintf("%s gives the key %s twice%s; a key may appear only once in an object, "+
+			"or readers differ on its value", noun, quote(err.Key), within(err.Path))}
+	case *jsonscan.SurrogateError:
+		return []string{fmt.Sprintf("%s is not valid UTF-8: the escape %s%s is half of a UTF-16 surrogate "+
+			"pair without the other half", noun, err.Escape, within(err.Path))}
 	}
 	return nil
+}
+
+// within names a place in a body for a problem: " in " and its path, cut to keep the problem short; ""
+// for the body itself.
+func within(path string) string {
+	const maxPath = 120
+	if path == "" {
+		return ""
+	}
+	if len(path) > maxPath {
+		n := maxPath
+		for n > 0 && !utf8.RuneStart(path[n]) {
+			n--
+		}
+		path = path[:n] + "…"
+	}
+	return " in " + path
 }
 
 // decode decodes body, which passed prelude, into the JSON object it must be, or says why it is none.

@@ -1,0 +1,392 @@
+package jsonscan
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"unicode/utf16"
+)
+
+// Strict reads the JSON value data, as Valid does, and returns the first thing in it that JSON readers
+// may read in different ways: an object with a key given twice (one reader keeps the first value,
+// another the last: a body checked as one thing would be acted on as another), or a \u escape of a
+// UTF-16 surrogate that is not half of a pair (encoding/json reads U+FFFD, other readers keep it or
+// refuse the body). Those errors are *DuplicateKeyError and *SurrogateError; a value that is not JSON
+// gives its *SyntaxError, unless one of those came before it. It returns nil for a JSON value without
+// either.
+//
+// Keys are compared decoded, so "id" and "\u0069d" are the same key. Raw bytes that are not UTF-8 are
+// not looked at (compare them with utf8.Valid first): like encoding/json, Strict accepts them. It
+// allocates only for keys with escapes, objects of many keys and errors.
+func Strict(data []byte) error {
+	c := checkers.Get().(*strictChecker)
+	defer checkers.Put(c)
+	if c.clean(data) {
+		return nil
+	}
+	return c.walk(data) // something is wrong: walk again, slowly, to say what and where
+}
+
+// walk returns Strict's error for data, or nil.
+func (c *strictChecker) walk(data []byte) error {
+	c.s.Reset(data)
+	c.keys, c.where = c.keys[:0], c.where[:0]
+	err := c.value()
+	if err == nil {
+		err = c.s.End()
+	}
+	if located, ok := err.(interface{ prepend(string) }); ok {
+		for _, elem := range c.where { // collected innermost first, on the way back up
+			located.prepend(elem)
+		}
+	}
+	c.s.Reset(nil) // keep no reference to data
+	clear(c.keys[:cap(c.keys)])
+	return err
+}
+
+// checkers keeps the checkers' lists for the next check: a check then allocates nothing.
+var checkers = sync.Pool{New: func() any {
+	return &strictChecker{keys: make([][]byte, 0, 64), frames: make([]frame, 0, 16)}
+}}
+
+// DuplicateKeyError reports an object with a key given twice.
+type DuplicateKeyError struct {
+	Offset int    // of the second key's opening quote
+	Key    string // the key, decoded
+	Path   string // the object's place in the value ("event.observation", "seals[3]"); "" for the value itself
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return "the key " + strconv.Quote(e.Key) + " is given twice in " + where(e.Path) + " at byte " + strconv.Itoa(e.Offset)
+}
+
+func (e *DuplicateKeyError) prepend(elem string) { e.Path = joinPath(elem, e.Path) }
+
+// SurrogateError reports a \u escape of a UTF-16 surrogate without its other half: it stands for no
+// character, so the string it is in is not valid UTF-8 once decoded.
+type SurrogateError struct {
+	Offset int    // of the escape's backslash
+	Escape string // as written: `\ud800`
+	Path   string // the string's place in the value (a key's: its object's); "" for the value itself
+}
+
+func (e *SurrogateError) Error() string {
+	return "the escape " + e.Escape + " in " + where(e.Path) + " at byte " + strconv.Itoa(e.Offset) +
+		" is an unpaired UTF-16 surrogate"
+}
+
+func (e *SurrogateError) prepend(elem string) { e.Path = joinPath(elem, e.Path) }
+
+func where(path string) string {
+	if path == "" {
+		return "the value"
+	}
+	return path
+}
+
+// joinPath puts the element elem (a key, or an array index as "[3]") before path.
+func joinPath(elem, path string) string {
+	switch {
+	case path == "":
+		return elem
+	case path[0] == '[':
+		return elem + path
+	}
+	return elem + "." + path
+}
+
+// pathKey is a key as a path names it: as it is when it is a plain word, else quoted.
+func pathKey(key []byte) string {
+	for _, c := range key {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return strconv.Quote(string(key))
+		}
+	}
+	if len(key) == 0 {
+		return `""`
+	}
+	return string(key)
+}
+
+// manyKeys is the number of keys from which an object's keys are looked up in a map rather than one
+// by one, so that an object of thousands of keys costs linear time.
+const manyKeys = 32
+
+type strictChecker struct {
+	s      Scanner
+	keys   [][]byte // the keys, decoded, of the objects open, the innermost's last
+	where  []string // the path to an error, innermost first, collected as the walk unwinds
+	frames []frame  // clean's containers open, the innermost last
+}
+
+// frame is a container open in clean.
+type frame struct {
+	object bool
+	first  int                 // an object's first key in keys
+	seen   uint64              // an object's keys so far, one bit each of a small hash (see keyBit)
+	set    map[string]struct{} // an object's keys, once there are manyKeys of them
+}
+
+// keyBit is the bit of a key in frame.seen: two keys with different bits differ, so most keys of an
+// object are told apart from the others without comparing them.
+func keyBit(key []byte) uint64 {
+	if len(key) == 0 {
+		return 1
+	}
+	return 1 << ((uint(len(key))*7 + uint(key[0]) + uint(key[len(key)-1])*3) & 63)
+}
+
+// clean reports whether data is one JSON value without a key given twice or an unpaired surrogate
+// escape. It is the fast path of Strict: one loop over the bytes, as skipValue's, which only notices;
+// a false sends Strict to the walk that words the problem.
+func (c *strictChecker) clean(data []byte) bool {
+	var (
+		i   = skipSpace(data, 0)
+		n   = len(data)
+		err error
+		esc bool
+	)
+	c.frames, c.keys = c.frames[:0], c.keys[:0]
+	defer func() {
+		clear(c.frames[:cap(c.frames)])
+		clear(c.keys[:cap(c.keys)])
+	}()
+
+value: // data[i] (white space skipped) should begin a value
+	if i >= n {
+		return false
+	}
+	switch ch := data[i]; ch {
+	case '"':
+		start := i + 1
+		i = skipPlain(data, start)
+		if i < n && data[i] == '"' {
+			i++
+		} else if i, esc, err = scanString(data, i); err != nil {
+			return false
+		} else if esc && loneSurrogate(data[start:i-1]) >= 0 {
+			return false
+		}
+	case '{', '[':
+		if len(c.frames) >= MaxDepth {
+			return false
+		}
+		c.frames = append(c.frames, frame{object: ch == '{', first: len(c.keys)})
+		i = skipSpace(data, i+1)
+		if ch == '{' {
+			if i < n && data[i] == '}' {
+				i++
+				c.frames = c.frames[:len(c.frames)-1]
+				goto next
+			}
+			goto key
+		}
+		if i < n && data[i] == ']' {
+			i++
+			c.frames = c.frames[:len(c.frames)-1]
+			goto next
+		}
+		goto value
+	default:
+		if i, err = skipValue(data, i, len(c.frames)); err != nil {
+			return false
+		}
+	}
+
+next: // a value ended just before data[i]
+	if len(c.frames) == 0 {
+		return skipSpace(data, i) == n
+	}
+	i = skipSpace(data, i)
+	if i >= n {
+		return false
+	}
+	if f := &c.frames[len(c.frames)-1]; f.object {
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+			goto key
+		case '}':
+			i++
+			c.keys = c.keys[:f.first]
+			c.frames = c.frames[:len(c.frames)-1]
+			goto next
+		}
+		return false
+	}
+	switch data[i] {
+	case ',':
+		i = skipSpace(data, i+1)
+		goto value
+	case ']':
+		i++
+		c.frames = c.frames[:len(c.frames)-1]
+		goto next
+	}
+	return false
+
+key: // data[i] (white space skipped) should begin an object key
+	if i >= n || data[i] != '"' {
+		return false
+	}
+	{
+		start := i + 1
+		i = skipPlain(data, start)
+		if i < n && data[i] == '"' {
+			i++
+			esc = false
+		} else if i, esc, err = scanString(data, i); err != nil {
+			return false
+		}
+		key := data[start : i-1]
+		if esc {
+			if loneSurrogate(key) >= 0 {
+				return false
+			}
+			key = AppendUnquote(nil, key)
+		}
+		if !c.newKey(&c.frames[len(c.frames)-1], key) {
+			return false
+		}
+	}
+	i = skipSpace(data, i)
+	if i >= n || data[i] != ':' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	goto value
+}
+
+// newKey records key in the object f and reports whether it is new there.
+func (c *strictChecker) newKey(f *frame, key []byte) bool {
+	if f.set != nil {
+		if _, dup := f.set[string(key)]; dup {
+			return false
+		}
+		f.set[string(key)] = struct{}{}
+		return true
+	}
+	if bit := keyBit(key); f.seen&bit == 0 {
+		f.seen |= bit
+	} else {
+		for _, k := range c.keys[f.first:] {
+			if string(k) == string(key) {
+				return false
+			}
+		}
+	}
+	c.keys = append(c.keys, key)
+	if len(c.keys)-f.first == manyKeys {
+		f.set = make(map[string]struct{}, 2*manyKeys)
+		for _, k := range c.keys[f.first:] {
+			f.set[string(k)] = struct{}{}
+		}
+		c.keys = c.keys[:f.first]
+	}
+	return true
+}
+
+// value checks the value that comes next.
+func (c *strictChecker) value() error {
+	switch c.s.Kind() {
+	case Object:
+		return c.object()
+	case Array:
+		c.s.Array()
+		for n := 0; c.s.Elem(); n++ {
+			if err := c.value(); err != nil {
+				c.where = append(c.where, "["+strconv.Itoa(n)+"]")
+				return err
+			}
+		}
+	case String:
+		start := c.s.Offset() + 1
+		if raw, esc := c.s.String(); esc {
+			if i := loneSurrogate(raw); i >= 0 {
+				return &SurrogateError{Offset: start + i, Escape: string(raw[i : i+6])}
+			}
+		}
+	default:
+		c.s.Skip()
+	}
+	return nil // a syntax error stays in the scanner
+}
+
+// object checks the object that comes next.
+func (c *strictChecker) object() error {
+	first := len(c.keys)
+	defer func() { c.keys = c.keys[:first] }()
+	var set map[string]struct{} // the keys, once there are manyKeys of them
+	c.s.Object()
+	for {
+		at := c.s.Offset()
+		raw, esc, ok := c.s.Member()
+		if !ok {
+			return nil
+		}
+		at = skipSpace(c.s.data, at)
+		if c.s.data[at] == ',' {
+			at = skipSpace(c.s.data, at+1)
+		}
+		key := raw
+		if esc {
+			if i := loneSurrogate(raw); i >= 0 {
+				return &SurrogateError{Offset: at + 1 + i, Escape: string(raw[i : i+6])}
+			}
+			key = AppendUnquote(nil, raw)
+		}
+		dup := false
+		if set != nil {
+			_, dup = set[string(key)]
+			set[string(key)] = struct{}{}
+		} else {
+			for _, k := range c.keys[first:] {
+				if bytes.Equal(k, key) {
+					dup = true
+					break
+				}
+			}
+			c.keys = append(c.keys, key)
+			if len(c.keys)-first == manyKeys {
+				set = make(map[string]struct{}, 2*manyKeys)
+				for _, k := range c.keys[first:] {
+					set[string(k)] = struct{}{}
+				}
+			}
+		}
+		if dup {
+			return &DuplicateKeyError{Offset: at, Key: string(key)}
+		}
+		if err := c.value(); err != nil {
+			c.where = append(c.where, pathKey(key))
+			return err
+		}
+	}
+}
+
+// loneSurrogate returns the index in the string body raw of the first \u escape of a surrogate that is
+// not half of a pair, or -1.
+func loneSurrogate(raw []byte) int {
+	for i := bytes.IndexByte(raw, '\\'); i >= 0 && i+1 < len(raw); {
+		if raw[i+1] != 'u' {
+			i += 2 // \" \\ \/ \b \f \n \r \t
+		} else {
+			r := getu4(raw[i:])
+			switch {
+			case !utf16.IsSurrogate(r):
+				i += 6
+			case r < 0xdc00 && utf16.DecodeRune(r, getu4(raw[i+6:])) != 0xfffd:
+				i += 12 // a high surrogate and its low one
+			default:
+				return i
+			}
+		}
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			break
+		}
+		i += j
+	}
+	return -1
+}

@@ -1,0 +1,225 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+// leaderWith returns a fenced publisher on nc whose lease, as Confirm reads it, is held while held says so.
+func leaderWith(t *testing.T, nc *nats.Conn, layout streams.Layout, obs Observer, confirm func(context.Context) (bool, error)) *Publisher {
+	t.Helper()
+	p, err := New(nc, Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
+		FenceSubject: layout.FenceSubject(), Window: 64, Timeout: 5 * time.Second, Logger: testLogger(t),
+		Observer: obs, Confirm: confirm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// foreignAck publishes what a JetStream acknowledgement aimed at subject by a client's reply subject would
+// store there: a body such as {"stream":"TRACKING_REPORTS","seq":7}, no headers.
+func foreignAck(t *testing.T, js jetstream.JetStream, subject string, seq int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, subject, fmt.Appendf(nil, `{"stream":"TRACKING_REPORTS","seq":%d}`, seq)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestForeignWritesOnFence: another client's messages on every fence subject (what a report producer in
+// the bridge's own NATS account stores there by aiming JetStream's acknowledgements at them) do not end
+// the term: the leader, finding no bridge's marker there and its lease still held, claims each subject
+// again and goes on. Every event is stored exactly once, in fence order, every foreign write is counted,
+// and none is left on the fence subjects. On one server and on an R3 stream.
+func TestForeignWritesOnFence(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"server", "cluster"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			var connect func() *nats.Conn
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
+			if backend == "server" {
+				connect = testutil.StartNATS(t, nil).Connect
+			} else {
+				connect = testutil.StartCluster(t).Connect
+				layout.Replicas = 3
+			}
+			nc := connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			obs := &countingObserver{}
+			var confirms atomic.Int64
+			p := leaderWith(t, nc, layout, obs, func(context.Context) (bool, error) {
+				confirms.Add(1)
+				return true, nil
+			})
+			if err := p.Claim(ctx, "leader", []byte(`{"name":"leader"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const events = FenceWidth + 200
+			attacker, _ := jetstream.New(connect())
+			for i := range events {
+				if i == 100 { // some events in, then a write on every fence subject
+					for j := range FenceWidth {
+						foreignAck(t, attacker, fenceSubject(layout.FenceSubject(), j), j)
+					}
+				}
+				if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+			stored := testutil.StreamContents(t, js, layout.Events())
+			assertExactlyOnce(t, stored, events)
+			checkFenceOrder(t, js, layout)
+			if n := obs.foreign.Load(); n != FenceWidth {
+				t.Errorf("%d foreign writes counted, want %d", n, FenceWidth)
+			}
+			if n := confirms.Load(); n < FenceWidth {
+				t.Errorf("the lease was read %d times, want once per subject claimed again (%d)", n, FenceWidth)
+			}
+		})
+	}
+}
+
+// TestForeignWriteThenTakeover: a foreign write on a fence subject tells a leader nothing about a takeover,
+// so it must not let a former leader on. Three orders, each ending the former leader's term (ErrFenced)
+// and leaving every event stored under its own leader's marker:
+//   - the lease, read after the foreign write was found, says another holds it;
+//   - another leader's markers, stored after the foreign write, are found instead of it;
+//   - the worst race: the lease still reads as held, and another leader's markers land between that read
+//     and the former leader's claim of the subject, which must then fail (it is conditional on the foreign
+//     write still being the subject's last message).
+func TestForeignWriteThenTakeover(t *testing.T) {
+	t.Parallel()
+	for _, order := range []string{"lease lost", "markers first", "race", "race on a cluster"} {
+		t.Run(order, func(t *testing.T) {
+			t.Parallel()
+			var connect func() *nats.Conn
+			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
+			if order == "race on a cluster" {
+				connect = testutil.StartCluster(t).Connect
+				layout.Replicas = 3
+				order = "race"
+			} else {
+				connect = testutil.StartNATS(t, nil).Connect
+			}
+			nc := connect()
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+				t.Fatal(err)
+			}
+			second := fencedPublisher(t, connect(), layout, 64)
+			var takeOver func()
+			var tookOver atomic.Bool
+			takeOver = func() {
+				if tookOver.Swap(true) {
+					return
+				}
+				if err := second.Claim(ctx, "second", []byte(`{"name":"second"}`)); err != nil {
+					t.Error(err)
+				}
+			}
+			obs := &countingObserver{}
+			first := leaderWith(t, nc, layout, obs, func(context.Context) (bool, error) {
+				switch order {
+				case "lease lost":
+					return false, nil
+				case "race":
+					takeOver() // after the lease was read as held, before the claim
+				}
+				return true, nil
+			})
+			if err := first.Claim(ctx, "first", []byte(`{"name":"first"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := first.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				if err := first.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := first.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The next events check the next subjects: foreign writes land there first.
+			attacker, _ := jetstream.New(connect())
+			for j := 5; j < 30; j++ {
+				foreignAck(t, attacker, fenceSubject(layout.FenceSubject(), j), j)
+			}
+			if order == "markers first" {
+				takeOver()
+			}
+			time.Sleep(200 * time.Millisecond) // past the duplicate window: only the fence can refuse now
+			var fenced error
+			for i := 10; i < 20 && fenced == nil; i++ {
+				fenced = first.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN"))
+			}
+			if fenced == nil {
+				_, fenced = first.Resume(ctx)
+			}
+			if !errors.Is(fenced, ErrFenced) {
+				t.Fatalf("former leader's publish after the foreign write: %v, want ErrFenced", fenced)
+			}
+			if order != "lease lost" && !tookOver.Load() {
+				t.Fatal("the second leader never claimed: the test proves nothing")
+			}
+			if order == "lease lost" {
+				takeOver()
+			}
+			after, err := second.Resume(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := -1
+			if after != "" {
+				if _, err := fmt.Sscanf(after, "ev-%05d", &from); err != nil {
+					t.Fatalf("second leader resumes after %q", after)
+				}
+			}
+			for i := from + 1; i < 25; i++ {
+				if err := second.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := second.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s, err := js.Stream(ctx, layout.Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := s.CachedInfo().State.Consumers; n != 0 {
+				t.Errorf("%d consumers left on the events stream by two terms' cursor reads, want none", n)
+			}
+			assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 25)
+			checkFenceOrder(t, js, layout)
+		})
+	}
+}
