@@ -82,7 +82,9 @@ func parseOversize(name string) (size int, why cut, ok bool) {
 //     dropped up to the message's end, and the message is closed with an `event:` line naming the
 //     oversizeMarker and the message's full size, so the reader can dead-letter it. The decoder never
 //     buffers more than max bytes plus one read.
-//   - Comment lines are dropped before anything else (see strip): they count toward no bound.
+//   - Comment lines are dropped before anything else (see strip): they count toward no bound of size or
+//     lines. A comment line that does not end within maxTime (none is that long: heartbeats are short) fails
+//     Read with ErrMessageTime, as a message would, with nothing to cut.
 //   - A message of more than maxLines lines is cut the same way, before its first
 //     line past the bound, and its marker ends in manyLinesSuffix: the decoder's work on one message
 //     grows with its size times its lines (see event.MaxLines).
@@ -175,6 +177,10 @@ func (g *guard) Read(p []byte) (int, error) {
 		default:
 			n, g.err = g.read(p)
 			if errors.Is(g.err, ErrMessageTime) {
+				if g.size == 0 && !g.skip {
+					// A comment line that did not end: nothing to cut, the stream reconnects.
+					return 0, g.err
+				}
 				g.cutSlow() // what came with the error belongs to the message cut
 				continue
 			}
@@ -195,7 +201,7 @@ func (g *guard) Read(p []byte) (int, error) {
 // read reads from the body under the watchdog: the idle timeout, or the rest of the time bound of the
 // message begun when that is shorter. The time it waits counts toward that message's bound.
 func (g *guard) read(p []byte) (int, error) {
-	open := g.maxTime > 0 && (g.size > 0 || g.skip)
+	open := g.maxTime > 0 && (g.size > 0 || g.skip || g.comment)
 	wait, watch := g.idle, int32(watchIdle)
 	if open {
 		left := g.maxTime - g.waited
@@ -267,6 +273,9 @@ func (g *guard) strip(b []byte) int {
 				return w // the comment goes on in the next read
 			}
 			g.comment, g.rawBOL, g.commentCR = false, true, b[i+end] == '\r'
+			if g.size == 0 && !g.skip {
+				g.waited = 0 // a comment line between messages: its time counts toward no message
+			}
 			i += end + 1
 			continue
 		}

@@ -180,6 +180,55 @@ func TestGuardIdle(t *testing.T) {
 	}
 }
 
+// TestGuardEndlessComment: a comment line that never ends, trickling a byte well within the idle timeout,
+// fails Read with ErrMessageTime once the time bound of a message has passed, as a message would, and
+// hands nothing on; short comment lines between messages count toward no message's bound.
+func TestGuardEndlessComment(t *testing.T) {
+	for _, tc := range []struct {
+		name, first string
+		want        error
+	}{
+		{"endless", ": ", ErrMessageTime},
+		{"heartbeats", ": hb\n", io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			g := newGuard(pr, 1<<20, 2*time.Second)
+			g.maxTime = 300 * time.Millisecond
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				for range 40 { // 40 writes 25 ms apart: a second, past the bound, within the idle timeout each
+					if _, err := pw.Write([]byte(tc.first)); err != nil {
+						return
+					}
+					if tc.first == ": " {
+						tc.first = "a"
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(25 * time.Millisecond):
+					}
+				}
+				_ = pw.Close()
+			}()
+			out, err := io.ReadAll(io.LimitReader(readerFunc(g.Read), 1<<20))
+			if err == nil {
+				err = io.EOF
+			}
+			if !errors.Is(err, tc.want) || len(out) != 0 {
+				t.Errorf("read %q, %v; want nothing and %v", out, err, tc.want)
+			}
+		})
+	}
+}
+
+// readerFunc adapts a Read method to io.Reader, so that io.ReadAll reports its error.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
 // FuzzGuard: on input whose messages fit the bounds the guard changes no event and marks exactly those
 // whose one data line is empty, it never hands the decoder a comment, a line longer than the size bound or
 // a message of more lines than the line bound, and it never fails on any input.
