@@ -43,9 +43,10 @@ func NewPublish(reg *Registry) *Publish {
 			"event with the same Nats-Msg-Id was stored within the duplicate window), or skipped by the bridge "+
 			"as stored beyond its resume point when the upstream replays them after a restart or reconnect.")
 	m.foreign = reg.NewCounterVec(Namespace+"_foreign_writes_total",
-		"Messages another client than a bridge wrote where only bridges write, found and written over: on "+
-			"the lease key (target lease) or a fence subject (target fence). In a NATS account shared with "+
-			"clients, JetStream stores its acknowledgement of a client's publish on the reply subject the client chose.",
+		"Times the bridge found and wrote over what another client than a bridge wrote where only bridges "+
+			"write: the lease key (target lease), a fence subject or the restart subject (target fence); many "+
+			"messages piled up on one subject count once. In a NATS account shared with clients, JetStream "+
+			"stores its acknowledgement of a client's publish on the reply subject the client chose.",
 		[]string{"target"})
 	m.foreign.With("lease")
 	m.foreign.With("fence")

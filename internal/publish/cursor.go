@@ -212,7 +212,13 @@ const maxBehind = 10000
 // there is none within maxBehind messages.
 func (p *Publisher) directiveBehind(ctx context.Context, s jetstream.Stream, first, seq uint64) (*jetstream.RawStreamMsg, error) {
 	tail := newTailReader(s, restartSubject(p.cfg.FenceSubject), first, seq, 64)
-	for range maxBehind {
+	for read := 0; ; read++ {
+		if read == maxBehind {
+			p.log.Warn("the last messages on the restart subject were written by other clients, too many to look "+
+				"behind; a restart directive among them is not applied (run `bridge cursor restart` again)",
+				"subject", restartSubject(p.cfg.FenceSubject), "read", read)
+			break
+		}
 		m, ok, err := tail.next(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", restartSubject(p.cfg.FenceSubject), err)
@@ -251,11 +257,12 @@ func (p *Publisher) restartAt(after string) error {
 // that dies before storing an event of the replay loses the replay: the operator runs the command again.
 func (p *Publisher) takeDirective(ctx context.Context, seq uint64) (ok bool, err error) {
 	m := &nats.Msg{Subject: restartSubject(p.cfg.FenceSubject), Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}
-	_, err = p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream),
+	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectStream(p.cfg.EventsStream),
 		jetstream.WithExpectLastSequencePerSubject(seq))
 	var api *jetstream.APIError
 	switch {
 	case err == nil:
+		p.fence.known = max(p.fence.known, ack.Sequence)
 		return true, nil
 	case errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
 		p.log.Info("the restart directive was taken by another leader", "stream", p.cfg.EventsStream)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,9 @@ type fence struct {
 	// For reclaim: the events stream, looked up once; foreign writes' log lines, one a minute.
 	stream jetstream.Stream
 	log    *logging.Limiter
+	// For sweep: the sequence of the newest message on P.leader.> this leader knows of (its own, or
+	// one sweep looked at already).
+	known uint64
 }
 
 func (f *fence) on() bool { return len(f.subjects) > 0 }
@@ -106,7 +110,14 @@ func (f *fence) stored(seqs []uint64, at time.Time) {
 	for j, seq := range seqs {
 		f.seqs[j] = strconv.FormatUint(seq, 10)
 		f.oldest = min(f.oldest, seq)
+		f.known = max(f.known, seq)
 	}
+}
+
+// set records marker seq as the one on fence subject j.
+func (f *fence) set(j int, seq uint64) {
+	f.seqs[j] = strconv.FormatUint(seq, 10)
+	f.known = max(f.known, seq)
 }
 
 // keepFence stores this leader's markers again before the events stream's limits can remove them: a
@@ -320,7 +331,7 @@ func (p *Publisher) reclaim(ctx context.Context, e *pending) error {
 		}
 		return p.errFenced(e)
 	}
-	p.fence.seqs[j] = strconv.FormatUint(seq, 10)
+	p.fence.set(j, seq)
 	e.err = errReclaimed
 	return nil
 }
@@ -352,6 +363,9 @@ func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
 			return 0, fmt.Errorf("reading the last message on %s: %w", subject, err)
 		}
 		if m.Header.Get(HeaderLeader) != "" {
+			if strconv.FormatUint(m.Sequence, 10) == p.fence.seqs[j] {
+				return m.Sequence, nil // this leader's own marker, newer than the one checked
+			}
 			return 0, errTakenOver
 		}
 		held, err := p.cfg.Confirm(ctx)
@@ -377,6 +391,113 @@ func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
 		// Another write got in since the read: look again.
 	}
 	return 0, fmt.Errorf("%s kept changing while being claimed again", subject)
+}
+
+// sweep removes what other clients wrote on P.leader.>: without it, messages a client keeps writing on a
+// fence subject no event happens to check, or on P.leader.restart, would pile up there without bound
+// (JetStream's acknowledgements of a flood of a client's publishes, aimed there), fill the events
+// stream and push its events out. Run calls it every second with p.mu held. It reads the newest message
+// on P.leader.> (one request); only when it is newer than what this leader knows does it look at every
+// subject there, settle the events in flight, and claim again each fence subject holding more than its
+// marker (reclaimSubject, with its conditions), and record P.leader.restart's directive as taken
+// (sweepRestart). Another leader's marker found there is left for the next event to meet (ErrFenced).
+func (p *Publisher) sweep(ctx context.Context) error {
+	if !p.fence.on() || p.cfg.Confirm == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	if p.fence.stream == nil {
+		s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+		if err != nil {
+			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+		}
+		p.fence.stream = s
+	}
+	newest, err := p.fence.stream.GetLastMsgForSubject(ctx, p.cfg.FenceSubject+".>")
+	if err != nil || newest.Sequence <= p.fence.known {
+		return err
+	}
+	info, err := p.fence.stream.Info(ctx, jetstream.WithSubjectFilter(p.cfg.FenceSubject+".>"))
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
+	}
+	for p.win.n > 0 { // an event checking a marker about to be replaced would be refused
+		if err := p.settleFront(ctx); err != nil {
+			return err
+		}
+	}
+	restart := restartSubject(p.cfg.FenceSubject)
+	for subject, n := range info.State.Subjects {
+		if n < 2 {
+			continue
+		}
+		if subject == restart {
+			if err := p.sweepRestart(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		j, ok := fenceIndex(p.cfg.FenceSubject, subject)
+		if !ok {
+			continue // not a subject the bridge writes (left to the stream's limits)
+		}
+		seq, err := p.reclaimSubject(ctx, j)
+		if errors.Is(err, errTakenOver) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p.fence.set(j, seq)
+	}
+	p.fence.known = max(p.fence.known, newest.Sequence)
+	return nil
+}
+
+// sweepRestart records P.leader.restart's directive as taken over messages other clients wrote after it,
+// which the rollup removes; on condition that the last of them is still the subject's last message, and
+// that this leader still holds the lease (read after it). A directive there is then no longer pending: a
+// leader takes it when its term begins, before it publishes, and an operator's new one is stored only
+// after the lease was seized from this leader (the condition then fails).
+func (p *Publisher) sweepRestart(ctx context.Context) error {
+	subject := restartSubject(p.cfg.FenceSubject)
+	m, err := p.fence.stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return fmt.Errorf("reading the last message on %s: %w", subject, err)
+	}
+	if m.Header.Get(HeaderRestart) != "" {
+		return nil // the last is a directive or its record: what piled up before it is gone
+	}
+	held, err := p.cfg.Confirm(ctx)
+	if err != nil || !held {
+		return err
+	}
+	rec := &nats.Msg{Subject: subject, Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}
+	ack, err := p.js.PublishMsg(ctx, rec, jetstream.WithExpectStream(p.cfg.EventsStream),
+		jetstream.WithExpectLastSequencePerSubject(m.Sequence))
+	switch {
+	case err == nil:
+		p.foreignWrite(subject, m)
+		p.fence.known = max(p.fence.known, ack.Sequence)
+		return nil
+	case wrongLastSequence(err):
+		return nil // written to again: the next sweep looks again
+	}
+	return fmt.Errorf("recording %s over another client's messages: %w", subject, err)
+}
+
+// fenceIndex returns j for the fence subject base.<j>.
+func fenceIndex(base, subject string) (int, bool) {
+	rest, ok := strings.CutPrefix(subject, base+".")
+	if !ok {
+		return 0, false
+	}
+	j, err := strconv.Atoi(rest)
+	if err != nil || j < 0 || j >= FenceWidth || strconv.Itoa(j) != rest {
+		return 0, false
+	}
+	return j, true
 }
 
 // reclaimAttempts bounds the reads and writes of one reclaimSubject: writes coming faster than a round

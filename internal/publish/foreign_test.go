@@ -223,3 +223,76 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignFloodSwept: a client floods a fence subject that no event checks in the meantime, and the
+// restart subject: the leader's upkeep (Run) removes what piled up, each subject holds one message again
+// (the marker, or the directive's record), and the events stored meanwhile are all there, once.
+func TestForeignFloodSwept(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartNATS(t, nil)
+	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
+	nc := ns.Connect()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+		t.Fatal(err)
+	}
+	obs := &countingObserver{}
+	p := leaderWith(t, nc, layout, obs, func(context.Context) (bool, error) { return true, nil })
+	if err := p.Claim(ctx, "leader", []byte(`{"name":"leader"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRun := context.WithCancel(ctx)
+	running := make(chan struct{})
+	go func() { defer close(running); _ = p.Run(rctx) }()
+	defer func() { stopRun(); <-running }()
+
+	attacker := ns.Connect()
+	const flood = 5000
+	for i := range flood {
+		for _, subject := range []string{fenceSubject(layout.FenceSubject(), 1000), restartSubject(layout.FenceSubject())} {
+			if err := attacker.Publish(subject, fmt.Appendf(nil, `{"stream":"TRACKING_REPORTS","seq":%d}`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := attacker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 { // events go on meanwhile; none checks subject 1000
+		if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, layout.Events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyState(t, 30*time.Second, "one message on each subject under the fence", func() (bool, string) {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(layout.FenceSubject()+".>"))
+		if err != nil {
+			return false, err.Error()
+		}
+		var piled []string
+		for subject, n := range info.State.Subjects {
+			if n > 1 {
+				piled = append(piled, fmt.Sprintf("%s: %d", subject, n))
+			}
+		}
+		return len(piled) == 0 && len(info.State.Subjects) == FenceWidth+1, fmt.Sprint(len(info.State.Subjects), " subjects; piled up: ", piled)
+	})
+	p.mu.Lock() // Run's upkeep is done with them
+	assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 100)
+	checkFenceOrder(t, js, layout)
+	p.mu.Unlock()
+	if n := obs.foreign.Load(); n < 2 {
+		t.Errorf("%d foreign writes counted, want the fence subject's and the restart subject's", n)
+	}
+}

@@ -156,8 +156,8 @@ func (p *Publisher) Settle(ctx context.Context) error {
 // Run keeps the window moving while no event comes: every second it settles what was acknowledged
 // meanwhile, and sends again what is overdue or was in flight when the connection was lost. Without it
 // such events would wait for the next event or reconnect. Once the fence is claimed it also stores the
-// markers again before the events stream's limits would remove them (keepFence). It returns nil when ctx
-// is done.
+// markers again before the events stream's limits would remove them (keepFence), and removes what other
+// clients wrote on the fence subjects (sweep). It returns nil when ctx is done.
 func (p *Publisher) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -177,6 +177,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 			if err = p.keepFence(ctx, info, infoErr); err != nil && ctx.Err() == nil {
 				p.log.Warn("cannot store the fence markers again; the events stream's limits may remove them, "+
 					"which ends this term", "err", err)
+			}
+			if err = p.sweep(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("cannot remove what other clients wrote on the fence subjects", "err", err)
 			}
 		}
 		p.mu.Unlock()
