@@ -336,3 +336,63 @@ func TestConnLimitSparesRequests(t *testing.T) {
 		t.Errorf("%d connections open, want at most %d", n, limit)
 	}
 }
+
+// TestConnLimitVictimOrder: the connection closed to make room is the oldest part way through a request,
+// else the oldest silent one, never one the server has not read yet while it can wait for it, and the
+// oldest of all only when every other is serving a request (or the wait has run out).
+func TestConnLimitVictimOrder(t *testing.T) {
+	t.Parallel()
+	type st struct {
+		read     bool
+		serving  bool
+		unserved int64
+	}
+	var (
+		unread  = st{}
+		partway = st{read: true, unserved: 40}
+		silent  = st{read: true}
+		serving = st{read: true, serving: true, unserved: 90}
+	)
+	for _, tt := range []struct {
+		name    string
+		conns   []st // oldest first; the last is the one just accepted
+		canWait bool
+		want    int // index of the victim, -1 for none (wait)
+	}{
+		{"part way before silent", []st{silent, partway, partway, unread}, true, 1},
+		{"silent before serving", []st{serving, silent, silent, unread}, true, 1},
+		{"unread kept while it can wait", []st{unread, serving, unread}, true, -1},
+		{"unread taken once the wait ran out", []st{unread, serving, unread}, false, 0},
+		{"every one serving", []st{serving, serving, unread}, true, 0},
+		{"the newest is never taken", []st{serving, partway}, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newConnLimit(nil, len(tt.conns)-1)
+			var cs []*limitedConn
+			for _, s := range tt.conns {
+				c := &limitedConn{l: l}
+				c.read.Store(s.read)
+				if s.serving {
+					c.serving.Store(1)
+				}
+				c.unserved.Store(s.unserved)
+				c.elem = l.conns.PushBack(c)
+				cs = append(cs, c)
+			}
+			got := l.victimLocked(tt.canWait)
+			want := (*limitedConn)(nil)
+			if tt.want >= 0 {
+				want = cs[tt.want]
+			}
+			if got != want {
+				idx := -1
+				for i, c := range cs {
+					if c == got {
+						idx = i
+					}
+				}
+				t.Errorf("victim = connection %d, want %d", idx, tt.want)
+			}
+		})
+	}
+}
