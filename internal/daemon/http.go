@@ -111,12 +111,12 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	}
 	// Anyone who reaches the port can open connections: each costs at most maxHeaderBytes and a few
 	// buffers for at most the timeouts below, and BRIDGE_HTTP_MAX_CONNS of them are open at once
-	// (connLimit says why a new one pushes the oldest out rather than wait).
+	// (connLimit says why a new one pushes an older one out rather than wait for a free slot).
 	ln := newConnLimit(tcp, d.cfg.HTTPMaxConns)
 	shedLog := logging.NewLimiter(time.Minute, nil)
 	ln.onShed = func() {
 		if ok, suppressed := shedLog.Allow("shed"); ok {
-			o.log.Warn("HTTP endpoint at its connection limit: closed the oldest connection to make room",
+			o.log.Warn("HTTP endpoint at its connection limit: closed a connection to make room",
 				"max_conns", d.cfg.HTTPMaxConns, "suppressed", suppressed)
 		}
 	}
