@@ -44,6 +44,14 @@ const (
 	MaxAPIConcurrency    = 4096
 )
 
+// MinHTTPMaxConns and MaxHTTPMaxConns bound BRIDGE_HTTP_MAX_CONNS: below the minimum a scrape and the two
+// probes arriving together would close each other's connections; above the maximum the connections' buffers
+// alone could take a pod's memory.
+const (
+	MinHTTPMaxConns = 4
+	MaxHTTPMaxConns = 4096
+)
+
 // MaxAPIBodyBytes is the largest BRIDGE_API_MAX_BODY_BYTES, the largest max_payload a NATS server accepts.
 const MaxAPIBodyBytes = 64 << 20
 
@@ -76,6 +84,7 @@ type Config struct {
 	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
+	HTTPMaxConns  int    `envconfig:"HTTP_MAX_CONNS" default:"64" desc:"most connections open at once on BRIDGE_HTTP_ADDR (4 to 4096); a new connection beyond them is let in and an older one closed (one part way through a request first), so probes and scrapes still get in during a flood"`
 
 	// Logging. Any case is accepted; Load lower-cases both.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"log format: json or text"`

@@ -83,6 +83,7 @@ func TestLoadDefaults(t *testing.T) {
 		NATSURL:               "nats://127.0.0.1:4222",
 		SubjectPrefix:         "tracking",
 		HTTPAddr:              ":8080",
+		HTTPMaxConns:          64,
 		LogFormat:             "json",
 		LogLevel:              "info",
 		StreamIdleTimeout:     60 * time.Second,
@@ -567,6 +568,10 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"BRIDGE_HTTP_ADDR"}, "listen address", nil},
 		{"listen address port out of range", map[string]string{"BRIDGE_HTTP_ADDR": ":80800"},
 			[]string{"BRIDGE_HTTP_ADDR"}, "listen address", nil},
+		{"too few HTTP connections", map[string]string{"BRIDGE_HTTP_MAX_CONNS": "3"},
+			[]string{"BRIDGE_HTTP_MAX_CONNS"}, "must be between 4 and 4096 (got 3)", nil},
+		{"too many HTTP connections", map[string]string{"BRIDGE_HTTP_MAX_CONNS": "100000"},
+			[]string{"BRIDGE_HTTP_MAX_CONNS"}, "must be between 4 and 4096", nil},
 		{"durable with a dot", map[string]string{"BRIDGE_REPORT_DURABLE": "bridge.reports"},
 			[]string{"BRIDGE_REPORT_DURABLE"}, "must not contain", nil},
 
@@ -627,6 +632,8 @@ func TestLoadAccepts(t *testing.T) {
 		{"max age zero", map[string]string{"BRIDGE_REPORT_MAX_AGE": "0"}},
 		{"min equals max", map[string]string{"BRIDGE_RECONNECT_MIN": "5s", "BRIDGE_RECONNECT_MAX": "5s"}},
 		{"listen on loopback", map[string]string{"BRIDGE_HTTP_ADDR": "127.0.0.1:9090"}},
+		{"HTTP connections at the bottom", map[string]string{"BRIDGE_HTTP_MAX_CONNS": "4"}},
+		{"HTTP connections at the top", map[string]string{"BRIDGE_HTTP_MAX_CONNS": "4096"}},
 		{"NATS user and password", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p"}},
 		{"NATS creds with mTLS", map[string]string{"BRIDGE_NATS_CREDS_FILE": f.creds, "BRIDGE_NATS_CA_FILE": f.ca,
 			"BRIDGE_NATS_CERT_FILE": f.cert, "BRIDGE_NATS_KEY_FILE": f.key}},
@@ -903,7 +910,7 @@ func TestValidateHandBuilt(t *testing.T) {
 	// zero value.
 	err := new(Config).Validate()
 	for _, key := range []string{"BRIDGE_UPSTREAM_URL", "BRIDGE_STREAM_PATH", "BRIDGE_NATS_URL", "BRIDGE_SUBJECT_PREFIX",
-		"BRIDGE_HTTP_ADDR", "BRIDGE_LOG_FORMAT", "BRIDGE_REFRESH_MARGIN", "BRIDGE_REPORT_DURABLE", "BRIDGE_SHUTDOWN_TIMEOUT"} {
+		"BRIDGE_HTTP_ADDR", "BRIDGE_HTTP_MAX_CONNS", "BRIDGE_LOG_FORMAT", "BRIDGE_REFRESH_MARGIN", "BRIDGE_REPORT_DURABLE", "BRIDGE_SHUTDOWN_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), key+": ") {
 			t.Errorf("Validate of the zero Config does not report %s:\n%v", key, err)
 		}

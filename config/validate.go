@@ -110,6 +110,9 @@ func (c *Config) check() []error {
 	ck.subjectPrefix("BRIDGE_SUBJECT_PREFIX", c.SubjectPrefix)
 	ck.subjectPrefix("BRIDGE_NATS_INBOX_PREFIX", c.NATSInboxPrefix)
 	ck.listenAddr("BRIDGE_HTTP_ADDR", c.HTTPAddr)
+	if c.HTTPMaxConns < MinHTTPMaxConns || c.HTTPMaxConns > MaxHTTPMaxConns {
+		ck.add("BRIDGE_HTTP_MAX_CONNS", "must be between %d and %d (got %d)", MinHTTPMaxConns, MaxHTTPMaxConns, c.HTTPMaxConns)
+	}
 	ck.consumerName("BRIDGE_REPORT_DURABLE", c.ReportDurable)
 	if c.CESource != "" {
 		if _, err := url.Parse(c.CESource); err != nil {

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -204,6 +206,17 @@ func checkAddOns(t *testing.T, where string, app *k8sApp) {
 		if len(np.Spec.Ingress) == 0 {
 			t.Errorf("%s: the NetworkPolicy lets nothing in: no scrape, no /status", where)
 		}
+		// From the scrapers only: every rule names its sources, and none of them is every pod.
+		for _, r := range np.Spec.Ingress {
+			if len(r.From) == 0 {
+				t.Errorf("%s: the NetworkPolicy lets any source reach the HTTP port", where)
+			}
+			for _, peer := range r.From {
+				if peerAdmitsAnyPod(peer) {
+					t.Errorf("%s: the NetworkPolicy lets every pod reach the HTTP port (%+v)", where, peer)
+				}
+			}
+		}
 		// Out: DNS, every NATS server's port and the upstream's.
 		out := func(port int, proto corev1.Protocol) bool {
 			return slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
@@ -227,6 +240,107 @@ func checkAddOns(t *testing.T, where string, app *k8sApp) {
 		}
 		if !out(53, corev1.ProtocolUDP) {
 			t.Errorf("%s: the NetworkPolicy does not let out DNS (UDP port 53)", where)
+		}
+	}
+}
+
+// peerAdmitsAnyPod reports whether a NetworkPolicy peer lets in every pod of the cluster, or of the
+// bridge's own namespace, which applications may share: an ipBlock of every address, or neither a pod
+// selector nor a namespace selector with a requirement.
+func peerAdmitsAnyPod(p networkingv1.NetworkPolicyPeer) bool {
+	if p.IPBlock != nil {
+		return p.IPBlock.CIDR == "0.0.0.0/0" || p.IPBlock.CIDR == "::/0"
+	}
+	empty := func(s *metav1.LabelSelector) bool {
+		return s == nil || len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0
+	}
+	return empty(p.PodSelector) && empty(p.NamespaceSelector)
+}
+
+// policyAdmits reports whether the NetworkPolicy np lets a pod with podLabels, in a namespace with
+// nsLabels (a namespace of its own, not the policy's), reach port on the bridge's pods, as the API
+// defines a rule: any of its ports and any of its peers (no peers: any source; a peer's namespace
+// selector alone: every pod of those namespaces; its pod selector alone: the policy's namespace).
+func policyAdmits(t *testing.T, np *networkingv1.NetworkPolicy, port string, podLabels, nsLabels map[string]string) bool {
+	t.Helper()
+	matches := func(sel *metav1.LabelSelector, l map[string]string) bool {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatalf("NetworkPolicy %s: selector %v: %v", np.Name, sel, err)
+		}
+		return s.Matches(labels.Set(l))
+	}
+	for _, r := range np.Spec.Ingress {
+		if len(r.Ports) > 0 && !slices.ContainsFunc(r.Ports, func(p networkingv1.NetworkPolicyPort) bool {
+			return p.Port != nil && p.Port.String() == port
+		}) {
+			continue
+		}
+		if len(r.From) == 0 {
+			return true
+		}
+		for _, peer := range r.From {
+			if peer.IPBlock != nil || peer.NamespaceSelector == nil {
+				continue // an address, or the policy's own namespace
+			}
+			if matches(peer.NamespaceSelector, nsLabels) && (peer.PodSelector == nil || matches(peer.PodSelector, podLabels)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestNetworkPolicyScrapersOnly: the NetworkPolicy that the chart renders by default, and the one of the
+// kustomize component (in the example overlay), let Prometheus's pods in any namespace reach the HTTP port
+// (the Prometheus Operator's, kube-prometheus-stack's and the prometheus chart's label them
+// app.kubernetes.io/name: prometheus) and nothing else that runs in pods: not another pod of the
+// monitoring namespace, not an application beside the bridge. The chart's ingressFrom names another
+// scraper instead.
+func TestNetworkPolicyScrapersOnly(t *testing.T) {
+	chartDefault, _ := chartRender(t, "defaults", "", "tracking")
+	chartAlloy, _ := chartRender(t, "alloy", `
+networkPolicy:
+  ingressFrom:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
+      podSelector: {matchLabels: {app.kubernetes.io/name: alloy}}
+`, "tracking")
+	monitoring := map[string]string{"kubernetes.io/metadata.name": "monitoring"}
+	tracking := map[string]string{"kubernetes.io/metadata.name": "tracking"}
+	prometheus := map[string]string{"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/instance": "k8s"}
+	alloy := map[string]string{"app.kubernetes.io/name": "alloy"}
+	other := map[string]string{"app": "orders-service"}
+	for _, c := range []struct {
+		where string
+		app   *k8sApp
+		// the pods (by labels, in a namespace) that may reach the port, and those that may not
+		in, out []struct{ pod, ns map[string]string }
+	}{
+		{"the chart's defaults", chartDefault,
+			[]struct{ pod, ns map[string]string }{{prometheus, monitoring}, {prometheus, tracking}},
+			[]struct{ pod, ns map[string]string }{{other, tracking}, {other, monitoring}, {alloy, monitoring}}},
+		{k8sRoot + "/overlays/example", kustomize(t, k8sRoot+"/overlays/example"),
+			[]struct{ pod, ns map[string]string }{{prometheus, monitoring}},
+			[]struct{ pod, ns map[string]string }{{other, tracking}, {alloy, monitoring}}},
+		{"the chart with another scraper", chartAlloy,
+			[]struct{ pod, ns map[string]string }{{alloy, monitoring}},
+			[]struct{ pod, ns map[string]string }{{prometheus, monitoring}, {alloy, tracking}, {other, tracking}}},
+	} {
+		np := c.app.networkPolicy
+		if np == nil {
+			t.Errorf("%s: no NetworkPolicy", c.where)
+			continue
+		}
+		port := c.app.deployment.Spec.Template.Spec.Containers[0].Ports[0].Name
+		for _, p := range c.in {
+			if !policyAdmits(t, np, port, p.pod, p.ns) {
+				t.Errorf("%s: the NetworkPolicy keeps pod %v of namespace %v off the HTTP port", c.where, p.pod, p.ns)
+			}
+		}
+		for _, p := range c.out {
+			if policyAdmits(t, np, port, p.pod, p.ns) {
+				t.Errorf("%s: the NetworkPolicy lets pod %v of namespace %v reach the HTTP port", c.where, p.pod, p.ns)
+			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
 
@@ -32,6 +33,8 @@ type ops struct {
 	running  atomic.Bool // Run's loop is running
 	stopping atomic.Bool // ctx is done: shutting down
 	addr     atomic.Pointer[string]
+	// conns is the endpoint's listener, which bounds its connections.
+	conns atomic.Pointer[connLimit]
 
 	// opByURL maps scheme://host/path of the configured upstream URLs to their operation label.
 	opByURL map[string]string
@@ -100,15 +103,30 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 		NATSReconnects: d.natsSt.Reconnects,
 		Readiness:      o.readiness,
 		Leader:         d.events.leading,
+		HTTPConnsShed:  o.connsShed,
 	})
-	ln, err := net.Listen("tcp", d.cfg.HTTPAddr)
+	tcp, err := net.Listen("tcp", d.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGE_HTTP_ADDR: %w", err)
 	}
+	// Anyone who reaches the port can open connections: each costs at most maxHeaderBytes and a few
+	// buffers for at most the timeouts below, and BRIDGE_HTTP_MAX_CONNS of them are open at once
+	// (connLimit says why a new one pushes an older one out rather than wait for a free slot).
+	ln := newConnLimit(tcp, d.cfg.HTTPMaxConns)
+	shedLog := logging.NewLimiter(time.Minute, nil)
+	ln.onShed = func() {
+		if ok, suppressed := shedLog.Allow("shed"); ok {
+			o.log.Warn("HTTP endpoint at its connection limit: closed a connection to make room",
+				"max_conns", d.cfg.HTTPMaxConns, "suppressed", suppressed)
+		}
+	}
+	o.conns.Store(ln)
 	addr := ln.Addr().String()
 	o.addr.Store(&addr)
 	srv := &http.Server{
-		Handler:           o.handler(),
+		Handler:           markServing(o.handler()),
+		ConnContext:       connContext,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -144,6 +162,14 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 		_ = srv.Shutdown(sctx)
 		<-served
 	}, nil
+}
+
+// connsShed returns the number of connections the endpoint closed to make room for a new one.
+func (o *ops) connsShed() uint64 {
+	if ln := o.conns.Load(); ln != nil {
+		return ln.shed.Load()
+	}
+	return 0
 }
 
 // httpAddr returns the address the endpoint listens on, "" before Run started it.

@@ -21,6 +21,8 @@ type Sources struct {
 	Readiness func() map[string]bool
 	// Leader reports whether this bridge holds the lease and reads the upstream stream (contract §6).
 	Leader func() bool
+	// HTTPConnsShed is the number of connections the HTTP endpoint closed to make room for a new one.
+	HTTPConnsShed func() uint64
 }
 
 // scrapeSources holds the Sources and registers the metrics read from them at scrape time.
@@ -71,6 +73,13 @@ func newScrape(reg *Registry) *scrapeSources {
 		func(emit func(float64, ...string)) {
 			if f := c.src.Load().Leader; f != nil {
 				emit(bit(f()))
+			}
+		})
+	reg.Func(Namespace+"_http_connections_shed_total",
+		"Connections to the HTTP endpoint closed to make room for a new one (BRIDGE_HTTP_MAX_CONNS were open).",
+		TypeCounter, nil, func(emit func(float64, ...string)) {
+			if f := c.src.Load().HTTPConnsShed; f != nil {
+				emit(float64(f()))
 			}
 		})
 	reg.Func(Namespace+"_ready", "1 when the readiness check passes (the same checks as /readyz).",

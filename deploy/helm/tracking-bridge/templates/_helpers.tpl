@@ -140,3 +140,17 @@ cmd/bridge/main.go): a shorter grace kills a leader mid-shutdown.
 {{- end }}
 {{- $grace }}
 {{- end }}
+
+{{- /* The port a URL connects to: the one it names, else its scheme's from the dict given ((list URL
+defaults)); the network policy opens it. */ -}}
+{{- define "tracking-bridge.urlPort" -}}
+{{- $u := urlParse (index . 0) -}}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" -}}
+{{- if not $port -}}
+{{- $port = get (index . 1) (lower $u.scheme) -}}
+{{- end -}}
+{{- if not $port -}}
+{{- fail (printf "networkPolicy: cannot tell the port of %q (scheme %q)" (index . 0) $u.scheme) -}}
+{{- end -}}
+{{- $port -}}
+{{- end -}}
