@@ -94,7 +94,7 @@ type asyncOperation struct {
 			Queue string `yaml:"queue"`
 		} `yaml:"nats"`
 	} `yaml:"bindings"`
-	Spec     string `yaml:"x-spec-operation"`
+	OpenAPI  string `yaml:"x-openapi-operation"`
 	Upstream string `yaml:"x-upstream"`
 }
 
@@ -548,8 +548,8 @@ func TestAsyncAPIDrift(t *testing.T) {
 				t.Errorf("operation %s: action %q without a reply; an endpoint receives requests and replies", id, op.Action)
 				continue
 			}
-			if op.Spec != code.Spec || op.Upstream != code.Method+" "+code.Path {
-				t.Errorf("operation %s: spec %q, upstream %q; the code's %q, %q", id, op.Spec, op.Upstream, code.Spec, code.Method+" "+code.Path)
+			if op.OpenAPI != code.OpenAPI || op.Upstream != code.Method+" "+code.Path {
+				t.Errorf("operation %s: OpenAPI operation %q, upstream %q; the code's %q, %q", id, op.OpenAPI, op.Upstream, code.OpenAPI, code.Method+" "+code.Path)
 			}
 			if op.Bindings.NATS == nil || op.Bindings.NATS.Queue != service.QueueGroup {
 				t.Errorf("operation %s: the NATS binding's queue is not the service's queue group %q", id, service.QueueGroup)

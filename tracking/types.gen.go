@@ -249,11 +249,11 @@ func (e UnitIdentification) Valid() bool {
 	}
 }
 
-// Address A physical address (spec 2.2).
+// Address A physical address.
 type Address struct {
 	City *string `json:"city,omitempty"`
 
-	// Country A country (spec 2.2).
+	// Country A country.
 	Country    *Country `json:"country,omitempty"`
 	PostalCode *string  `json:"postalCode,omitempty"`
 
@@ -261,12 +261,12 @@ type Address struct {
 	Street *string `json:"street,omitempty"`
 }
 
-// ApiResponseMessage The body of failed calls, and of update, delete and report (spec 2.19).
+// ApiResponseMessage The body of failed calls, and of update, delete and report.
 type ApiResponseMessage struct {
 	Messages *[]string `json:"messages,omitempty"`
 }
 
-// Barge A barge (spec 2.15).
+// Barge A barge.
 type Barge struct {
 	// Eni European Number of Identification.
 	Eni *string `json:"eni,omitempty"`
@@ -279,22 +279,22 @@ type Barge struct {
 // BookingAction PICK_UP: the unit is picked up at the terminal; DROP_OFF: it is dropped off there.
 type BookingAction string
 
-// BookingClientContext Extra context for booking a slot request later or for client-side correlation (spec 2.7).
+// BookingClientContext Extra context for booking a slot request later or for client-side correlation.
 type BookingClientContext struct {
 	// InternalNote Correlation note: at most 20 of the characters A-Z, a-z, 0-9, -, /, # and \.
 	InternalNote *string `json:"internalNote,omitempty"`
 
-	// PlannedDate Preliminary time of execution (spec 2.7).
+	// PlannedDate Preliminary time of execution.
 	PlannedDate *BookingPlannedDate `json:"plannedDate,omitempty"`
 }
 
-// BookingOrder A terminal booking order (spec 2.4): the request body of create and update (without id) and the
+// BookingOrder A terminal booking order: the request body of create and update (without id) and the
 // response of read.
 type BookingOrder struct {
 	// Action PICK_UP: the unit is picked up at the terminal; DROP_OFF: it is dropped off there.
 	Action BookingAction `json:"action"`
 
-	// ClientContext Extra context for booking a slot request later or for client-side correlation (spec 2.7).
+	// ClientContext Extra context for booking a slot request later or for client-side correlation.
 	ClientContext *BookingClientContext `json:"clientContext,omitempty"`
 
 	// Id Unique identifier of the order; in responses only.
@@ -306,18 +306,18 @@ type BookingOrder struct {
 	// TerminalId Id of a location of type ADMINISTRATIVE_TERMINAL, from the location search.
 	TerminalId string `json:"terminalId"`
 
-	// Unit The loading unit of a booking order (spec 2.5). Either handlingCode or isoCode must be given (rule
-	// 1, checked by the service).
+	// Unit The loading unit of a booking order. Either handlingCode or isoCode must be given (a rule the
+	// schema cannot state, checked by the service).
 	Unit BookingUnit `json:"unit"`
 }
 
-// BookingOrderCreated The result of creating an order (spec 2.7a).
+// BookingOrderCreated The result of creating an order.
 type BookingOrderCreated struct {
 	// Id Identifier of the created order.
 	Id string `json:"id"`
 }
 
-// BookingPlannedDate Preliminary time of execution (spec 2.7).
+// BookingPlannedDate Preliminary time of execution.
 type BookingPlannedDate struct {
 	// Date Scheduled date.
 	Date *string `json:"date,omitempty"`
@@ -326,8 +326,8 @@ type BookingPlannedDate struct {
 	TimeOfDay *TimeOfDay `json:"timeOfDay,omitempty"`
 }
 
-// BookingUnit The loading unit of a booking order (spec 2.5). Either handlingCode or isoCode must be given (rule
-// 1, checked by the service).
+// BookingUnit The loading unit of a booking order. Either handlingCode or isoCode must be given (a rule the
+// schema cannot state, checked by the service).
 type BookingUnit struct {
 	Condition *Condition `json:"condition,omitempty"`
 
@@ -358,7 +358,7 @@ type Condition string
 // NON_MOBILE: other non-mobile units; OTHER.
 type ContainerClass string
 
-// Coordinates Decimal degrees (spec 2.2).
+// Coordinates Decimal degrees.
 type Coordinates struct {
 	// Latitude North-south.
 	Latitude *float64 `json:"latitude,omitempty"`
@@ -367,7 +367,7 @@ type Coordinates struct {
 	Longitude *float64 `json:"longitude,omitempty"`
 }
 
-// Country A country (spec 2.2).
+// Country A country.
 type Country struct {
 	// Code Two-character UN country code.
 	Code *string `json:"code,omitempty"`
@@ -381,13 +381,13 @@ type Country struct {
 // to be resolved before a slot request is booked from the order.
 type DangerousGoodsIndication string
 
-// GeoLocation A geographic position (spec 2.2).
+// GeoLocation A geographic position.
 type GeoLocation struct {
-	// Coordinates Decimal degrees (spec 2.2).
+	// Coordinates Decimal degrees.
 	Coordinates *Coordinates `json:"coordinates,omitempty"`
 }
 
-// IncomingTrackingOrder The order and position a reported event belongs to (spec 2.10).
+// IncomingTrackingOrder The order and position a reported event belongs to.
 type IncomingTrackingOrder struct {
 	ClientOrderReference    *string `json:"clientOrderReference,omitempty"`
 	ClientPositionReference *string `json:"clientPositionReference,omitempty"`
@@ -398,29 +398,29 @@ type IncomingTrackingOrder struct {
 // LoadingState FULL: holds goods; EMPTY: no goods (may hold flexitanks, inlets and the like); UNKNOWN.
 type LoadingState string
 
-// LoadingUnitObservation Observations about the loading unit (spec 2.16).
+// LoadingUnitObservation Observations about the loading unit.
 type LoadingUnitObservation struct {
 	Condition *Condition `json:"condition,omitempty"`
 
 	// LoadingState FULL: holds goods; EMPTY: no goods (may hold flexitanks, inlets and the like); UNKNOWN.
 	LoadingState *LoadingState `json:"loadingState,omitempty"`
 
-	// LoadingUnit A tracked or observed loading unit (spec 2.12).
+	// LoadingUnit A tracked or observed loading unit.
 	LoadingUnit *LoadingUnitTracking `json:"loadingUnit,omitempty"`
 
-	// ObservedTemperature Set values of a temperature-controlled unit (spec 2.16).
+	// ObservedTemperature Set values of a temperature-controlled unit.
 	ObservedTemperature *ObservedTemperature `json:"observedTemperature,omitempty"`
 
-	// Oversize Oversize of the goods relative to the unit in full cm (spec 2.16), as seen standing in front of
+	// Oversize Oversize of the goods relative to the unit in full cm, as seen standing in front of
 	// the unit's door and facing it.
 	Oversize *Oversize `json:"oversize,omitempty"`
 	Seals    *[]Seal   `json:"seals,omitempty"`
 
-	// Weight Weights in kg (spec 2.16).
+	// Weight Weights in kg.
 	Weight *Weight `json:"weight,omitempty"`
 }
 
-// LoadingUnitTracking A tracked or observed loading unit (spec 2.12).
+// LoadingUnitTracking A tracked or observed loading unit.
 type LoadingUnitTracking struct {
 	// ContainerClass CONTAINER: standardized ISO container; SWAP_BODY: non-standardized container; TRAILER: trailer
 	// without front axle; VEHICLE: other vehicles; MAFI: specialized vehicle moving units on site;
@@ -436,9 +436,9 @@ type LoadingUnitTracking struct {
 	SizeType *string `json:"sizeType,omitempty"`
 }
 
-// Location A master-data location (spec 2.1).
+// Location A master-data location.
 type Location struct {
-	// Address A physical address (spec 2.2).
+	// Address A physical address.
 	Address *Address `json:"address,omitempty"`
 
 	// Designation Name of the location.
@@ -447,7 +447,7 @@ type Location struct {
 	// EdifactLocationCode Location code used in EDIFACT messages (BICS or term code).
 	EdifactLocationCode *string `json:"edifactLocationCode,omitempty"`
 
-	// GeoLocation A geographic position (spec 2.2).
+	// GeoLocation A geographic position.
 	GeoLocation *GeoLocation `json:"geoLocation,omitempty"`
 
 	// Id Unique identifier of the location.
@@ -470,18 +470,18 @@ type Location struct {
 // hinterland terminal not of the provider; LOADINGPLACE; SEAPORT; SEAPORT_TERMINAL; UNKNOWN.
 type LocationType string
 
-// MeansOfTransportObservation Observations about the means of transport (spec 2.15).
+// MeansOfTransportObservation Observations about the means of transport.
 type MeansOfTransportObservation struct {
-	// Barge A barge (spec 2.15).
+	// Barge A barge.
 	Barge *Barge `json:"barge,omitempty"`
 
 	// ModeOfTransport BARGE, RAIL, TRUCK, or UNKNOWN (not yet known).
 	ModeOfTransport *ModeOfTransport `json:"modeOfTransport,omitempty"`
 
-	// Train A train (spec 2.15).
+	// Train A train.
 	Train *Train `json:"train,omitempty"`
 
-	// Truck A truck (spec 2.15).
+	// Truck A truck.
 	Truck *Truck `json:"truck,omitempty"`
 }
 
@@ -494,19 +494,19 @@ type OAuthError struct {
 	ErrorDescription *string `json:"error_description,omitempty"`
 }
 
-// Observation What was observed (spec 2.14).
+// Observation What was observed.
 type Observation struct {
-	// Location A master-data location (spec 2.1).
+	// Location A master-data location.
 	Location *Location `json:"location,omitempty"`
 
-	// ObservedLoadingUnit Observations about the loading unit (spec 2.16).
+	// ObservedLoadingUnit Observations about the loading unit.
 	ObservedLoadingUnit *LoadingUnitObservation `json:"observedLoadingUnit,omitempty"`
 
-	// ObservedMeansOfTransport Observations about the means of transport (spec 2.15).
+	// ObservedMeansOfTransport Observations about the means of transport.
 	ObservedMeansOfTransport *MeansOfTransportObservation `json:"observedMeansOfTransport,omitempty"`
 }
 
-// ObservedTemperature Set values of a temperature-controlled unit (spec 2.16).
+// ObservedTemperature Set values of a temperature-controlled unit.
 type ObservedTemperature struct {
 	// Humidity Percent.
 	Humidity *float64 `json:"humidity,omitempty"`
@@ -515,20 +515,20 @@ type ObservedTemperature struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 }
 
-// Operator A company (spec 2.11).
+// Operator A company.
 type Operator struct {
-	// Address A physical address (spec 2.2).
+	// Address A physical address.
 	Address *Address `json:"address,omitempty"`
 	Id      *string  `json:"id,omitempty"`
 	Name    *string  `json:"name,omitempty"`
 }
 
-// OrderIdList Identifiers of the caller's open orders (spec 2.7a, 4.2).
+// OrderIdList Identifiers of the caller's open orders.
 type OrderIdList struct {
 	Ids []string `json:"ids"`
 }
 
-// Oversize Oversize of the goods relative to the unit in full cm (spec 2.16), as seen standing in front of
+// Oversize Oversize of the goods relative to the unit in full cm, as seen standing in front of
 // the unit's door and facing it.
 type Oversize struct {
 	ExcessHeight      *int32 `json:"excessHeight,omitempty"`
@@ -538,15 +538,15 @@ type Oversize struct {
 	ExcessWidthRight  *int32 `json:"excessWidthRight,omitempty"`
 }
 
-// PaginatedLocationResponse One page of locations (spec 2.3).
+// PaginatedLocationResponse One page of locations.
 type PaginatedLocationResponse struct {
 	Data *[]Location `json:"data,omitempty"`
 
-	// Pagination Paging meta information (spec 2.3).
+	// Pagination Paging meta information.
 	Pagination *Pagination `json:"pagination,omitempty"`
 }
 
-// Pagination Paging meta information (spec 2.3).
+// Pagination Paging meta information.
 type Pagination struct {
 	// CurrentPage 1-based index of the current page.
 	CurrentPage *int32 `json:"currentPage,omitempty"`
@@ -558,7 +558,7 @@ type Pagination struct {
 	Total *int32 `json:"total,omitempty"`
 }
 
-// Seal A seal on a unit (spec 2.6).
+// Seal A seal on a unit.
 type Seal struct {
 	// Number Unique seal number.
 	Number *string `json:"number,omitempty"`
@@ -573,7 +573,7 @@ type SealType string
 // TimeOfDay Early, middle or late in the day, or UNKNOWN.
 type TimeOfDay string
 
-// TokenResponse The token endpoint's answer (spec 5.1).
+// TokenResponse The token endpoint's answer.
 type TokenResponse struct {
 	AccessToken string `json:"access_token"`
 
@@ -594,26 +594,26 @@ type TokenResponse struct {
 	TokenType string `json:"token_type"`
 }
 
-// TrackedUnit The answer of the tracking query (spec 2.8).
+// TrackedUnit The answer of the tracking query.
 type TrackedUnit struct {
 	Events []TrackingEvent `json:"events"`
 
-	// LoadingUnit A tracked or observed loading unit (spec 2.12).
+	// LoadingUnit A tracked or observed loading unit.
 	LoadingUnit *LoadingUnitTracking `json:"loadingUnit,omitempty"`
 
 	// ObservedUntil Events up to this time are included, later ones are not.
 	ObservedUntil time.Time `json:"observedUntil"`
 
-	// Order Order information in tracking responses (spec 2.9).
+	// Order Order information in tracking responses.
 	Order TrackingOrder `json:"order"`
 }
 
-// TrackingEvent A tracking event (spec 2.13), the data of a stream message.
+// TrackingEvent A tracking event, the data of a stream message.
 type TrackingEvent struct {
 	// Id Unique identifier of the event.
 	Id *string `json:"id,omitempty"`
 
-	// Observation What was observed (spec 2.14).
+	// Observation What was observed.
 	Observation *Observation `json:"observation,omitempty"`
 
 	// Timestamp Exact time of the event, in UTC (RFC 3339).
@@ -621,38 +621,38 @@ type TrackingEvent struct {
 
 	// Type GATE_OUT, GATE_IN: the unit passed a gate outbound, inbound; ARRIVED, DEPARTED: it arrived at, left
 	// a loading place; HANDLING_STARTED, HANDLING_FINISHED: its handling at a terminal started,
-	// finished; UNKNOWN: an observed type with no exposed name. The list is open (spec 2.13, 9.2):
+	// finished; UNKNOWN: an observed type with no exposed name. The list is open:
 	// clients accept other values, so it is not an enum.
 	Type TrackingEventType `json:"type"`
 }
 
-// TrackingEventReport The request body of the report operation (spec 2.17).
+// TrackingEventReport The request body of the report operation.
 type TrackingEventReport struct {
-	// Event A tracking event (spec 2.13), the data of a stream message.
+	// Event A tracking event, the data of a stream message.
 	Event TrackingEvent `json:"event"`
 
-	// Order The order and position a reported event belongs to (spec 2.10).
+	// Order The order and position a reported event belongs to.
 	Order *IncomingTrackingOrder `json:"order,omitempty"`
 
-	// Reporter A company (spec 2.11).
+	// Reporter A company.
 	Reporter *Operator `json:"reporter,omitempty"`
 
-	// Transport The transport an event is reported for (spec 2.17).
+	// Transport The transport an event is reported for.
 	Transport *TrackingTransportIdentifier `json:"transport,omitempty"`
 }
 
 // TrackingEventType GATE_OUT, GATE_IN: the unit passed a gate outbound, inbound; ARRIVED, DEPARTED: it arrived at, left
 // a loading place; HANDLING_STARTED, HANDLING_FINISHED: its handling at a terminal started,
-// finished; UNKNOWN: an observed type with no exposed name. The list is open (spec 2.13, 9.2):
+// finished; UNKNOWN: an observed type with no exposed name. The list is open:
 // clients accept other values, so it is not an enum.
 type TrackingEventType = string
 
-// TrackingOrder Order information in tracking responses (spec 2.9).
+// TrackingOrder Order information in tracking responses.
 type TrackingOrder struct {
 	AdditionalClientOrderReferences    *[]string `json:"additionalClientOrderReferences,omitempty"`
 	AdditionalClientPositionReferences *[]string `json:"additionalClientPositionReferences,omitempty"`
 
-	// Client A company (spec 2.11).
+	// Client A company.
 	Client               *Operator `json:"client,omitempty"`
 	ClientOrderReference *string   `json:"clientOrderReference,omitempty"`
 
@@ -666,11 +666,11 @@ type TrackingOrder struct {
 	PositionId string `json:"positionId"`
 }
 
-// TrackingSseEvent One message of the event stream (spec 2.18), as its SSE fields.
+// TrackingSseEvent One message of the event stream, as its SSE fields.
 type TrackingSseEvent struct {
 	Comment *string `json:"comment,omitempty"`
 
-	// Data A tracking event (spec 2.13), the data of a stream message.
+	// Data A tracking event, the data of a stream message.
 	Data *TrackingEvent `json:"data,omitempty"`
 
 	// Event Type of event (name).
@@ -683,7 +683,7 @@ type TrackingSseEvent struct {
 	Retry *int32 `json:"retry,omitempty"`
 }
 
-// TrackingTransportIdentifier The transport an event is reported for (spec 2.17).
+// TrackingTransportIdentifier The transport an event is reported for.
 type TrackingTransportIdentifier struct {
 	// Identifier Unique identifier of the transport.
 	Identifier *string `json:"identifier,omitempty"`
@@ -692,12 +692,12 @@ type TrackingTransportIdentifier struct {
 	VoyageNumber *string `json:"voyageNumber,omitempty"`
 }
 
-// Train A train (spec 2.15).
+// Train A train.
 type Train struct {
 	Identifier *string `json:"identifier,omitempty"`
 }
 
-// Truck A truck (spec 2.15).
+// Truck A truck.
 type Truck struct {
 	// CountryCode EU country code of the truck; may be empty when unknown.
 	CountryCode *string `json:"countryCode,omitempty"`
@@ -711,7 +711,7 @@ type Truck struct {
 // container, no standard format; OTHER.
 type UnitIdentification string
 
-// Weight Weights in kg (spec 2.16).
+// Weight Weights in kg.
 type Weight struct {
 	Gross *float64 `json:"gross,omitempty"`
 	Net   *float64 `json:"net,omitempty"`
@@ -721,34 +721,34 @@ type Weight struct {
 // OrderId defines model for OrderId.
 type OrderId = string
 
-// BadRequest The body of failed calls, and of update, delete and report (spec 2.19).
+// BadRequest The body of failed calls, and of update, delete and report.
 type BadRequest = ApiResponseMessage
 
-// Conflict The body of failed calls, and of update, delete and report (spec 2.19).
+// Conflict The body of failed calls, and of update, delete and report.
 type Conflict = ApiResponseMessage
 
-// Done The body of failed calls, and of update, delete and report (spec 2.19).
+// Done The body of failed calls, and of update, delete and report.
 type Done = ApiResponseMessage
 
-// Forbidden The body of failed calls, and of update, delete and report (spec 2.19).
+// Forbidden The body of failed calls, and of update, delete and report.
 type Forbidden = ApiResponseMessage
 
-// NotFound The body of failed calls, and of update, delete and report (spec 2.19).
+// NotFound The body of failed calls, and of update, delete and report.
 type NotFound = ApiResponseMessage
 
-// ServerError The body of failed calls, and of update, delete and report (spec 2.19).
+// ServerError The body of failed calls, and of update, delete and report.
 type ServerError = ApiResponseMessage
 
-// ServiceUnavailable The body of failed calls, and of update, delete and report (spec 2.19).
+// ServiceUnavailable The body of failed calls, and of update, delete and report.
 type ServiceUnavailable = ApiResponseMessage
 
-// TooManyRequests The body of failed calls, and of update, delete and report (spec 2.19).
+// TooManyRequests The body of failed calls, and of update, delete and report.
 type TooManyRequests = ApiResponseMessage
 
-// Unauthorized The body of failed calls, and of update, delete and report (spec 2.19).
+// Unauthorized The body of failed calls, and of update, delete and report.
 type Unauthorized = ApiResponseMessage
 
-// UnsupportedMediaType The body of failed calls, and of update, delete and report (spec 2.19).
+// UnsupportedMediaType The body of failed calls, and of update, delete and report.
 type UnsupportedMediaType = ApiResponseMessage
 
 // SearchLocationsParams defines parameters for SearchLocations.
@@ -762,7 +762,7 @@ type SearchLocationsParams struct {
 	// Page 1-based page index.
 	Page *int32 `form:"page,omitempty" json:"page,omitempty"`
 
-	// PageSize Maximum results per page. A page holds at most 1000 items (spec 2.3).
+	// PageSize Maximum results per page. A page holds at most 1000 items.
 	PageSize *int32 `form:"pageSize,omitempty" json:"pageSize,omitempty"`
 }
 

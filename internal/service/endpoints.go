@@ -20,17 +20,18 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
-// Operation describes one endpoint of the service: the subject it is served on and the upstream
-// operation it calls (contract §1 and §7).
+// Operation describes one endpoint of the service: the subject it is served on (docs/api.md#endpoints)
+// and the upstream operation it calls (docs/upstream.md#operations).
 type Operation struct {
 	// Name is the subject's tail after "P.api." ("orders.get"), the label of the endpoint's metrics and,
 	// with dots as dashes, the micro endpoint's name.
 	Name string
-	// Spec is the operation's section in the provider's spec ("4.4") and Summary its title.
-	Spec, Summary string
-	// Method and Path are the upstream request's, Path relative to the upstream URL as contract §1 has it.
+	// OpenAPI is the upstream operation's id in api/openapi.yaml ("getOrder") and Summary its title.
+	OpenAPI, Summary string
+	// Method and Path are the upstream request's, Path relative to the upstream URL, as api/openapi.yaml
+	// has them.
 	Method, Path string
-	// Success is the status contract §1 gives a successful answer (any 2xx counts as success).
+	// Success is the status the document gives a successful answer (any 2xx counts as success).
 	Success int
 	// MaxBody, when not 0, bounds the request's body below Config.MaxBody: the operations whose whole
 	// request is a few short members (MaxEnvelopeBytes) need no room for a booking order or a report.
@@ -59,14 +60,14 @@ func (b builder) checker() *checker {
 
 // Operations are the endpoints of the service: subjects.APIOperations, in its order.
 var Operations = []Operation{
-	{Name: subjects.OpSearchLocations, Spec: "4.1", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
-	{Name: subjects.OpListOrders, Spec: "4.2", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
-	{Name: subjects.OpCreateOrder, Spec: "4.3", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
-	{Name: subjects.OpGetOrder, Spec: "4.4", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
-	{Name: subjects.OpUpdateOrder, Spec: "4.5", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
-	{Name: subjects.OpDeleteOrder, Spec: "4.6", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
-	{Name: subjects.OpQueryTracking, Spec: "4.7", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
-	{Name: subjects.OpReportEvent, Spec: "4.8", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
+	{Name: subjects.OpSearchLocations, OpenAPI: "searchLocations", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
+	{Name: subjects.OpListOrders, OpenAPI: "listOpenOrders", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
+	{Name: subjects.OpCreateOrder, OpenAPI: "createOrder", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
+	{Name: subjects.OpGetOrder, OpenAPI: "getOrder", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
+	{Name: subjects.OpUpdateOrder, OpenAPI: "updateOrder", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
+	{Name: subjects.OpDeleteOrder, OpenAPI: "deleteOrder", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
+	{Name: subjects.OpQueryTracking, OpenAPI: "queryTracking", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
+	{Name: subjects.OpReportEvent, OpenAPI: "reportTrackingEvent", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
 }
 
 // MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most

@@ -290,7 +290,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 		infos = append(infos, micro.EndpointInfo{Name: microName(op.Name), Subject: s.Subject(op.Name), QueueGroup: QueueGroup,
-			Metadata: map[string]string{"operation": op.Spec + " " + op.Summary, "upstream": op.Method + " " + ep.Path}})
+			Metadata: map[string]string{"operation": op.OpenAPI + " (" + op.Summary + ")", "upstream": op.Method + " " + ep.Path}})
 	}
 	d.info = func() micro.Info {
 		return micro.Info{ServiceIdentity: d.identity, Type: micro.InfoResponseType,
@@ -642,7 +642,7 @@ func (ep *endpoint) stats() EndpointStats {
 	ep.mu.Lock()
 	last := ep.lastErr
 	ep.mu.Unlock()
-	return EndpointStats{Operation: ep.Spec + " " + ep.Summary, UpstreamCalls: ep.calls.Load(),
+	return EndpointStats{Operation: ep.OpenAPI + " (" + ep.Summary + ")", UpstreamCalls: ep.calls.Load(),
 		Errors: ep.errs.Load(), Busy: ep.busy.Load(), Dropped: ep.dropped.Load(), LastError: last}
 }
 

@@ -390,7 +390,7 @@ func TestDiscovery(t *testing.T) {
 	for i, op := range service.Operations {
 		e := info.Endpoints[i]
 		if e.Subject != "tracking.api."+op.Name || e.QueueGroup != service.QueueGroup ||
-			e.Metadata["operation"] != op.Spec+" "+op.Summary || e.Metadata["upstream"] != op.Method+" "+op.Path {
+			e.Metadata["operation"] != op.OpenAPI+" ("+op.Summary+")" || e.Metadata["upstream"] != op.Method+" "+op.Path {
 			t.Errorf("endpoint %d: %+v", i, e)
 		}
 	}
