@@ -1,8 +1,8 @@
-// Package api holds the OpenAPI 3.0.3 description of the provider's API at the paths of contract.md §1:
-// the one description the simulator's request checks, the bridge's report validation and the Go types
-// for downstream services are built from. The validation and the types are generated from it at build
-// time (internal/validate/schemagen, tracking/types.gen.go), so neither the daemon nor package tracking
-// imports this package or its OpenAPI parser.
+// Package api holds the OpenAPI 3.0.3 description of the provider's API at the paths the bridge and its
+// simulator use (docs/upstream.md#operations): the one description the simulator's request checks, the
+// bridge's report validation and the Go types for downstream services are built from. The validation and the
+// types are generated from it at build time (internal/validate/schemagen, tracking/types.gen.go), so neither
+// the daemon nor package tracking imports this package or its OpenAPI parser.
 package api
 
 import (

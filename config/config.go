@@ -2,8 +2,8 @@
 //
 // The variables are the fields of Config; their names, defaults and meanings are in the struct tags, which
 // github.com/kelseyhightower/envconfig reads (Load calls envconfig.Process with Prefix), and in the table
-// Usage prints (bridge -h) and docs/configuration.md holds. Contract §2 fixes the names of the first
-// eleven. The rules, which Load keeps around envconfig.Process:
+// Usage prints (bridge -h) and docs/configuration.md holds. The names of the first eleven
+// are fixed: deployments rely on them. The rules, which Load keeps around envconfig.Process:
 //
 //   - A variable set to the empty string counts as unset: the default applies, and a required variable
 //     is reported as missing.
@@ -37,7 +37,8 @@ const MinRefreshMargin = 30 * time.Second
 const MinLoginRetry = time.Minute
 
 // Upper bounds of counts that size what the bridge allocates at start-up (the publish window's ring, two
-// report workers per report in flight, the API service's slots): beyond them a typing error would exhaust memory.
+// report workers per report in flight, the API service's slots): beyond them a typing error would exhaust
+// memory.
 const (
 	MaxPublishWindow     = 65536
 	MaxReportConcurrency = 4096
@@ -55,8 +56,8 @@ const (
 // MaxAPIBodyBytes is the largest BRIDGE_API_MAX_BODY_BYTES, the largest max_payload a NATS server accepts.
 const MaxAPIBodyBytes = 64 << 20
 
-// APIEndpointNames are the operations BRIDGE_API_ENDPOINTS may name, the subjects' tails after P.api. (contract
-// §7), in its order: subjects.APIOperations, which the API service serves.
+// APIEndpointNames are the operations BRIDGE_API_ENDPOINTS may name, the subjects' tails after P.api.
+// (docs/api.md#endpoints), in its order: subjects.APIOperations, which the API service serves.
 var APIEndpointNames = subjects.APIOperations()
 
 // AllEndpoints is the BRIDGE_API_ENDPOINTS value that serves every endpoint, its default.
@@ -70,17 +71,17 @@ const maxSecretFileBytes = 64 << 10
 // and Usage. A Config built by hand should start from
 // Default and be checked with Validate.
 type Config struct {
-	// Upstream API (contract §2).
+	// Upstream API (docs/upstream.md).
 	UpstreamURL  string `envconfig:"UPSTREAM_URL" required:"true" desc:"base URL of the upstream API, including the version segment"`
 	TokenURL     string `envconfig:"TOKEN_URL" required:"true" desc:"OAuth 2.0 token and refresh URL"`
 	ClientID     string `envconfig:"CLIENT_ID" required:"true" desc:"the API's fixed OAuth client id"`
 	Username     string `envconfig:"USERNAME" required:"true" desc:"account user name"`
 	Password     Secret `envconfig:"PASSWORD" required:"true" desc:"account password"`
-	StreamPath   string `envconfig:"STREAM_PATH" default:"/tracking/events/stream" desc:"path of the event stream (op 4.9), relative to the upstream URL"`
-	ReportPath   string `envconfig:"REPORT_PATH" default:"/tracking/events" desc:"path for reporting events (op 4.8), relative to the upstream URL"`
+	StreamPath   string `envconfig:"STREAM_PATH" default:"/tracking/events/stream" desc:"path of the event stream (operation streamTrackingEvents), relative to the upstream URL"`
+	ReportPath   string `envconfig:"REPORT_PATH" default:"/tracking/events" desc:"path for reporting events (operation reportTrackingEvent), relative to the upstream URL"`
 	InsecureHTTP bool   `envconfig:"INSECURE_HTTP" default:"false" desc:"allow http:// upstream and token URLs (local development, the simulator); otherwise only https://"`
 
-	// NATS and the HTTP endpoint (contract §2).
+	// NATS and the HTTP endpoint.
 	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
 	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
@@ -112,8 +113,8 @@ type Config struct {
 	CESource        string        `envconfig:"CE_SOURCE" desc:"CloudEvents source attribute of published events; empty means the event stream URL without query or credentials"`
 	StreamReplicas  int           `envconfig:"STREAM_REPLICAS" default:"1" desc:"replicas of the streams and of the lease bucket PFX_LEASES when the bridge creates them (1 to 5; 3 on a 3-node cluster)"`
 
-	// Limits of the streams the bridge creates (contract §4); an existing stream keeps its own. Each
-	// stream's largest message follows from BRIDGE_STREAM_MAX_EVENT_BYTES and BRIDGE_REPORT_MAX_BYTES.
+	// Limits of the streams the bridge creates (docs/subjects.md#streams); an existing stream keeps its own.
+	// Each stream's largest message follows from BRIDGE_STREAM_MAX_EVENT_BYTES and BRIDGE_REPORT_MAX_BYTES.
 	EventsStreamMaxBytes  ByteSize      `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"4GiB" desc:"total size of the events stream PFX_EVENTS when the bridge creates it; beyond it the oldest events are discarded (the leader keeps its fence markers ahead of them)"`
 	EventsStreamMaxAge    time.Duration `envconfig:"EVENTS_STREAM_MAX_AGE" default:"0s" desc:"age after which events are discarded from PFX_EVENTS when the bridge creates it; 0 means none: the newest event, which holds the resume cursor, is then never discarded"`
 	ReportsStreamMaxBytes ByteSize      `envconfig:"REPORTS_STREAM_MAX_BYTES" default:"1GiB" desc:"total size of the reports work queue PFX_REPORTS when the bridge creates it; when full, JetStream refuses new reports to their producers"`
@@ -121,7 +122,8 @@ type Config struct {
 	DLQStreamMaxBytes     ByteSize      `envconfig:"DLQ_STREAM_MAX_BYTES" default:"1GiB" desc:"total size of the dead-letter stream PFX_DLQ when the bridge creates it; beyond it the oldest dead letters are discarded"`
 	DLQStreamMaxAge       time.Duration `envconfig:"DLQ_STREAM_MAX_AGE" default:"720h" desc:"age after which dead letters are discarded from PFX_DLQ when the bridge creates it; 0 means none"`
 
-	// Replicas: one bridge at a time, the holder of the lease, reads the upstream stream (contract §6).
+	// Replicas: one bridge at a time, the holder of the lease, reads the upstream stream
+	// (docs/delivery.md#replicas-one-leader-fenced).
 	LeaseTTL time.Duration `envconfig:"LEASE_TTL" default:"10s" desc:"a leader that could not renew its lease stops reading and publishing before this has passed; a standby takes over after it (whole seconds; 15s or more on a NATS cluster)"`
 
 	// Consuming reports from JetStream.
@@ -132,11 +134,11 @@ type Config struct {
 	ReportBackoffMax  time.Duration `envconfig:"REPORT_BACKOFF_MAX" default:"5m" desc:"longest redelivery delay of a report"`
 	ReportDurable     string        `envconfig:"REPORT_DURABLE" default:"tracking-bridge-reports" desc:"name of the durable JetStream consumer of reports"`
 
-	// The partner API on NATS (contract §7).
+	// The partner API on NATS (docs/api.md).
 	APIEnabled     bool          `envconfig:"API_ENABLED" default:"true" desc:"serve the upstream's API to NATS clients as the micro service tracking-bridge on P.api.*"`
 	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096); a request beyond them is answered 503 at once"`
 	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included; a caller's Bridge-Timeout header can shorten it"`
-	// Who may call what: the endpoints served and the reply subjects answered (contract §7).
+	// Who may call what: the endpoints served and the reply subjects answered (docs/api.md#who-may-call-it).
 	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report; the others are not subscribed (their callers get no responders)"`
 	APIReplyPrefixes string `envconfig:"API_REPLY_PREFIXES" default:"_INBOX." desc:"comma-separated subject prefixes (whole tokens) of the reply subjects the API answers: the callers' inbox prefixes; the replies NATS writes for callers in other accounts that import the service (_R_.) are answered besides them, always; a request with any other reply subject, or none, gets no answer and no upstream call, and is counted in bridge_api_requests_refused_total"`
 	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 400 before it is parsed, without calling the upstream (locations.search, orders.list, orders.get, orders.delete and tracking.query, whose requests are a few short members, allow at most 16384)"`

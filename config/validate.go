@@ -257,7 +257,7 @@ func (c *Config) checkStreamLimits(ck *checker) {
 	if c.ReportsStreamMaxAge > 0 && (c.ReportMaxAge <= 0 || c.ReportMaxAge >= c.ReportsStreamMaxAge) {
 		ck.addVars([]string{"BRIDGE_REPORTS_STREAM_MAX_AGE", "BRIDGE_REPORT_MAX_AGE"}, "JetStream removes a "+
 			"report older than %v from the work queue without a trace; BRIDGE_REPORT_MAX_AGE (%v) must be set "+
-			"and shorter, so that a report still failing is dead-lettered first (contract §5)",
+			"and shorter, so that a report still failing is dead-lettered first, never lost",
 			c.ReportsStreamMaxAge, c.ReportMaxAge)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Headers of the API's requests and replies (contract §7).
+// Headers of the API's requests and replies (docs/api.md).
 const (
 	// HeaderTimeout is the request header by which a caller tells the bridge its deadline, a duration
 	// with a unit ("2s"): the bridge answers 504 when the upstream has not answered by then.
@@ -30,7 +30,7 @@ const (
 // DefaultTimeout bounds a Client's request whose context has no deadline.
 const DefaultTimeout = 30 * time.Second
 
-// Client calls the bridge's request-reply API (contract §7): each method is one operation, its request
+// Client calls the bridge's request-reply API (docs/api.md): each method is one operation, its request
 // and reply the types of the OpenAPI document. A failure is an *APIError (errors.Is it with ErrNotFound,
 // ErrTimeout, …), ErrNoResponders when no bridge serves the API, or the context's error. A Client is safe
 // for concurrent use.
@@ -51,30 +51,31 @@ func NewClient(nc *nats.Conn, prefix string) *Client {
 	return &Client{nc: nc, subjects: Subjects{Prefix: prefix}}
 }
 
-// SearchLocations searches the master-data locations (spec 4.1); every parameter is optional.
+// SearchLocations searches the master-data locations (operation searchLocations); every parameter is
+// optional.
 func (c *Client) SearchLocations(ctx context.Context, p SearchLocationsParams) (*PaginatedLocationResponse, error) {
 	return call[PaginatedLocationResponse](ctx, c, OpSearchLocations, p)
 }
 
-// ListOrders lists the identifiers of the open booking orders (spec 4.2).
+// ListOrders lists the identifiers of the open booking orders (operation listOpenOrders).
 func (c *Client) ListOrders(ctx context.Context) (*OrderIdList, error) {
 	return call[OrderIdList](ctx, c, OpListOrders, struct{}{})
 }
 
-// CreateOrder creates a booking order (spec 4.3); order.Id must be nil. The bridge checks the order
-// against the OpenAPI document first (a 400 lists every problem). After a 504 or a 503 that is not
+// CreateOrder creates a booking order (operation createOrder); order.Id must be nil. The bridge checks the
+// order against the OpenAPI document first (a 400 lists every problem). After a 504 or a 503 that is not
 // "busy" the order may have been created: ListOrders before creating it again.
 func (c *Client) CreateOrder(ctx context.Context, order BookingOrder) (*BookingOrderCreated, error) {
 	return call[BookingOrderCreated](ctx, c, OpCreateOrder, order)
 }
 
-// GetOrder reads a booking order (spec 4.4).
+// GetOrder reads a booking order (operation getOrder).
 func (c *Client) GetOrder(ctx context.Context, id string) (*BookingOrder, error) {
 	return call[BookingOrder](ctx, c, OpGetOrder, idRequest{ID: id})
 }
 
-// UpdateOrder replaces an open booking order (spec 4.5); order.Id must be nil. A booked order gives
-// ErrConflict.
+// UpdateOrder replaces an open booking order (operation updateOrder); order.Id must be nil. A booked order
+// gives ErrConflict.
 func (c *Client) UpdateOrder(ctx context.Context, id string, order BookingOrder) error {
 	return c.call(ctx, OpUpdateOrder, struct {
 		ID    string       `json:"id"`
@@ -82,23 +83,23 @@ func (c *Client) UpdateOrder(ctx context.Context, id string, order BookingOrder)
 	}{id, order}, nil, nil)
 }
 
-// DeleteOrder deletes an open booking order (spec 4.6). A booked order gives ErrConflict.
+// DeleteOrder deletes an open booking order (operation deleteOrder). A booked order gives ErrConflict.
 func (c *Client) DeleteOrder(ctx context.Context, id string) error {
 	return c.call(ctx, OpDeleteOrder, idRequest{ID: id}, nil, nil)
 }
 
-// QueryTracking returns a tracked unit and its events (spec 4.7), named by OrderId and PositionId or by
-// ClientOrderReference and ClientPositionReference.
+// QueryTracking returns a tracked unit and its events (operation queryTracking), named by OrderId and
+// PositionId or by ClientOrderReference and ClientPositionReference.
 func (c *Client) QueryTracking(ctx context.Context, p QueryTrackingParams) (*TrackedUnit, error) {
 	return call[TrackedUnit](ctx, c, OpQueryTracking, p)
 }
 
-// ReportEvent reports a tracking event upstream and returns once the upstream accepted it (spec 4.8).
-// idempotencyKey, when not empty, goes upstream as Idempotency-Key: a repeat with the same key is
-// accepted without adding the event again, so a report that failed with a Temporary error can be sent
-// again safely. Reporter.Report is the other way: through JetStream, retried by the bridge until the
-// upstream takes it. A report with a zero Timestamp or an empty Type gives an *InvalidReportError without
-// a request.
+// ReportEvent reports a tracking event upstream and returns once the upstream accepted it (operation
+// reportTrackingEvent). idempotencyKey, when not empty, goes upstream as Idempotency-Key: a repeat with the
+// same key is accepted without adding the event again, so a report that failed with a Temporary error can be
+// sent again safely. Reporter.Report is the other way: through JetStream, retried by the bridge until the
+// upstream takes it. A report with a zero Timestamp or an empty Type gives an *InvalidReportError without a
+// request.
 func (c *Client) ReportEvent(ctx context.Context, report TrackingEventReport, idempotencyKey string) error {
 	if problems := zeroRequired(report); len(problems) > 0 {
 		return &InvalidReportError{Problems: problems}

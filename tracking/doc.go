@@ -1,12 +1,13 @@
 // Package tracking is the Go client of tracking-bridge for downstream services: the types of the
 // provider's API, the subjects and streams the bridge uses, a consumer of the tracking events it
-// publishes, a producer of reports, and a typed client of its request-reply API (contract §3, §4, §7).
+// publishes, a producer of reports, and a typed client of its request-reply API (docs/subjects.md,
+// docs/api.md).
 //
 // The types (types.gen.go) are generated from the OpenAPI document api/openapi.yaml, the same document the
 // bridge validates reports and booking orders with: TrackingEvent is the data of an event on
 // P.events.<TYPE>, TrackingEventReport the body of a report on P.reports, BookingOrder, TrackedUnit and
 // PaginatedLocationResponse the bodies of the API. TrackingEventType is a plain string, because the
-// provider adds new types (spec 2.13); the other enumerations have constants and a Valid method.
+// provider adds new types; the other enumerations have constants and a Valid method.
 //
 // Subjects names every subject and stream for a prefix, TypeToken the subject token of an event type.
 // EventConsumer reads events from the events stream through a JetStream consumer of the caller's

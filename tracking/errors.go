@@ -56,7 +56,7 @@ var codeSentinels = map[int]error{
 	http.StatusGatewayTimeout:     ErrTimeout,
 }
 
-// APIError is a failure reply of the API (contract §7).
+// APIError is a failure reply of the API (docs/api.md).
 type APIError struct {
 	// Op is the operation (an Op* constant).
 	Op string

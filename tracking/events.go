@@ -16,7 +16,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
-// Headers of the events on P.events.* (contract §3).
+// Headers of the events on P.events.* (docs/subjects.md#event-headers).
 const (
 	// HeaderMsgID is the event's id: the SSE id, else the data's id, else "sha256:" and the hex digest of
 	// the data. An id a header cannot carry as it is (control characters, edge spaces, longer than 1 KiB)
@@ -180,7 +180,8 @@ func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventCons
 			}
 		}
 	case !callerFilter:
-		// The stream also holds the leaders' fence markers on P.leader (contract §6), which are not events.
+		// The stream also holds the leaders' fence markers on P.leader
+		// (docs/delivery.md#replicas-one-leader-fenced), which are not events.
 		cc.FilterSubject = s.Events()
 	}
 	cc.AckPolicy = jetstream.AckExplicitPolicy

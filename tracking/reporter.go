@@ -13,9 +13,9 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
-// Reporter publishes tracking event reports to P.reports (contract §3), from where the bridge sends them
-// upstream, retrying transient failures for as long as it takes; a report the upstream refuses ends in
-// P.dlq.reports with its reason. A Reporter is safe for concurrent use.
+// Reporter publishes tracking event reports to P.reports (docs/subjects.md#reporting-events-producers), from
+// where the bridge sends them upstream, retrying transient failures for as long as it takes; a report the
+// upstream refuses ends in P.dlq.reports with its reason. A Reporter is safe for concurrent use.
 type Reporter struct {
 	js       jetstream.JetStream
 	subjects Subjects

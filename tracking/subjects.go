@@ -5,8 +5,9 @@ import "github.com/tracking-bridge/tracking-bridge/internal/subjects"
 // DefaultPrefix is the bridge's default subject prefix P (BRIDGE_SUBJECT_PREFIX).
 const DefaultPrefix = subjects.DefaultPrefix
 
-// Subjects names the subjects and JetStream streams of a bridge with subject prefix Prefix (contract §3,
-// §4 and §7), with the bridge's own naming (internal/subjects). The zero value uses DefaultPrefix.
+// Subjects names the subjects and JetStream streams of a bridge with subject prefix Prefix
+// (docs/subjects.md#subjects, docs/subjects.md#streams, docs/api.md#endpoints), with the bridge's own naming
+// (internal/subjects). The zero value uses DefaultPrefix.
 type Subjects struct {
 	Prefix string
 }
@@ -47,24 +48,24 @@ func (s Subjects) EventsStream() string  { return subjects.EventsStream(s.prefix
 func (s Subjects) ReportsStream() string { return subjects.ReportsStream(s.prefix()) }
 func (s Subjects) DLQStream() string     { return subjects.DLQStream(s.prefix()) }
 
-// The operations of the request-reply API, each served on Subjects.API(op) (contract §7): the bridge's
+// The operations of the request-reply API, each served on Subjects.API(op) (docs/api.md): the bridge's
 // own names (internal/subjects), not a copy.
 const (
-	OpSearchLocations = subjects.OpSearchLocations // "locations.search", spec 4.1
-	OpListOrders      = subjects.OpListOrders      // "orders.list", spec 4.2
-	OpCreateOrder     = subjects.OpCreateOrder     // "orders.create", spec 4.3
-	OpGetOrder        = subjects.OpGetOrder        // "orders.get", spec 4.4
-	OpUpdateOrder     = subjects.OpUpdateOrder     // "orders.update", spec 4.5
-	OpDeleteOrder     = subjects.OpDeleteOrder     // "orders.delete", spec 4.6
-	OpQueryTracking   = subjects.OpQueryTracking   // "tracking.query", spec 4.7
-	OpReportEvent     = subjects.OpReportEvent     // "tracking.report", spec 4.8
+	OpSearchLocations = subjects.OpSearchLocations // "locations.search", upstream operation searchLocations
+	OpListOrders      = subjects.OpListOrders      // "orders.list", upstream operation listOpenOrders
+	OpCreateOrder     = subjects.OpCreateOrder     // "orders.create", upstream operation createOrder
+	OpGetOrder        = subjects.OpGetOrder        // "orders.get", upstream operation getOrder
+	OpUpdateOrder     = subjects.OpUpdateOrder     // "orders.update", upstream operation updateOrder
+	OpDeleteOrder     = subjects.OpDeleteOrder     // "orders.delete", upstream operation deleteOrder
+	OpQueryTracking   = subjects.OpQueryTracking   // "tracking.query", upstream operation queryTracking
+	OpReportEvent     = subjects.OpReportEvent     // "tracking.report", upstream operation reportTrackingEvent
 )
 
-// TypeToken returns the subject token of an event type, as the bridge forms it (contract §3): every
-// character outside [A-Za-z0-9_-] becomes "_" (one "_" per character, also for a character of several
-// bytes), the result is cut at 64 characters, and an empty type gives "UNKNOWN" (so does an event whose
-// type is missing or not a string). The token never holds a dot, a wildcard or white space. Types the
-// provider adds pass through as their own token.
+// TypeToken returns the subject token of an event type, as the bridge forms it (docs/subjects.md#subjects):
+// every character outside [A-Za-z0-9_-] becomes "_" (one "_" per character, also for a character of several
+// bytes), the result is cut at 64 characters, and an empty type gives "UNKNOWN" (so does an event whose type
+// is missing or not a string). The token never holds a dot, a wildcard or white space. Types the provider
+// adds pass through as their own token.
 func TypeToken(eventType string) string {
 	return subjects.TypeToken(eventType) // the bridge's own mapping, not a copy
 }

@@ -23,7 +23,8 @@ var typeSamples = []string{
 	strings.Repeat("é", 70), strings.Repeat("A", 63) + "é", strings.Repeat("A", 64) + ".", "$JS.API", "tab\there",
 }
 
-// TestTypeToken: the tokens of contract §3 (TypeToken is the bridge's own mapping, internal/subjects).
+// TestTypeToken: the tokens of docs/subjects.md#subjects (TypeToken is the bridge's own mapping,
+// internal/subjects).
 func TestTypeToken(t *testing.T) {
 	for typ, want := range map[string]string{
 		"GATE_IN": "GATE_IN", "gate-out": "gate-out", "a.b": "a_b", "*": "_", ">": "_", "GATE IN": "GATE_IN",

@@ -1,9 +1,9 @@
 // Package consume owns the durable JetStream consumer of tracking reports: validation, acknowledgement
 // after the upstream accepted a report, delayed redelivery on transient failures and dead letters.
 //
-// Producers publish TrackingEventReport JSON (spec 2.17) to P.reports, captured by the work-queue stream
-// PFX_REPORTS. A Consumer fetches them with a durable pull consumer, sends at most Config.Concurrency
-// upstream at a time, and settles each one exactly one way:
+// Producers publish TrackingEventReport JSON (docs/subjects.md#reporting-events-producers) to P.reports,
+// captured by the work-queue stream PFX_REPORTS. A Consumer fetches them with a durable pull consumer, sends
+// at most Config.Concurrency upstream at a time, and settles each one exactly one way:
 //
 //	valid, upstream 2xx                     → acknowledged (AckSync): removed from the work queue
 //	valid, 401/408/425/429/5xx, network     → Nak with a delay (exponential, ≥ Retry-After); redelivered

@@ -16,7 +16,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
-// TestAPIServiceWired: the daemon serves the API of contract §7 on P.api.* through its own token source,
+// TestAPIServiceWired: the daemon serves the API of docs/api.md on P.api.* through its own token source,
 // counts it in bridge_api_requests_total, has it in /readyz, and leaves it out with
 // BRIDGE_API_ENABLED=false.
 func TestAPIServiceWired(t *testing.T) {

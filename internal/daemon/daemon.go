@@ -49,9 +49,10 @@ type Daemon struct {
 	events *events
 	source string       // the CloudEvents source of published events
 	pubLog *slog.Logger // the publishers' (component "publish")
-	// reports is the report consumer (tracking.reports → op 4.8).
+	// reports is the report consumer (tracking.reports → operation reportTrackingEvent).
 	reports *reports
-	// api is the request-reply service of contract §7 (P.api.* → ops 4.1–4.8); nil when disabled.
+	// api is the request-reply service of docs/api.md (P.api.* → the upstream's operations); nil when
+	// disabled.
 	api *service.Service
 	// apiNC is the API service's own NATS connection. Any caller can flood P.api.* faster than a client
 	// reads, and the server then cuts the connection as a slow consumer: this one, not the one the
@@ -266,7 +267,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics.API,
-		// Who may call what (contract §7): the endpoints served, the reply subjects answered.
+		// Who may call what (docs/api.md): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
 		MaxBody:       d.cfg.APIMaxBodyBytes,

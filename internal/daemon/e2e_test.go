@@ -256,8 +256,9 @@ func (h *harness) assertGenerated(n int) {
 	}
 }
 
-// TestEndToEndTypesAndOddPayloads: every event type lands on its subject with the contract's headers,
-// new and odd types pass through safely, and bad payloads are dead-lettered, never lost.
+// TestEndToEndTypesAndOddPayloads: every event type lands on its subject with the headers of
+// docs/subjects.md#event-headers, new and odd types pass through safely, and bad payloads are dead-lettered,
+// never lost.
 func TestEndToEndTypesAndOddPayloads(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sim.Options{})

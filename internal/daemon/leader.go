@@ -20,12 +20,13 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// events is the event path under the lease (contract §6), a component. The lease decides whether this
-// bridge leads; each time it starts leading, a term begins: a publisher of its own claims the fence (a
-// marker on P.leader that fences out every former leader's writes), reads the resume cursor from the
-// stream, and the upstream stream runs into it. When the lease says stop, the term's reading stops and its
-// publishes in flight are settled before the lease is released. Its readiness is the upstream stream's
-// (on a standby: that a leader is known), and it writes the role, the lease and the stream into /status.
+// events is the event path under the lease (docs/delivery.md#replicas-one-leader-fenced), a component. The
+// lease decides whether this bridge leads; each time it starts leading, a term begins: a publisher of its own
+// claims the fence (a marker on P.leader that fences out every former leader's writes), reads the resume
+// cursor from the stream, and the upstream stream runs into it. When the lease says stop, the term's reading
+// stops and its publishes in flight are settled before the lease is released. Its readiness is the upstream
+// stream's (on a standby: that a leader is known), and it writes the role, the lease and the stream into
+// /status.
 type events struct {
 	d      *Daemon
 	lease  *lease.Lease
@@ -106,9 +107,9 @@ func (e *events) Run(ctx context.Context) error {
 func (e *events) Ready() error {
 	s := e.stream
 	if !e.leading() {
-		// A standby reads no stream (contract §6). It is ready once it has known a leader, so that a bridge
-		// starting alone is not ready before it leads and its stream is connected, and a standby stays
-		// ready while the lease changes hands.
+		// A standby reads no stream (docs/delivery.md#replicas-one-leader-fenced). It is ready once it has known a
+		// leader, so that a bridge starting alone is not ready before it leads and its stream is connected, and a
+		// standby stays ready while the lease changes hands.
 		if !e.lease.SawHolder() {
 			return errors.New("standing by: no leader known yet")
 		}

@@ -534,7 +534,7 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 	})
 }
 
-// opsReport returns a valid report (spec 2.17) about a position the simulator tracks for user demo.
+// opsReport returns a valid report about a position the simulator tracks for user demo.
 func opsReport(up *simtest.Upstream, i int) []byte {
 	o := up.Sim().TrackedOrders("demo")[0]
 	return fmt.Appendf(nil, `{"order":{"orderId":%q,"positionId":%q},"transport":{"identifier":"truck-7"},`+

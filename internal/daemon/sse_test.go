@@ -11,7 +11,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
-// The SSE cases of issue 19, through a whole bridge: what the upstream sends is either stored, dead-lettered
+// The SSE edge cases, through a whole bridge: what the upstream sends is either stored, dead-lettered
 // or counted, and what the upstream's headers say reaches the log and /status cut short.
 
 // injectIDs injects the events ev-<from> … ev-<to> into s's stream for the demo user.

@@ -13,8 +13,8 @@ import (
 
 // tokens is the upstream token source as a component, shared by the event stream, the report consumer
 // and the API service. The source refreshes on demand and runs nothing of its own: Run gets a token once,
-// so that a standby's readiness reflects its credentials (contract §6: a standby is ready when its own
-// parts are; a leader's stream gets one anyway), then waits for the stop.
+// so that a standby's readiness reflects its credentials (docs/delivery.md#replicas-one-leader-fenced: a
+// standby is ready when its own parts are; a leader's stream gets one anyway), then waits for the stop.
 type tokens struct {
 	src *upstream.TokenSource
 	// The last token request's outcome (observed): its error text (nil after a success), and whether one

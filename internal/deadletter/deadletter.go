@@ -1,5 +1,6 @@
 // Package deadletter owns what the event path (internal/publish) and the report path (internal/consume)
-// share about dead letters: the Bridge-* header names of contract §3, the size NATS counts for a message,
+// share about dead letters: the Bridge-* header names of
+// docs/subjects.md#dead-letters, the size NATS counts for a message,
 // and making a dead letter small enough that NATS stores it. Neither path imports the other; both import
 // this package. deadletter.go has the headers and Fit, size.go the sizes and limits NATS applies.
 package deadletter
@@ -14,7 +15,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
-// Headers of dead letters (contract §3).
+// Headers of dead letters (docs/subjects.md#dead-letters).
 const (
 	// HeaderError says why the message was dead-lettered; every dead letter carries it.
 	HeaderError = "Bridge-Error"

@@ -45,7 +45,7 @@ type Outcome struct {
 	Status int
 	// RetryAfter is the upstream's Retry-After (Retry only); 0 when absent.
 	RetryAfter time.Duration
-	// Messages are the messages of the upstream's ApiResponseMessage body (spec 2.19), when it sent one.
+	// Messages are the messages of the upstream's ApiResponseMessage body, when it sent one.
 	Messages []string
 	// Err describes the failure (Retry and Reject): an *upstream.StatusError when the upstream answered,
 	// otherwise the transport or token error. Nil for Accepted.
@@ -67,7 +67,7 @@ func (o Outcome) Reason() string {
 	}
 }
 
-// JoinMessages joins an ApiResponseMessage's messages (spec 2.19) for a log line or a header: "; "
+// JoinMessages joins an ApiResponseMessage's messages for a log line or a header: "; "
 // between them, at most about 1 KiB, control characters as spaces.
 func JoinMessages(m []string) string {
 	const maxLen = 1024

@@ -1,4 +1,4 @@
-// Package failover holds the replica failover tests of issue 13 (contract §5 and §6): two or three
+// Package failover holds the replica failover tests (docs/delivery.md, docs/replicas.md): two or three
 // bridges run as child processes of the built cmd/bridge binary, against real nats-servers (one, or a
 // 3-node cluster with R3 streams) and the upstream simulator over loopback. The tests kill, stop, pause and
 // cut off the leader, kill the NATS node that leads the events stream, roll an update and restart the

@@ -22,7 +22,7 @@ const (
 	cleanStopBound = 5 * time.Second
 )
 
-// TestFailoverOnCluster is the long run of issue 13 on a 3-node cluster: three bridges with R3 streams and
+// TestFailoverOnCluster is the long failover run on a 3-node cluster: three bridges with R3 streams and
 // lease bucket, each connected to a node of its own through a proxy of its own, the simulator streaming
 // 50 events a second and a producer publishing 10 reports a second. In turn the leader is killed with
 // SIGKILL, stopped with SIGTERM, paused with SIGSTOP past the lease's TTL and the duplicate window, and cut
@@ -222,7 +222,7 @@ func TestRollingUpdate(t *testing.T) {
 
 // TestFencingOnOneServer: on one server the publisher keeps a window of up to 1,024 publishes in flight,
 // so a leader that is cut off or paused has many of them on their way when the next leader takes over
-// (the issue measured 6,290 duplicates from one 20 s pause, before fencing). Two bridges, each through a
+// (without the fence, one 20 s pause once left 6,290 duplicates: docs/replicas.md). Two bridges, each through a
 // proxy of its own, 400 events a second; the leader's proxy is frozen, then the next leader is paused with
 // SIGSTOP, each past the lease's TTL and the duplicate window. Whatever they had on the way reaches the
 // server after the takeover and must be refused: every event exactly once, each under its leader's fence.

@@ -22,7 +22,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
-// Names of the default prefix "tracking" (contract §3 and §6).
+// Names of the default prefix "tracking" (docs/subjects.md#streams).
 const (
 	eventsStream  = "TRACKING_EVENTS"
 	reportsStream = "TRACKING_REPORTS"
@@ -193,7 +193,7 @@ func (b *bridge) waitExit() {
 	}
 }
 
-// status is the part of GET /status the tests read (contract §6).
+// status is the part of GET /status the tests read (docs/delivery.md#replicas-one-leader-fenced).
 type status struct {
 	Ready bool   `json:"ready"`
 	Role  string `json:"role"`

@@ -1,11 +1,11 @@
 // Package lease elects one leader among the bridges that share a subject prefix: the holder of a key in a
-// JetStream key-value bucket with a per-key TTL (contract section 6). The leader renews the key well inside
-// the TTL and stops leading, by its own monotonic clock, before the key can have expired; a clean stop
-// deletes the key so that a standby takes over at once; standbys watch the key and create it when it is
-// deleted or expires. A key holding anything but a bridge's lease (another client's write, which has no
-// TTL and would never expire) does not end a term: the leader writes its lease back over it at once; for
-// the standbys it counts as the lease it replaced never renewed, so they take it over one TTL after they
-// last saw that lease, however many foreign writes follow.
+// JetStream key-value bucket with a per-key TTL (docs/delivery.md#replicas-one-leader-fenced). The leader
+// renews the key well inside the TTL and stops leading, by its own monotonic clock, before the key can have
+// expired; a clean stop deletes the key so that a standby takes over at once; standbys watch the key and
+// create it when it is deleted or expires. A key holding anything but a bridge's lease (another client's
+// write, which has no TTL and would never expire) does not end a term: the leader writes its lease back over
+// it at once; for the standbys it counts as the lease it replaced never renewed, so they take it over one TTL
+// after they last saw that lease, however many foreign writes follow.
 package lease
 
 import (
@@ -34,7 +34,8 @@ const (
 
 // Config configures a Lease. Zero values take the defaults named on each field.
 type Config struct {
-	// Bucket is the key-value bucket, PFX_LEASES in the contract; required. It is created when missing.
+	// Bucket is the key-value bucket, PFX_LEASES by default (docs/subjects.md#streams); required. It is created
+	// when missing.
 	Bucket string
 	// Key is the lease's key in the bucket; DefaultKey when empty.
 	Key string

@@ -16,8 +16,8 @@ import (
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
-// stored its markers (contract §6): this publisher must stop, and its process must stop leading. The
-// Publisher is of no further use.
+// stored its markers (docs/delivery.md#replicas-one-leader-fenced): this publisher must stop, and its process
+// must stop leading. The Publisher is of no further use.
 var ErrFenced = errors.New("fenced out: another bridge took over the events stream")
 
 // FenceWidth is the number of fence subjects, P.leader.0 … P.leader.<FenceWidth-1>, and so the most

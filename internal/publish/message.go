@@ -19,7 +19,8 @@ import (
 // The second step of Handle: the NATS message of an event, with its subject and every header, or the
 // dead letter that stands for it when it cannot go to P.events.* as it is.
 
-// Message headers of events (contract §3), the bridge's own among them, and of their dead letters.
+// Message headers of events (docs/subjects.md#event-headers), the bridge's own among them, and of their dead
+// letters.
 const (
 	HeaderMsgID     = "Nats-Msg-Id"
 	HeaderEventID   = "Tracking-Event-Id"
@@ -160,8 +161,8 @@ func (p *Publisher) rebuild(e *pending) *nats.Msg {
 	return &nats.Msg{Subject: e.subject, Header: h.h, Data: e.data}
 }
 
-// headerSet is the header block of an event message (contract §3). The first send of every event reuses
-// one (messages.hdr), where only headers that come or go between events touch the map.
+// headerSet is the header block of an event message (docs/subjects.md#event-headers). The first send of every
+// event reuses one (messages.hdr), where only headers that come or go between events touch the map.
 type headerSet struct {
 	fence *fence // the publisher's; its checks are set per event once claimed
 	h     nats.Header

@@ -44,7 +44,7 @@ const (
 
 // Config configures a Publisher.
 type Config struct {
-	// Prefix is the subject prefix P of the contract ("tracking").
+	// Prefix is the subject prefix P of docs/subjects.md ("tracking").
 	Prefix string
 	// EventsStream is the name of the events stream (PFX_EVENTS), read at start-up for the resume cursor.
 	EventsStream string

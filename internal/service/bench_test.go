@@ -22,7 +22,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// BenchmarkAPI compares one operation (4.4 read booking order) requested through the service on NATS
+// BenchmarkAPI compares one operation (getOrder, read booking order) requested through the service on NATS
 // with the same call made directly over HTTP, against the same in-process simulator and in the same
 // run, at 1 and 16 concurrent callers, with the simulator answering at once and after 2 ms. Each
 // sub-benchmark reports requests/s and the p50 and p99 latency in microseconds. Run it with e.g.

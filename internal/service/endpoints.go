@@ -297,7 +297,7 @@ func withQuery(path string, q url.Values) string {
 // those are audited.
 func (op Operation) changes() bool { return op.Method != http.MethodGet }
 
-// buildSearch: op 4.1, {"type","name","page","pageSize"}, each optional.
+// buildSearch: searchLocations, {"type","name","page","pageSize"}, each optional.
 func buildSearch(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
 	env, ok := c.envelope(body, true)
@@ -321,7 +321,7 @@ func buildSearch(b builder, body []byte) (upstream.APIRequest, []string) {
 	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/locations", q)}, c.list()
 }
 
-// buildList: op 4.2, an empty body or {}.
+// buildList: listOpenOrders, an empty body or {}.
 func buildList(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
 	env, ok := c.envelope(body, true)
@@ -332,7 +332,7 @@ func buildList(b builder, body []byte) (upstream.APIRequest, []string) {
 	return upstream.APIRequest{Method: http.MethodGet, Path: "/orders"}, c.list()
 }
 
-// buildCreate: op 4.3, a BookingOrder sent verbatim. The validator reads the body; only its kind is
+// buildCreate: createOrder, a BookingOrder sent verbatim. The validator reads the body; only its kind is
 // checked here, so that a large one is not decoded twice.
 func buildCreate(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
@@ -358,7 +358,7 @@ func orderID(c *checker, env envelope) string {
 	return "/orders/" + url.PathEscape(id)
 }
 
-// buildByID: ops 4.4 and 4.6, {"id"}.
+// buildByID: getOrder and deleteOrder, {"id"}.
 func buildByID(method string) func(builder, []byte) (upstream.APIRequest, []string) {
 	return func(b builder, body []byte) (upstream.APIRequest, []string) {
 		c := b.checker()
@@ -372,7 +372,7 @@ func buildByID(method string) func(builder, []byte) (upstream.APIRequest, []stri
 	}
 }
 
-// buildUpdate: op 4.5, {"id", "order": BookingOrder}; the order member is sent verbatim.
+// buildUpdate: updateOrder, {"id", "order": BookingOrder}; the order member is sent verbatim.
 func buildUpdate(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
 	env, ok := c.envelope(body, false)
@@ -390,7 +390,7 @@ func buildUpdate(b builder, body []byte) (upstream.APIRequest, []string) {
 	return upstream.APIRequest{Method: http.MethodPut, Path: path, Body: order}, c.list()
 }
 
-// buildQuery: op 4.7, {"orderId","positionId"} or {"clientOrderReference","clientPositionReference"}.
+// buildQuery: queryTracking, {"orderId","positionId"} or {"clientOrderReference","clientPositionReference"}.
 func buildQuery(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
 	env, ok := c.envelope(body, false)
@@ -418,7 +418,7 @@ func buildQuery(b builder, body []byte) (upstream.APIRequest, []string) {
 	return upstream.APIRequest{Method: http.MethodGet, Path: withQuery("/tracking", q)}, c.list()
 }
 
-// buildReport: op 4.8, a TrackingEventReport sent verbatim to the configured report path.
+// buildReport: reportTrackingEvent, a TrackingEventReport sent verbatim to the configured report path.
 func buildReport(b builder, body []byte) (upstream.APIRequest, []string) {
 	c := b.checker()
 	c.add(b.validator.Validate(SchemaTrackingEventReport, body)...)

@@ -38,7 +38,7 @@ const (
 	RequestInfoHeader = "Nats-Request-Info"
 )
 
-// Codes of Nats-Service-Error-Code the service sets itself (contract §7); any other is the upstream's
+// Codes of Nats-Service-Error-Code the service sets itself (docs/api.md); any other is the upstream's
 // HTTP status.
 const (
 	// CodeInvalid: refused before calling the upstream, the body larger than its bound (not parsed) included.
@@ -88,7 +88,7 @@ type result struct {
 	retry    string // the upstream's Retry-After, on failures
 }
 
-// apiMessage is the ApiResponseMessage body (spec 2.19).
+// apiMessage is the ApiResponseMessage body.
 type apiMessage struct {
 	Messages []string `json:"messages"`
 }
@@ -111,7 +111,7 @@ func (r result) lastError() string {
 	return fmt.Sprintf("%d:%s", r.code, r.kind)
 }
 
-// outcome maps the upstream's answer to a reply (contract §7). post tells a non-idempotent operation,
+// outcome maps the upstream's answer to a reply (docs/api.md). post tells a non-idempotent operation,
 // whose timeout message says that the request may have been processed.
 func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post bool) result {
 	if err != nil {
@@ -215,7 +215,7 @@ func httpStatus(code int) string {
 }
 
 // message renders r as the reply to subject. A success is the upstream's body alone, without headers:
-// the contract asks for nothing else, and a header block costs every hop a parse.
+// docs/api.md#replies promises nothing else, and a header block costs every hop a parse.
 func (r result) message(subject string) *nats.Msg {
 	m := &nats.Msg{Subject: subject, Data: r.body}
 	if r.ok {

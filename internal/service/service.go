@@ -1,4 +1,4 @@
-// Package service serves the upstream's partner API to NATS clients (contract §7): a NATS micro service
+// Package service serves the upstream's partner API to NATS clients (docs/api.md): a NATS micro service
 // named tracking-bridge, in the queue group tracking-bridge, with one endpoint per operation on
 // P.api.<area>.<verb>. Every bridge replica serves it through its own token source, so downstream services
 // never handle OAuth.
@@ -13,7 +13,7 @@
 // Each upstream call gets Config.Timeout, or less when the caller sends a Bridge-Timeout header. A 401 gets
 // a new token and one repeat (upstream.APIClient); nothing else is ever repeated, POST or not. The reply
 // to a success is the upstream's body verbatim; a failure carries micro's error headers with the code of
-// contract §7 and an ApiResponseMessage body.
+// docs/api.md#replies and an ApiResponseMessage body.
 //
 // A request's reply subject, headers and body are the caller's, so the service trusts none of them:
 //   - It answers only reply subjects under Config.ReplyPrefixes (the callers' inboxes) and under
@@ -62,7 +62,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// Name is the micro service's name and QueueGroup its queue group (contract §7).
+// Name is the micro service's name and QueueGroup its queue group (docs/api.md).
 const (
 	Name       = "tracking-bridge"
 	QueueGroup = "tracking-bridge"
@@ -117,7 +117,7 @@ type Config struct {
 	Concurrency int
 	// Timeout bounds one request's upstream call, token and 401 repeat included (BRIDGE_API_TIMEOUT).
 	Timeout time.Duration
-	// ReportPath is the path of op 4.8 (BRIDGE_REPORT_PATH); default /tracking/events.
+	// ReportPath is the path of operation reportTrackingEvent (BRIDGE_REPORT_PATH); default /tracking/events.
 	ReportPath string
 	// Validator checks request bodies; nil means the OpenAPIValidator without a bound on a report's size.
 	Validator RequestValidator

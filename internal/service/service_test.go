@@ -28,7 +28,7 @@ func TestEndpointsSucceed(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{})
 
-	// 4.1 search, verbatim.
+	// searchLocations, verbatim.
 	search := h.ok("locations.search", `{"type":"SEAPORT","name":"ha","page":1,"pageSize":5}`)
 	if st, want := h.direct(h.tokens, http.MethodGet, "/locations?name=ha&page=1&pageSize=5&type=SEAPORT", nil); st != 200 || !bytes.Equal(search, want) {
 		t.Errorf("locations.search reply differs from the direct call (%d):\n%s\n%s", st, search, want)
@@ -37,7 +37,7 @@ func TestEndpointsSucceed(t *testing.T) {
 		t.Errorf("locations.search with an empty body: %s", all)
 	}
 
-	// 4.3 create, 4.2 list, 4.4 get.
+	// createOrder, listOpenOrders, getOrder.
 	id := h.create("REF-1")
 	if list := h.ok("orders.list", `{}`); !bytes.Contains(list, []byte(`"`+id+`"`)) {
 		t.Errorf("orders.list %s lacks %s", list, id)
@@ -47,7 +47,7 @@ func TestEndpointsSucceed(t *testing.T) {
 		t.Errorf("orders.get reply differs from the direct call:\n%s\n%s", got, want)
 	}
 
-	// 4.5 update: the order member goes upstream verbatim.
+	// updateOrder: the order member goes upstream verbatim.
 	upd := h.request("orders.update", `{"id":"`+id+`","order":`+order(h.terminal(), "REF-2")+`}`)
 	if upd.code != 0 {
 		t.Fatalf("orders.update: %d %s", upd.code, upd.desc)
@@ -56,7 +56,7 @@ func TestEndpointsSucceed(t *testing.T) {
 		t.Errorf("the update did not arrive: %s", got)
 	}
 
-	// 4.7 query, by either pair.
+	// queryTracking, by either pair.
 	tracked := h.up.Sim().TrackedOrders("demo")[0]
 	q := h.ok("tracking.query", fmt.Sprintf(`{"orderId":%q,"positionId":%q}`, tracked.OrderID, tracked.PositionID))
 	if !bytes.Contains(q, []byte(`"observedUntil"`)) {
@@ -68,7 +68,7 @@ func TestEndpointsSucceed(t *testing.T) {
 		t.Errorf("tracking.query by client references: %s", q)
 	}
 
-	// 4.8 report, with the caller's Idempotency-Key.
+	// reportTrackingEvent, with the caller's Idempotency-Key.
 	report := fmt.Sprintf(`{"order":{"orderId":%q,"positionId":%q},"event":{"timestamp":"2026-01-02T03:04:05Z","type":"GATE_IN"}}`,
 		tracked.OrderID, tracked.PositionID)
 	rep := h.request("tracking.report", report, "Idempotency-Key", "k-1")
@@ -79,7 +79,7 @@ func TestEndpointsSucceed(t *testing.T) {
 		t.Errorf("reports upstream: %+v", rs)
 	}
 
-	// 4.6 delete.
+	// deleteOrder.
 	h.ok("orders.delete", `{"id":"`+id+`"}`)
 	if list := h.ok("orders.list", ``); bytes.Contains(list, []byte(id)) {
 		t.Errorf("deleted order still listed: %s", list)

@@ -19,7 +19,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// The tests of the trust boundary (issue 19): a request's reply subject, headers and body are the
+// The tests of the trust boundary (docs/api.md#no-caller-steers-the-bridge): a request's reply subject, headers and body are the
 // caller's.
 
 // dropMessage is the log line of a request dropped without an answer.
@@ -200,8 +200,8 @@ func TestUnknownEndpointConfig(t *testing.T) {
 	}
 }
 
-// TestBodyBound: a body of exactly the bound is read; one byte more is refused 400 (contract §7: refused
-// before calling the upstream) before it is parsed, with a message naming the size and the bound, and
+// TestBodyBound: a body of exactly the bound is read; one byte more is refused 400 (docs/api.md#replies:
+// refused before calling the upstream) before it is parsed, with a message naming the size and the bound, and
 // without an upstream call.
 func TestBodyBound(t *testing.T) {
 	t.Parallel()
@@ -233,9 +233,9 @@ func TestBodyBound(t *testing.T) {
 	}
 }
 
-// TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 400 naming the bound under the default
-// bound (an endpoint whose request is a few members has a far smaller one), and, under a bound that lets
-// it in, a short 400 listing validate.MaxProblems problems and a count of the rest: never a reply beyond
+// TestHostileBodies: a body of hundreds of kilobytes of unknown members gets a 400 naming the bound under the
+// default bound (an endpoint whose request is a few members has a far smaller one), and, under a bound that
+// lets it in, a short 400 listing validate.MaxProblems problems and a count of the rest: never a reply beyond
 // max_payload, never silence.
 func TestHostileBodies(t *testing.T) {
 	t.Parallel()
@@ -275,7 +275,7 @@ func TestHostileBodies(t *testing.T) {
 		if len(msgs) > 51 || len(r.msg.Data) > 16<<10 || len(r.desc) > 2<<10 {
 			t.Errorf("%s: %d messages, %d bytes, description %d bytes", op.Name, len(msgs), len(r.msg.Data), len(r.desc))
 		}
-		// A booking order may have members the spec does not name, and a report's size is bound first.
+		// A booking order may have members the document does not name, and a report's size is bound first.
 		if op.Name != "orders.create" && op.Name != "tracking.report" && !strings.HasPrefix(msgs[len(msgs)-1], "and ") {
 			t.Errorf("%s: last message %q, want a count of the rest", op.Name, msgs[len(msgs)-1])
 		}

@@ -1,7 +1,7 @@
 package service
 
-// Names of the request bodies a RequestValidator checks: the schemas of the provider's spec (2.4 and
-// 2.17), as the OpenAPI document of the repository names its components.
+// Names of the request bodies a RequestValidator checks: the schemas of api/openapi.yaml that the
+// bridge checks before sending a body upstream.
 const (
 	SchemaBookingOrder        = "BookingOrder"
 	SchemaTrackingEventReport = "TrackingEventReport"

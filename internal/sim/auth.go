@@ -11,23 +11,23 @@ import (
 	"time"
 )
 
-// grantedScope is the scope string of every token response (spec 5).
+// grantedScope is the scope string of every token response (docs/upstream.md#authentication).
 const grantedScope = "openid email profile tracking-api"
 
-// WWW-Authenticate values of 401 answers (spec 5.4).
+// WWW-Authenticate values of 401 answers (docs/upstream.md#expired-tokens).
 const (
 	errorURI    = `error_uri="https://tools.ietf.org/html/rfc6750#section-3.1"`
 	authInvalid = `Bearer error="invalid_token", error_description="The access token is invalid", ` + errorURI
 )
 
-// expiredDescription is the error_description of an expired access token. Spec 5.4 asks only that it
-// name the JWT's expiry; this uses Spring Security's resource server wording, with the instant in whole
-// seconds as a JWT's exp claim has it.
+// expiredDescription is the error_description of an expired access token. The provider documents only
+// that it names the JWT's expiry (docs/upstream.md#expired-tokens); this uses Spring Security's resource
+// server wording, with the instant in whole seconds as a JWT's exp claim has it.
 func expiredDescription(expires time.Time) string {
 	return "Jwt expired at " + expires.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
-// authExpired is the WWW-Authenticate value of an expired access token (spec 5.4).
+// authExpired is the WWW-Authenticate value of an expired access token (docs/upstream.md#expired-tokens).
 func authExpired(expires time.Time) string {
 	return `Bearer error="invalid_token", error_description="` + expiredDescription(expires) + `", ` + errorURI
 }
@@ -78,7 +78,7 @@ func (t *tokenStore) expireAll(m map[string]*tokenInfo) {
 }
 
 // ExpireTokens makes every access token issued so far expired: the next API request with one is answered
-// 401 with the expiry described in spec 5.4. Refresh tokens stay valid.
+// 401 with the expiry described in docs/upstream.md#expired-tokens. Refresh tokens stay valid.
 func (s *Server) ExpireTokens() { s.tokens.expireAll(s.tokens.access) }
 
 // ExpireRefreshTokens makes every refresh token issued so far expired: refreshing with one is answered
@@ -102,7 +102,7 @@ func randomUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// tokenResponse is the Keycloak-shaped token answer (spec 5.1).
+// tokenResponse is the Keycloak-shaped token answer (docs/upstream.md#authentication).
 type tokenResponse struct {
 	AccessToken      string `json:"access_token"`
 	ExpiresIn        int64  `json:"expires_in"`
@@ -136,8 +136,8 @@ func (s *Server) handleTokenMethod(w http.ResponseWriter, r *http.Request) {
 	s.tokenError(w, http.StatusMethodNotAllowed, "invalid_request", "HTTP 405 Method Not Allowed")
 }
 
-// handleToken serves the token endpoint: grant_type password and refresh_token (spec 5.1, 5.2).
-// Neither passwords nor tokens are logged.
+// handleToken serves the token endpoint: grant_type password and refresh_token
+// (docs/upstream.md#authentication). Neither passwords nor tokens are logged.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	f := s.Faults()
 	if !s.delay(w, r, f.Latency) {
@@ -214,7 +214,7 @@ func (s *Server) issue(w http.ResponseWriter, user, session string, now time.Tim
 		ExpiresIn:        seconds(s.opts.AccessTTL),
 		RefreshExpiresIn: seconds(s.opts.RefreshTTL),
 		RefreshToken:     randomToken(),
-		TokenType:        "bearer", // as spec 5.1 shows it (Keycloak itself sends "Bearer"); RFC 6749 §5.1: case-insensitive
+		TokenType:        "bearer", // as the provider documents it (Keycloak sends "Bearer"); RFC 6749: any case
 		IDToken:          randomToken(),
 		SessionState:     session,
 		Scope:            grantedScope,

@@ -125,8 +125,8 @@ func TestBearerToken(t *testing.T) {
 	}
 	r.messages(t)
 
-	// Spec 5.4: scheme Bearer, error invalid_token, an error_description naming the expiry of the JWT
-	// and an error_uri pointing to RFC 6750 section 3.1.
+	// As docs/upstream.md#expired-tokens has it: scheme Bearer, error invalid_token, an error_description naming
+	// the expiry of the JWT and an error_uri pointing to RFC 6750 section 3.1.
 	before := time.Now().Truncate(time.Second)
 	e.sim.ExpireTokens()
 	after := time.Now()

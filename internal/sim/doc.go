@@ -1,38 +1,39 @@
-// Package sim simulates the provider's whole upstream API (spec container-logistics-api.md, paths and
-// status codes of contract.md §1) for the demo, tests and benchmarks. It is never imported by production
+// Package sim simulates the provider's whole upstream API (docs/upstream.md, api/openapi.yaml) for the
+// demo, tests and benchmarks. It is never imported by production
 // code paths.
 //
 // A Server serves, under Options.BasePath (default "/v1.0"):
 //
-//	GET    /locations                 4.1 search locations (a seed set of 77 European locations)
-//	GET    /orders                    4.2 ids of the caller's open booking orders
-//	POST   /orders                    4.3 create a booking order (201 {"id":...})
-//	GET    /orders/{id}               4.4 read
-//	PUT    /orders/{id}               4.5 update (only while open)
-//	DELETE /orders/{id}               4.6 delete (only while open)
-//	GET    /tracking                  4.7 tracked unit of orderId+positionId or of the client reference pair
-//	POST   /tracking/events           4.8 report a tracking event (202; honours Idempotency-Key)
-//	GET    /tracking/events/stream    4.9 Server-Sent Events stream of the caller's tracking events
+//	GET    /locations               searchLocations       a seed set of 77 European locations
+//	GET    /orders                  listOpenOrders        ids of the caller's open booking orders
+//	POST   /orders                  createOrder           create a booking order (201 {"id":...})
+//	GET    /orders/{id}             getOrder              read
+//	PUT    /orders/{id}             updateOrder           update (only while open)
+//	DELETE /orders/{id}             deleteOrder           delete (only while open)
+//	GET    /tracking                queryTracking         tracked unit of an order position or client refs
+//	POST   /tracking/events         reportTrackingEvent   report a tracking event (202; Idempotency-Key)
+//	GET    /tracking/events/stream  streamTrackingEvents  Server-Sent Events of the caller's tracking events
 //
 // and, outside the base path, the Keycloak-like token endpoint TokenPath ("/auth/token": password and
-// refresh_token grants, spec 5.1 and 5.2) and the OpenAPI document of the API at OpenAPIPath
-// ("/openapi.yaml", package api, no authentication). Every API operation requires "Authorization: Bearer <access
-// token>"; an expired token is answered 401 with the WWW-Authenticate header of spec 5.4 (error_description
-// "Jwt expired at <UTC instant>"), an unknown one likewise with error_description "The access token is
-// invalid", a missing one with a bare "Bearer" challenge (RFC 6750 §3). Failures carry an
-// ApiResponseMessage {"messages":[...]}; a validation failure lists every problem, naming the property
-// path ("unit.loadingState is missing"). Every request is also checked against the OpenAPI document
-// (openapi3filter); its problems are answered 400 once the operation's own checks, which come first and
-// keep their words, have passed. Property names are matched exactly; unknown JSON fields, case
+// refresh_token grants, docs/upstream.md#authentication) and the OpenAPI document of the API at OpenAPIPath
+// ("/openapi.yaml", package api, no authentication). Every API operation requires "Authorization: Bearer
+// <access token>"; an expired token is answered 401 with the WWW-Authenticate header of
+// docs/upstream.md#expired-tokens (error_description "Jwt expired at <UTC instant>"), an unknown one likewise
+// with error_description "The access token is invalid", a missing one with a bare "Bearer" challenge (RFC
+// 6750 §3). Failures carry an ApiResponseMessage {"messages":[...]}; a validation failure lists every
+// problem, naming the property path ("unit.loadingState is missing"). Every request is also checked against
+// the OpenAPI document (openapi3filter); its problems are answered 400 once the operation's own checks, which
+// come first and keep their words, have passed. Property names are matched exactly; unknown JSON fields, case
 // variants of a property's name included, are ignored.
 //
-// An order stays open (spec 3: listed, updatable, deletable) until a slot request is booked from it:
-// Server.MarkBooked, or for every order Options.BookAfter (flag -book-after) after its creation.
+// An order stays open (docs/upstream.md#open-orders: listed, updatable, deletable) until a slot request is
+// booked from it: Server.MarkBooked, or for every order Options.BookAfter (flag -book-after) after its
+// creation.
 //
-// Each user has 16 tracked order positions (Server.TrackedOrders), the units operation 4.7 answers for.
-// Ownership of orders is the spec's one permission rule (5.4): a report (4.8) naming another user's
-// tracked position is answered 403, one naming a position nobody tracks 404, and 4.7 likewise; a
-// report without an order is accepted and belongs to no tracked unit.
+// Each user has 16 tracked order positions (Server.TrackedOrders), the units operation queryTracking answers
+// for. Ownership of orders is the provider's one permission rule: a report naming another user's tracked
+// position is answered 403, one naming a position nobody tracks 404, and queryTracking likewise; a report
+// without an order is accepted and belongs to no tracked unit.
 //
 // # Event log
 //
@@ -46,15 +47,15 @@
 //     EventRate < 0 (flood) events are appended as fast as a stream reader takes them, in bursts whose
 //     events share the burst's time as timestamp. Generated events are not stored: their bytes are
 //     computed from (seq, k, timestamp), so a long flood costs no memory. GeneratedEvent returns them;
-//   - reported events (4.8): the report's event object with "id" set to the entry's SSE id and a
-//     timestamp with a non-zero offset converted to UTC (spec 2.13), event name its type;
+//   - reported events (reportTrackingEvent): the report's event object with "id" set to the entry's SSE
+//     id and a timestamp with a non-zero offset converted to UTC, event name its type;
 //   - injected events (Server.Inject): any bytes, for testing clients.
 //
 // A stream connection replays the retained log after its Last-Event-ID (from the beginning of the
 // retained log when absent, or unknown, which is logged) and then continues live. Options.Retention
 // bounds the retained entries.
 //
-// Generated data is a TrackingEvent (spec 2.13) of about Options.EventSize bytes:
+// Generated data is a TrackingEvent of about Options.EventSize bytes:
 //
 //	{"id":"ev-…","timestamp":"<RFC 3339, UTC, nanoseconds>","type":"GATE_IN","observation":{…}}
 //

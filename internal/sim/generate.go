@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TrackingOrder is the order information of a tracked unit (spec 2.9).
+// TrackingOrder is the order information of a tracked unit.
 type TrackingOrder struct {
 	OrderID                            string    `json:"orderId"`                                      // the provider's order id
 	PositionID                         string    `json:"positionId"`                                   // position within the order
@@ -20,14 +20,14 @@ type TrackingOrder struct {
 	Client                             *Operator `json:"client,omitempty"`                             // the client company
 }
 
-// Operator is a company (spec 2.11).
+// Operator is a company.
 type Operator struct {
 	ID      string   `json:"id"`                // operator id
 	Name    string   `json:"name"`              // company name
 	Address *Address `json:"address,omitempty"` // company address
 }
 
-// LoadingUnitTracking is a tracked loading unit (spec 2.12).
+// LoadingUnitTracking is a tracked loading unit.
 type LoadingUnitTracking struct {
 	ContainerClass string  `json:"containerClass"` // CONTAINER, SWAP_BODY, TRAILER, …
 	Identification *string `json:"identification"` // BIC, ILU, SOC or OTHER
@@ -242,7 +242,7 @@ func pickLocation(byType map[string][]*Location, t int, hv uint64, j int) *Locat
 	return list[(int(hv%31)+j*3+t)%len(list)]
 }
 
-// JSON shapes of the generated observation (spec 2.14–2.16).
+// JSON shapes of the generated observation.
 type (
 	genBody struct {
 		Type        string      `json:"type"`

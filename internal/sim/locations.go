@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Paging of operation 4.1. The spec bounds pageSize only below (4.1, 8: >= 1, default 50) and a page's
-// data to 1000 items (2.3, 8), so a larger pageSize is accepted: the effective page size, reported in
+// Paging of operation searchLocations. The provider bounds pageSize only below (>= 1, default
+// 50) and a page's data to 1000 items, so a larger pageSize is accepted: the effective page size, reported in
 // pagination.pageSize and used to compute the page's offset, is min(pageSize, maxPageItems).
 const (
 	defaultPageSize = 50
@@ -26,7 +26,7 @@ type paginatedLocations struct {
 	Data       []Location `json:"data"`
 }
 
-// handleLocations serves operation 4.1: filter by type and name, then page.
+// handleLocations serves operation searchLocations: filter by type and name, then page.
 func (s *Server) handleLocations(w http.ResponseWriter, r *http.Request, _ *userState) {
 	q := r.URL.Query()
 	var c checker

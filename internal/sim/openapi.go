@@ -50,7 +50,8 @@ func newDocument() (*document, error) {
 func documentOptions() *openapi3filter.Options {
 	return &openapi3filter.Options{
 		MultiError: true,
-		// Authentication is the simulator's own (spec 5.4 answers), done before this check.
+		// Authentication is the simulator's own (its 401 answers, docs/upstream.md#expired-tokens), done before
+		// this check.
 		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 		SkipSettingDefaults: true,
 		// An id in a create or update body is ignored, as it always was: readOnly says a client should
@@ -138,7 +139,7 @@ func documentProblems(err error) []string {
 		var se *openapi3.SchemaError
 		if errors.As(err, &se) {
 			if se.SchemaField == "nullable" || se.SchemaField == "enum" && se.Value == nil {
-				out = append(out, schemaPath(prefix, se.JSONPointer())+" must not be null (the spec does not mark it nullable)")
+				out = append(out, schemaPath(prefix, se.JSONPointer())+" must not be null (the document does not mark it nullable)")
 				return
 			}
 			out = append(out, schemaPath(prefix, se.JSONPointer())+": "+se.Reason)
@@ -174,8 +175,8 @@ func schemaPath(prefix string, ptr []string) string {
 type docProblemsKey struct{}
 
 // withDocumentCheck checks r against the document's operation and keeps the problems in its context,
-// for the handler to answer with once its own checks (which speak of the spec's rules in their own
-// words and come first, as they always have) pass: see rejectByDocument.
+// for the handler to answer with once its own checks (which speak of the provider's rules in their
+// own words and come first, as they always have) pass: see rejectByDocument.
 func (s *Server) withDocumentCheck(r *http.Request, method, path string) *http.Request {
 	route := s.doc.route(method, path)
 	if route == nil {

@@ -24,7 +24,7 @@ import (
 // conformance checks every answer of the simulator's API operations against the OpenAPI document
 // (openapi3filter.ValidateResponse: the status is declared, headers and body match its schema), and
 // records which statuses each operation answered. Every test's simulator (newEnv) goes through it. A
-// stream's body is not checked: it does not end. Answers the test scripted to break the contract
+// stream's body is not checked: it does not end. Answers the test scripted to break the document
 // (Faults.RejectReports, Faults.StreamContentType) are not checked either.
 type conformance struct {
 	t    testing.TB
@@ -287,7 +287,7 @@ func TestDocumentProblems(t *testing.T) {
 	r.Header.Set("Content-Type", "application/json")
 	got := d.check(r, route)
 	want := []string{
-		"event.observation.observedLoadingUnit.loadingState must not be null (the spec does not mark it nullable)",
+		"event.observation.observedLoadingUnit.loadingState must not be null (the document does not mark it nullable)",
 		"event.observation.observedLoadingUnit.seals[0].type: value is not one of the allowed values",
 	}
 	slices.Sort(got)
@@ -341,7 +341,8 @@ func TestConformanceCatchesDeviations(t *testing.T) {
 	}
 }
 
-// Where the document and the simulator's own checks could disagree, the spec decides (docs/openapi.md).
+// Where the document and the simulator's own checks could disagree, the provider's rules decide
+// (docs/openapi.md).
 func TestDocumentAndOwnChecks(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
@@ -357,15 +358,15 @@ func TestDocumentAndOwnChecks(t *testing.T) {
 		wantCode           int
 		wantMsg            string
 	}{
-		// Only fields marked nullable may be null (spec 2); the simulator took null for absent.
+		// Only fields marked nullable may be null; the simulator took null for absent.
 		{"optional object null", "POST", "/tracking/events", rep(func(r, _ map[string]any) { r["order"] = nil }), 400,
-			"order must not be null (the spec does not mark it nullable)"},
+			"order must not be null (the document does not mark it nullable)"},
 		{"optional string null", "POST", "/tracking/events", rep(func(_, ev map[string]any) { ev["id"] = nil }), 400,
-			"event.id must not be null (the spec does not mark it nullable)"},
+			"event.id must not be null (the document does not mark it nullable)"},
 		{"optional array null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["seals"] = nil }), 400,
-			"unit.seals must not be null (the spec does not mark it nullable)"},
+			"unit.seals must not be null (the document does not mark it nullable)"},
 		{"optional enumeration null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["condition"] = nil }), 400,
-			"unit.condition must not be null (the spec does not mark it nullable)"},
+			"unit.condition must not be null (the document does not mark it nullable)"},
 		{"nullable field null", "POST", "/orders", edit(func(_, u, _ map[string]any) { u["number"] = nil }), 201, ""},
 		// RFC 3339 allows a lower-case t and z (section 5.6); kin-openapi's own pattern does not.
 		{"lower-case t and z", "POST", "/tracking/events", rep(func(_, ev map[string]any) { ev["timestamp"] = "2024-05-01t12:30:00z" }), 202, ""},

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// bookingOrder is the BookingOrder resource (spec 2.4).
+// bookingOrder is the BookingOrder resource.
 type bookingOrder struct {
 	ID            string                `json:"id,omitempty"`
 	TerminalID    string                `json:"terminalId"`
@@ -21,7 +21,7 @@ type bookingOrder struct {
 	ClientContext *bookingClientContext `json:"clientContext"`
 }
 
-// bookingUnit is spec 2.5.
+// bookingUnit is the BookingUnit schema.
 type bookingUnit struct {
 	LoadingState             string  `json:"loadingState"`
 	HandlingCode             *string `json:"handlingCode"`
@@ -32,13 +32,14 @@ type bookingUnit struct {
 	Seals                    []seal  `json:"seals,omitempty"`
 }
 
-// seal is spec 2.6.
+// seal is the Seal schema.
 type seal struct {
 	Type   string `json:"type,omitempty"`
 	Number string `json:"number,omitempty"`
 }
 
-// bookingClientContext and bookingPlannedDate are spec 2.7.
+// bookingClientContext and bookingPlannedDate are the BookingClientContext and BookingPlannedDate
+// schemas.
 type bookingClientContext struct {
 	PlannedDate  *bookingPlannedDate `json:"plannedDate"`
 	InternalNote *string             `json:"internalNote"`
@@ -52,7 +53,7 @@ type bookingPlannedDate struct {
 // order is a stored booking order.
 type order struct {
 	owner   string
-	open    bool // no slot request booked from it yet by MarkBooked (spec 3); see orderStore.isOpen
+	open    bool // no slot request booked from it yet by MarkBooked; see orderStore.isOpen
 	created time.Time
 	body    bookingOrder
 }
@@ -78,10 +79,10 @@ func (st *orderStore) isOpen(o *order, now time.Time) bool {
 	return o.open && (st.bookAfter <= 0 || now.Before(o.created.Add(st.bookAfter)))
 }
 
-// internalNoteRE is the character set of BookingClientContext.internalNote (spec 2.7).
+// internalNoteRE is the character set of BookingClientContext.internalNote.
 var internalNoteRE = regexp.MustCompile(`^[A-Za-z0-9/#\\-]*$`)
 
-// validateOrder checks a BookingOrder body (spec 2.4–2.7) and reports every problem.
+// validateOrder checks a BookingOrder body and reports every problem.
 func (s *Server) validateOrder(m map[string]any) []string {
 	var c checker
 	if id, ok := c.str(m, "", "terminalId", true); ok {
@@ -198,7 +199,7 @@ func optStrOf(m map[string]any, key string) *string {
 	return nil
 }
 
-// handleCreateOrder serves operation 4.3.
+// handleCreateOrder serves operation createOrder.
 func (s *Server) handleCreateOrder(w http.ResponseWriter, r *http.Request, u *userState) {
 	bo, ok := s.readOrder(w, r)
 	if !ok {
@@ -219,7 +220,7 @@ func (s *Server) handleCreateOrder(w http.ResponseWriter, r *http.Request, u *us
 	}{id})
 }
 
-// handleListOrders serves operation 4.2: the ids of the caller's open orders, oldest first.
+// handleListOrders serves operation listOpenOrders: the ids of the caller's open orders, oldest first.
 func (s *Server) handleListOrders(w http.ResponseWriter, _ *http.Request, u *userState) {
 	st := &s.orders
 	ids := []string{}
@@ -251,7 +252,7 @@ func (st *orderStore) lookupLocked(id, user string, needOpen bool) (*order, int,
 	return o, 0, ""
 }
 
-// handleReadOrder serves operation 4.4.
+// handleReadOrder serves operation getOrder.
 func (s *Server) handleReadOrder(w http.ResponseWriter, r *http.Request, u *userState) {
 	st := &s.orders
 	st.mu.Lock()
@@ -268,7 +269,7 @@ func (s *Server) handleReadOrder(w http.ResponseWriter, r *http.Request, u *user
 	writeJSON(w, http.StatusOK, bo)
 }
 
-// handleUpdateOrder serves operation 4.5.
+// handleUpdateOrder serves operation updateOrder.
 func (s *Server) handleUpdateOrder(w http.ResponseWriter, r *http.Request, u *userState) {
 	id := r.PathValue("id")
 	st := &s.orders
@@ -297,7 +298,7 @@ func (s *Server) handleUpdateOrder(w http.ResponseWriter, r *http.Request, u *us
 	writeMessages(w, http.StatusOK)
 }
 
-// handleDeleteOrder serves operation 4.6.
+// handleDeleteOrder serves operation deleteOrder.
 func (s *Server) handleDeleteOrder(w http.ResponseWriter, r *http.Request, u *userState) {
 	id := r.PathValue("id")
 	st := &s.orders

@@ -300,7 +300,7 @@ func TestOrderCaseVariantKeys(t *testing.T) {
 }
 
 // With Options.BookAfter every order is booked that long after its creation, so a client of a running
-// simulator sees the open-orders rule of spec 3 without MarkBooked.
+// simulator sees the open-orders rule (docs/upstream.md#open-orders) without MarkBooked.
 func TestBookAfter(t *testing.T) {
 	const after = 300 * time.Millisecond
 	e := newEnv(t, Options{BookAfter: after})

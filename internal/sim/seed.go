@@ -1,6 +1,6 @@
 package sim
 
-// Location is a master-data location (spec 2.1), as served by operation 4.1 and embedded in events.
+// Location is a master-data location, as served by operation searchLocations and embedded in events.
 type Location struct {
 	// ID is the opaque location identifier.
 	ID string `json:"id"`
@@ -20,7 +20,7 @@ type Location struct {
 	GeoLocation *GeoLocation `json:"geoLocation,omitempty"`
 }
 
-// Address is a postal address (spec 2.2).
+// Address is a postal address.
 type Address struct {
 	Street     string  `json:"street"`     // street and number
 	PostalCode string  `json:"postalCode"` // postal code
@@ -28,24 +28,24 @@ type Address struct {
 	Country    Country `json:"country"`    // country
 }
 
-// Country is a country by UN name and two-character code (spec 2.2).
+// Country is a country by UN name and two-character code.
 type Country struct {
 	Name string `json:"name"` // English name per the UN country code mapping
 	Code string `json:"code"` // two-character UN country code
 }
 
-// GeoLocation is a geographic position (spec 2.2).
+// GeoLocation is a geographic position.
 type GeoLocation struct {
 	Coordinates *Coordinates `json:"coordinates"` // nil when unknown
 }
 
-// Coordinates are decimal degrees (spec 2.2).
+// Coordinates are decimal degrees.
 type Coordinates struct {
 	Latitude  float64 `json:"latitude"`  // north-south
 	Longitude float64 `json:"longitude"` // east-west
 }
 
-// Location types (spec 2.1).
+// Location types.
 const (
 	TypeOrganisation           = "ORGANISATION"
 	TypeAdministrativeTerminal = "ADMINISTRATIVE_TERMINAL"
@@ -199,7 +199,7 @@ func seedLocations() []Location {
 	return out
 }
 
-// Locations returns the seed set of locations served by operation 4.1, in their served order.
+// Locations returns the seed set of locations served by operation searchLocations, in their served order.
 func (s *Server) Locations() []Location {
 	return seedLocations()
 }

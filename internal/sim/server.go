@@ -49,8 +49,8 @@ type Options struct {
 	Retry time.Duration
 	// BookAfter, when positive, books a slot request from every booking order this long after the order
 	// was created, as MarkBooked does: the order leaves the list of open orders, and update and delete
-	// answer 409. It lets a client exercise the open-orders rule of spec 3 against a running simulator.
-	// Zero keeps orders open until MarkBooked.
+	// answer 409. It lets a client exercise the open-orders rule (docs/upstream.md#open-orders) against a
+	// running simulator. Zero keeps orders open until MarkBooked.
 	BookAfter time.Duration
 	// IDTag, when set, goes into every event id ("ev-<tag>-0000000000000001"), so that the ids of one
 	// run differ from another's: a bridge resuming against a restarted simulator then stores the new
@@ -291,7 +291,7 @@ func (s *Server) api(path string, own bool, h func(http.ResponseWriter, *http.Re
 	}
 }
 
-// apiMessage is the ApiResponseMessage body (spec 2.19).
+// apiMessage is the ApiResponseMessage body.
 type apiMessage struct {
 	Messages []string `json:"messages"`
 }

@@ -37,8 +37,8 @@ var streamPool = sync.Pool{New: func() any {
 // errDropped ends a connection closed by the DropEvery fault.
 var errDropped = errors.New("dropped by fault injection (DropEvery)")
 
-// handleStream serves operation 4.9: it replays the user's retained log after Last-Event-ID and then
-// streams live until the client leaves, the server closes, or a fault drops the connection.
+// handleStream serves operation streamTrackingEvents: it replays the user's retained log after Last-Event-ID
+// and then streams live until the client leaves, the server closes, or a fault drops the connection.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request, u *userState) {
 	f := s.Faults()
 	lastID := r.Header.Get("Last-Event-ID")

@@ -11,16 +11,16 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
-// maxTrackedEvents bounds the events of a TrackedUnit (spec 2.8).
+// maxTrackedEvents bounds the events of a TrackedUnit.
 const maxTrackedEvents = 100
 
-// reportRef is the tracked unit a reported event belongs to, for operation 4.7.
+// reportRef is the tracked unit a reported event belongs to, for operation queryTracking.
 type reportRef struct {
 	ship int       // the unit's index among the shipments of the reporting user, its owner
 	ts   time.Time // the event's timestamp
 }
 
-// trackedUnit is the TrackedUnit response (spec 2.8).
+// trackedUnit is the TrackedUnit response.
 type trackedUnit struct {
 	ObservedUntil string            `json:"observedUntil"`
 	Order         TrackingOrder     `json:"order"`
@@ -28,10 +28,10 @@ type trackedUnit struct {
 	Events        []json.RawMessage `json:"events"`
 }
 
-// handleTracking serves operation 4.7: the tracked unit (one of the caller's TrackedOrders) of
+// handleTracking serves operation queryTracking: the tracked unit (one of the caller's TrackedOrders) of
 // orderId+positionId or of the client reference pair, with its most recent events, oldest first; another
 // user's unit is answered 403, an unknown one 404. Events stamped after observedUntil, the time of the
-// query, are left out and not counted in the 100-event bound (spec 2.8).
+// query, are left out and not counted in the 100-event bound.
 func (s *Server) handleTracking(w http.ResponseWriter, r *http.Request, u *userState) {
 	q := r.URL.Query()
 	oid, pid := q.Get("orderId"), q.Get("positionId")
@@ -140,11 +140,11 @@ func (s *Server) countReportCall(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// handleReport serves operation 4.8. After the injected faults, the Content-Type check (415) and
-// RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
-// the report is validated (400 with every problem) and its event appended to the user's log. Its order
-// must be one of the caller's tracked positions (spec 5.4): another user's is answered 403, one nobody
-// tracks 404; a report without an order belongs to no tracked unit.
+// handleReport serves operation reportTrackingEvent. After the injected faults, the Content-Type check (415)
+// and RejectReports, a repeated Idempotency-Key of the user is answered 202 without a new event; otherwise
+// the report is validated (400 with every problem) and its event appended to the user's log. Its order must
+// be one of the caller's tracked positions (docs/upstream.md#reporting-an-event): another user's is answered
+// 403, one nobody tracks 404; a report without an order belongs to no tracked unit.
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userState) {
 	f := s.Faults()
 	if s.reportFault(w, r, &f) {
@@ -178,8 +178,9 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, u *userSta
 	if rejectByDocument(w, r) {
 		return
 	}
-	// The unit is the one orderId and positionId name (spec 2.10), so 4.7 finds the event by either of
-	// the unit's reference pairs (spec 6.5); the report's optional client references are not checked.
+	// The unit is the one orderId and positionId name, so queryTracking finds the event by either of
+	// the unit's reference pairs (a report enriches the query); the report's optional client references are not
+	// checked.
 	var ref *reportRef
 	if order != nil {
 		oid, pid := order.OrderID, order.PositionID
@@ -236,13 +237,13 @@ func (s *Server) duplicate(u *userState, key string) bool {
 	return dup
 }
 
-// parseReport validates a TrackingEventReport body (spec 2.17) and returns its event object, the event
+// parseReport validates a TrackingEventReport body and returns its event object, the event
 // type and timestamp and its order (nil when absent); or every problem found.
 //
-// The timestamp is "the exact time of the event, in UTC" (spec 2.13), an RFC 3339 date-time: one with a
+// The timestamp is "the exact time of the event, in UTC", an RFC 3339 date-time: one with a
 // non-zero offset is accepted and converted to UTC, its fraction kept as written (10:15:00.50+01:00
-// becomes 09:15:00.50Z), so the stream and 4.7 carry UTC; a UTC one is kept as sent. One that cannot be
-// written in UTC with a four-digit year (0000-01-01T00:30:00+01:00) is rejected.
+// becomes 09:15:00.50Z), so the stream and queryTracking carry UTC; a UTC one is kept as sent. One that
+// cannot be written in UTC with a four-digit year (0000-01-01T00:30:00+01:00) is rejected.
 func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, order *TrackingOrder, msgs []string) {
 	m, err := decodeObject(body)
 	if err != nil {
@@ -260,7 +261,7 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 			case ts.UTC().Year() < 0 || ts.UTC().Year() > 9999:
 				c.addf("event.timestamp must be in the years 0000 to 9999 in UTC")
 			case zone != "Z" && zone != "z" && zone != "+00:00" && zone != "-00:00":
-				// The exact time of the event, in UTC (spec 2.13): the same instant, in UTC.
+				// The exact time of the event, in UTC: the same instant, in UTC.
 				ev["timestamp"] = ts.UTC().Format("2006-01-02T15:04:05") + frac + "Z"
 			}
 		}
@@ -293,7 +294,7 @@ func parseReport(body []byte) (ev map[string]any, typ string, ts time.Time, orde
 	return ev, typ, ts, order, nil
 }
 
-// Enumerations of an Observation (spec 2.12, 2.15, 2.16). Unlike the event type (spec 9.2), these are
+// Enumerations of an Observation. Unlike the event type (docs/upstream.md#data-types), these are
 // not declared extensible, so other values are rejected.
 var (
 	modesOfTransport = []string{"BARGE", "RAIL", "TRUCK", "UNKNOWN"}
@@ -303,9 +304,9 @@ var (
 	conditions       = []string{"OK", "DAMAGED", "UNKNOWN"}
 )
 
-// checkObservation checks an Observation (spec 2.14–2.16): JSON types, enumeration values, int32
+// checkObservation checks an Observation: JSON types, enumeration values, int32
 // integers, the location's coordinates and the required fields of its objects (a loading unit's
-// containerClass, a location's designation, spec 2.1).
+// containerClass, a location's designation).
 func checkObservation(c *checker, obs map[string]any, p string) {
 	if mot, ok := c.object(obs, p, "observedMeansOfTransport", false); ok {
 		mp := join(p, "observedMeansOfTransport")
@@ -366,9 +367,9 @@ func checkObservation(c *checker, obs map[string]any, p string) {
 	}
 }
 
-// checkGeoLocation checks a GeoLocation (spec 2.2): its coordinates, an object or null, hold a latitude
+// checkGeoLocation checks a GeoLocation: its coordinates, an object or null, hold a latitude
 // and a longitude, each a double in decimal degrees, so from -90 (south) to 90 (north) and from -180
-// (west) to 180 (east). The spec marks neither as required.
+// (west) to 180 (east). The document marks neither as required.
 func checkGeoLocation(c *checker, g map[string]any, p string) {
 	if co, ok := c.object(g, p, "coordinates", false); ok {
 		c.doubleIn(co, p+".coordinates", "latitude", -90, 90)
@@ -376,9 +377,9 @@ func checkGeoLocation(c *checker, g map[string]any, p string) {
 	}
 }
 
-// checkAddress checks an Address (spec 2.2): the JSON types of its fields, and that its country's code,
+// checkAddress checks an Address: the JSON types of its fields, and that its country's code,
 // when given, is a two-character UN country code: two characters, as "DE". Unlike a truck's
-// countryCode (spec 2.15), it is not said to be left empty when unknown, so "" is not one either.
+// countryCode, it is not said to be left empty when unknown, so "" is not one either.
 func checkAddress(c *checker, a map[string]any, p string) {
 	for _, k := range []string{"street", "postalCode", "city"} {
 		c.str(a, p, k, false)
@@ -418,7 +419,7 @@ func (s *Server) Reports(user string) []AcceptedReport {
 // Inject appends an event to user's log: it is streamed (live and in replays) as a message with the
 // given id ("" = no id: line), event name ("" = no event: line) and data, which may be any bytes. The
 // id should be unique; a client resuming with Last-Event-ID equal to it continues after this event.
-// Injected events do not appear in operation 4.7.
+// Injected events do not appear in operation queryTracking.
 func (s *Server) Inject(user, id, eventName string, data []byte) {
 	u := s.user(user)
 	ex := &explicitEvent{id: id, name: eventName, data: bytes.Clone(data)}
@@ -429,9 +430,9 @@ func (s *Server) Inject(user, id, eventName string, data []byte) {
 }
 
 // GeneratedEvent returns the SSE id and data of the generated event at sequence number seq of user's log
-// (the number in its id, see EventID): the same bytes the stream carries and operation 4.7 returns. It
-// returns "", nil when that entry is not (yet, or any more) in the log or is a reported or injected
-// event. Without reports and injections, the k-th generated event (k from 0) has seq k+1.
+// (the number in its id, see EventID): the same bytes the stream carries and operation queryTracking returns.
+// It returns "", nil when that entry is not (yet, or any more) in the log or is a reported or injected event.
+// Without reports and injections, the k-th generated event (k from 0) has seq k+1.
 func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
 	u := s.user(user)
 	u.mu.Lock()
@@ -445,9 +446,9 @@ func (s *Server) GeneratedEvent(user string, seq int) (id string, data []byte) {
 }
 
 // TrackedOrders returns user's tracked order positions (8 orders of 2 positions): the orders that
-// generated events belong to, the tracked units operation 4.7 answers for user, and the only orders
-// user may report events for (operation 4.8). Generated event k belongs to position k mod 16 of this
-// list.
+// generated events belong to, the tracked units operation queryTracking answers for user, and the only orders
+// user may report events for (operation reportTrackingEvent). Generated event k belongs to position k mod 16
+// of this list.
 func (s *Server) TrackedOrders(user string) []TrackingOrder {
 	gen := s.generator(s.user(user))
 	out := make([]TrackingOrder, len(gen.ships))

@@ -93,8 +93,8 @@ func TestReportValidation(t *testing.T) {
 			lu["oversize"] = map[string]any{"excessLengthFront": 0, "excessLengthBack": json.Number("12.0"),
 				"excessWidthRight": math.MaxInt32, "excessWidthLeft": math.MinInt32, "excessHeight": json.Number("3e1")}
 		}), wantCode: 202},
-		// Only fields marked nullable may be null (spec 2): identification is ("string or null enum", 2.12),
-		// modeOfTransport, loadingState and condition are not (2.15, 2.16); the OpenAPI document says so.
+		// Only fields marked nullable may be null: identification is (a string or null), modeOfTransport,
+		// loadingState and condition are not; the OpenAPI document says so.
 		{name: "null nullable enumeration", body: obs(func(_, _, unit, _ map[string]any) { unit["identification"] = nil }), wantCode: 202},
 		{name: "null nullable objects", body: obs(func(mot, lu, _, _ map[string]any) {
 			mot["truck"], mot["barge"], mot["train"], lu["observedTemperature"] = nil, nil, nil, nil
@@ -211,7 +211,7 @@ func TestReportValidation(t *testing.T) {
 	}
 }
 
-// event.timestamp is a date-time (spec 2.13): RFC 3339 section 5.6, as the OpenAPI format defines it.
+// event.timestamp is a date-time: RFC 3339 section 5.6, as the OpenAPI format defines it.
 func TestReportTimestampSyntax(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
@@ -249,7 +249,7 @@ func TestReportTimestampSyntax(t *testing.T) {
 	}
 }
 
-// The timestamp is "the exact time of the event, in UTC" (spec 2.13): one with a non-zero offset is
+// The timestamp is "the exact time of the event, in UTC": one with a non-zero offset is
 // accepted and the event carries the same instant in UTC, the fraction as written; a UTC one is kept.
 func TestReportTimestampInUTC(t *testing.T) {
 	e := newEnv(t, Options{})
@@ -278,7 +278,7 @@ func TestReportTimestampInUTC(t *testing.T) {
 	rd := newSSEReader(t, e.openStream(tok, ""))
 	for i, tt := range tests {
 		if got := tu.Events[i].Timestamp; got != tt.want {
-			t.Errorf("4.7: sent %s, got %s, want %s", tt.sent, got, tt.want)
+			t.Errorf("queryTracking: sent %s, got %s, want %s", tt.sent, got, tt.want)
 		}
 		var data struct{ Timestamp string }
 		if ev := rd.next(); json.Unmarshal([]byte(ev.Data()), &data) != nil || data.Timestamp != tt.want {
@@ -317,7 +317,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	if err := json.Unmarshal([]byte(ev.Data()), &data); err != nil {
 		t.Fatalf("data %q: %v", ev.Data(), err)
 	}
-	// The report's timestamp 2025-03-14T10:15:00.5+01:00, in UTC (spec 2.13).
+	// The report's timestamp 2025-03-14T10:15:00.5+01:00, in UTC.
 	if data["id"] != EventID(1) || data["type"] != "GATE_OUT" || data["timestamp"] != "2025-03-14T09:15:00.5Z" {
 		t.Errorf("data %s", ev.Data())
 	}
@@ -352,7 +352,7 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 		t.Errorf("other user's report with the same key: %d, %d reports", r.Status, len(e.sim.Reports("other")))
 	}
 
-	// Operation 4.7 returns both events of the reported order, oldest first, with its unit.
+	// Operation queryTracking returns both events of the reported order, oldest first, with its unit.
 	wantUnit := e.sim.generator(e.sim.user("demo")).ships[2].unit
 	for _, q := range []url.Values{
 		{"orderId": {x42.OrderID}, "positionId": {x42.PositionID}},
@@ -387,8 +387,9 @@ func TestReportFlowsToStreamAndQuery(t *testing.T) {
 	}
 }
 
-// The spec's only permission rule is the ownership of orders by the current user (5.4): a user reports
-// events only for their own tracked orders, and those events reach only the owner's stream and 4.7.
+// The provider's only permission rule is the ownership of orders by the current user: a user reports
+// events only for their own tracked orders, and those events reach only the owner's stream and
+// queryTracking.
 func TestReportOwnership(t *testing.T) {
 	e := newEnv(t, Options{})
 	demo, other := e.login("demo"), e.login("other")
@@ -456,8 +457,8 @@ func TestReportOwnership(t *testing.T) {
 }
 
 // A reported event belongs to the unit its orderId and positionId name, so every query that finds the
-// unit's events finds it (spec 6.5), the client reference pair included, whatever client references the
-// report itself carried.
+// unit's events finds it (a report enriches the query), the client reference pair included, whatever client
+// references the report itself carried.
 func TestReportedEventFoundByEveryQuery(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")
@@ -509,7 +510,7 @@ func TestReportedEventFoundByEveryQuery(t *testing.T) {
 }
 
 // observedUntil is the point in time until which events are included; later events are not part of the
-// response (spec 2.8). Reports may carry any timestamp, later ones too.
+// response. Reports may carry any timestamp, later ones too.
 func TestTrackingObservedUntil(t *testing.T) {
 	e := newEnv(t, Options{})
 	tok := e.login("demo")

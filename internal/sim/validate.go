@@ -110,7 +110,7 @@ func (c *checker) number(m map[string]any, prefix, key string) {
 }
 
 // double checks that the property key of m, when present, is a JSON number within the range of a double
-// (spec "number double", IEEE 754 binary64: 1e400 is not) and returns its value.
+// (format double, IEEE 754 binary64: 1e400 is not) and returns its value.
 func (c *checker) double(m map[string]any, prefix, key string) (float64, bool) {
 	v, ok := c.value(m, prefix, key, false)
 	if !ok {
@@ -137,7 +137,7 @@ func (c *checker) doubleIn(m map[string]any, prefix, key string, lo, hi float64)
 }
 
 // integer checks that the property key of m, when present, is a JSON number whose value is an integer in
-// the range of an int32 (spec "integer int32"); 12, -3 and 12.0 are, 1.5 and "12" are not.
+// the range of an int32 (format int32); 12, -3 and 12.0 are, 1.5 and "12" are not.
 func (c *checker) integer(m map[string]any, prefix, key string) {
 	v, ok := c.value(m, prefix, key, false)
 	if !ok {
@@ -153,7 +153,7 @@ func (c *checker) integer(m map[string]any, prefix, key string) {
 	}
 }
 
-// sealList checks a seals array (spec 2.6): at most 100 objects with a type of the Seal types and a
+// sealList checks a seals array: at most 100 objects with a type of the Seal types and a
 // string number.
 func (c *checker) sealList(m map[string]any, prefix string) {
 	a, _ := c.array(m, prefix, "seals", 100)

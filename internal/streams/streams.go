@@ -1,7 +1,7 @@
-// Package streams owns the layout of the bridge's three JetStream streams (contract §4) and the name of
-// the lease bucket (contract §6): their names, subjects and configuration, creating them at start-up, and
-// reading a stream's message size bound. The daemon, the event publisher (internal/publish) and the report
-// consumer (internal/consume) all use it.
+// Package streams owns the layout of the bridge's three JetStream streams (docs/subjects.md#streams) and the
+// name of the lease bucket (docs/delivery.md#replicas-one-leader-fenced): their names, subjects and
+// configuration, creating them at start-up, and reading a stream's message size bound. The daemon, the event
+// publisher (internal/publish) and the report consumer (internal/consume) all use it.
 package streams
 
 import (
@@ -19,9 +19,9 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
-// Layout names the bridge's three JetStream streams and their subjects (contract §4), and the lease
-// bucket (contract §6). Its bounds and limits apply when Ensure creates a stream; their zero values
-// mean no bound, as in a layout used only for its names.
+// Layout names the bridge's three JetStream streams and their subjects (docs/subjects.md#streams), and the
+// lease bucket (docs/delivery.md#replicas-one-leader-fenced). Its bounds and limits apply when Ensure creates
+// a stream; their zero values mean no bound, as in a layout used only for its names.
 type Layout struct {
 	Prefix string // P, e.g. "tracking"
 	// DuplicateWindow of the events and dead-letter streams.
@@ -203,11 +203,11 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.S
 		return have, nil
 	case have.DenyPurge:
 		// A rollup is a purge: JetStream allows neither on a stream that denies purges.
-		return have, fmt.Errorf("%w: stream %s lacks %s that the fence needs (contract §6), and denies purges "+
-			"(deny_purge), without which JetStream allows no rollup; allow purges on it", ErrNoFence, have.Name,
+		return have, fmt.Errorf("%w: stream %s lacks %s that the fence needs, and denies purges (deny_purge), "+
+			"without which JetStream allows no rollup; allow purges on it", ErrNoFence, have.Name,
 			strings.Join(missing, " and "))
 	case !create:
-		return have, fmt.Errorf("%w: stream %s lacks %s that fence a former leader out (contract §6); "+
+		return have, fmt.Errorf("%w: stream %s lacks %s that fence a former leader out; "+
 			"add them to the stream, or set BRIDGE_CREATE_STREAMS=true", ErrNoFence, have.Name, strings.Join(missing, " and "))
 	}
 	upd := have

@@ -1,7 +1,7 @@
 // Package subjects is the one place that names the bridge's NATS subjects, JetStream streams and lease
-// bucket (contract §3, §4, §6 and §7), and maps an event's type to its subject token. The daemon's
-// packages and the public package tracking all use it, so a producer or consumer built on tracking names
-// exactly what the bridge serves.
+// bucket (docs/subjects.md, docs/api.md#endpoints), and maps an event's type to its subject token. The
+// daemon's packages and the public package tracking all use it, so a producer or consumer built on tracking
+// names exactly what the bridge serves.
 //
 // It is a leaf that imports only the standard library's strings: every program that imports tracking
 // compiles it.
@@ -41,19 +41,20 @@ func DLQReports(prefix string) string { return prefix + ".dlq.reports" }
 // API is P.api.<op>, the subject of one operation of the request-reply API ("orders.get").
 func API(prefix, op string) string { return prefix + ".api." + op }
 
-// The operations of the request-reply API (contract §7): each is the tail of its subject after P.api.
+// The operations of the request-reply API (docs/api.md): each is the tail of its subject after P.api.
 const (
-	OpSearchLocations = "locations.search" // spec 4.1
-	OpListOrders      = "orders.list"      // spec 4.2
-	OpCreateOrder     = "orders.create"    // spec 4.3
-	OpGetOrder        = "orders.get"       // spec 4.4
-	OpUpdateOrder     = "orders.update"    // spec 4.5
-	OpDeleteOrder     = "orders.delete"    // spec 4.6
-	OpQueryTracking   = "tracking.query"   // spec 4.7
-	OpReportEvent     = "tracking.report"  // spec 4.8
+	OpSearchLocations = "locations.search" // upstream operation searchLocations
+	OpListOrders      = "orders.list"      // upstream operation listOpenOrders
+	OpCreateOrder     = "orders.create"    // upstream operation createOrder
+	OpGetOrder        = "orders.get"       // upstream operation getOrder
+	OpUpdateOrder     = "orders.update"    // upstream operation updateOrder
+	OpDeleteOrder     = "orders.delete"    // upstream operation deleteOrder
+	OpQueryTracking   = "tracking.query"   // upstream operation queryTracking
+	OpReportEvent     = "tracking.report"  // upstream operation reportTrackingEvent
 )
 
-// APIOperations returns every operation of the request-reply API in the order of contract §7: the
+// APIOperations returns every operation of the request-reply API in the order of
+// docs/api.md#endpoints: the
 // endpoints the API service serves, the names BRIDGE_API_ENDPOINTS accepts, tracking's Op constants. The
 // slice is the caller's.
 func APIOperations() []string {
@@ -88,7 +89,7 @@ const UnknownType = "UNKNOWN"
 // MaxTypeToken is the longest subject token an event type maps to, in characters (and bytes).
 const MaxTypeToken = 64
 
-// TypeToken maps an event's type to its subject token (contract §3): every character outside
+// TypeToken maps an event's type to its subject token (docs/subjects.md#subjects): every character outside
 // [A-Za-z0-9_-] becomes "_" (one "_" per character, also for a character of several bytes or an invalid
 // byte), the result is cut at 64 characters, and an empty type gives UnknownType. The token is never
 // empty and never holds a dot, a wildcard or white space. Types the provider adds pass through as their

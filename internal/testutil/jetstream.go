@@ -49,8 +49,8 @@ func CountMsgs(ctx context.Context, js jetstream.JetStream, stream string) (uint
 }
 
 // IsFence reports whether subject is one of an events stream's fence subjects (P.leader.<n> and
-// P.leader.restart, contract §6), whose markers StreamMsgs and StreamContents leave out: tests count
-// events. P.events.leader (an event type) is not one.
+// P.leader.restart, docs/subjects.md#streams), whose markers StreamMsgs and StreamContents leave out: tests
+// count events. P.events.leader (an event type) is not one.
 func IsFence(subject string) bool {
 	tokens := strings.Split(subject, ".")
 	return len(tokens) >= 3 && tokens[len(tokens)-2] == "leader"

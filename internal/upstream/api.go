@@ -57,11 +57,12 @@ type APIResponse struct {
 	Retried bool
 }
 
-// APIClient calls the operations of the upstream API (spec 4.1–4.8) on behalf of the request-reply
+// APIClient calls the operations of the upstream API (the operations of
+// docs/upstream.md#operations but the stream) on behalf of the request-reply
 // service. Each Call is one request, plus one immediate repeat with a new token when the upstream answers
-// 401 (spec 5.4: the request was not processed, so the repeat is safe for every method, POST included). It
-// never repeats a request for any other reason: a timeout or a lost connection may hide a processed
-// request. It is safe for concurrent use.
+// 401 (docs/upstream.md#expired-tokens: the request was not processed, so the repeat is safe for every
+// method, POST included). It never repeats a request for any other reason: a timeout or a lost connection may
+// hide a processed request. It is safe for concurrent use.
 type APIClient struct {
 	cfg  APIConfig
 	base string

@@ -71,7 +71,7 @@ func NewHTTPClient(o ClientOptions) (*http.Client, error) {
 const maxErrorBody = 64 << 10
 
 // readStatusError reads a non-success response into a StatusError: the status, Retry-After and the
-// messages of an ApiResponseMessage body (spec 2.19), if the body is one.
+// messages of an ApiResponseMessage body, if the body is one.
 func readStatusError(resp *http.Response) *StatusError {
 	st := &StatusError{Code: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))

@@ -11,8 +11,8 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 )
 
-// Classify is the one place that decides what an upstream answer to a report means (spec 4.8, contract
-// §5):
+// Classify is the one place that decides what an upstream answer to a report means (operation
+// reportTrackingEvent; docs/delivery.md#reports):
 //
 //   - err != nil (network error, timeout, cancelled request): Retry.
 //   - 2xx: Accepted.
@@ -52,7 +52,8 @@ func Classify(resp *http.Response, err error) delivery.Outcome {
 
 // ReportConfig configures a ReportClient.
 type ReportConfig struct {
-	// URL of the report operation (op 4.8): the upstream URL joined with BRIDGE_REPORT_PATH.
+	// URL of the report operation (operation reportTrackingEvent): the upstream URL joined with
+	// BRIDGE_REPORT_PATH.
 	URL string
 	// Tokens provides the bearer token; required.
 	Tokens *TokenSource
@@ -62,10 +63,10 @@ type ReportConfig struct {
 	Logger *slog.Logger
 }
 
-// ReportClient posts tracking event reports (spec 2.17) to the upstream's report operation (spec 4.8).
-// It makes one attempt per Send, plus one immediate repeat with a new token after a 401, and leaves every
-// other retry to its caller (the report consumer, through JetStream redelivery). It is safe for concurrent
-// use.
+// ReportClient posts tracking event reports to the upstream's report operation (operation
+// reportTrackingEvent). It makes one attempt per Send, plus one immediate repeat with a new token after a
+// 401, and leaves every other retry to its caller (the report consumer, through JetStream redelivery). It is
+// safe for concurrent use.
 type ReportClient struct {
 	cfg ReportConfig
 	log *slog.Logger

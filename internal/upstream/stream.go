@@ -33,7 +33,7 @@ type Sink interface {
 
 // StreamConfig configures a Stream.
 type StreamConfig struct {
-	// URL of the event stream (op 4.9).
+	// URL of the event stream (operation streamTrackingEvents).
 	URL string
 	// Tokens supplies the bearer token of every connection.
 	Tokens *TokenSource
@@ -110,7 +110,7 @@ func (e *StatusError) Error() string {
 // Stream errors that change the retry pace.
 var (
 	// ErrUnavailable means the upstream answered 403 or 404 to the stream: the function is disabled or
-	// not accessible for this account (spec section 1). The stream keeps retrying slowly.
+	// not accessible for this account (docs/upstream.md#the-event-stream). The stream keeps retrying slowly.
 	ErrUnavailable = errors.New("tracking stream not available to this account")
 	// ErrNotEventStream means the upstream answered 200 with another content type; the body is not read.
 	ErrNotEventStream = errors.New("response is not text/event-stream")

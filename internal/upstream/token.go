@@ -25,7 +25,7 @@ var (
 
 // TokenConfig configures a TokenSource.
 type TokenConfig struct {
-	// TokenURL is the token endpoint (spec 5.1).
+	// TokenURL is the token endpoint (docs/upstream.md#authentication).
 	TokenURL string
 	// ClientID and Username identify the client and the account in the password grant.
 	ClientID string
@@ -45,7 +45,8 @@ type TokenConfig struct {
 	Observe func(kind string, err error)
 }
 
-// TokenSource hands out access tokens for the OAuth 2.0 password grant of spec section 5. It refreshes a
+// TokenSource hands out access tokens for the OAuth 2.0 password grant
+// (docs/upstream.md#authentication). It refreshes a
 // token ahead of its expiry, logs in again with the password when the refresh token is no longer
 // accepted, drops a token the API rejected (Invalidate), and lets concurrent callers share one in-flight
 // request. It is safe for concurrent use.
@@ -263,7 +264,7 @@ func safeTokenError(kind string, err error) error {
 }
 
 // plainCode reports whether an OAuth error code is short and made of the characters RFC 6749 allows in
-// one (5.2), spaces aside: it then goes into errors as it is.
+// one (its section 5.2), spaces aside: it then goes into errors as it is.
 func plainCode(s string) bool {
 	if len(s) > 64 {
 		return false

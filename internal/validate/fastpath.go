@@ -37,7 +37,7 @@ var kindNames = map[wkind]string{
 	kArray:    "an array",
 }
 
-// field describes one field of an object of the spec.
+// field describes one field of an object of the document.
 type field struct {
 	name     string
 	kind     wkind

@@ -1,6 +1,6 @@
 package validate
 
-// The check of issues 14 to 19, kept as a reference: schemas.json compiled by santhosh-tekuri/jsonschema
+// The JSON Schema check the bridge used before the fast path, kept as a reference: schemas.json compiled by santhosh-tekuri/jsonschema
 // (as the daemon did at start-up, then from the OpenAPI document), its error tree worded as the bridge
 // words problems. TestReference and the Fuzz*Reference targets compare Report and BookingOrder with it,
 // problem for problem and in the same order. Only this test links the JSON Schema library.

@@ -1,7 +1,7 @@
 // Package validate checks the request bodies the bridge sends upstream on a client's behalf against the
-// OpenAPI document (package api): a TrackingEventReport (spec 2.17), which the report consumer
+// OpenAPI document (package api): a TrackingEventReport, which the report consumer
 // (internal/consume), the API service (internal/service) and package tracking's Reporter check alike, and
-// a BookingOrder (spec 2.4), which the API service checks before creating or updating an order.
+// a BookingOrder, which the API service checks before creating or updating an order.
 //
 // The document is converted at build time (schemagen, 'go generate ./internal/validate') into JSON
 // Schema with the bridge's policies, schemas.json, which this package embeds and checks bodies against
@@ -33,16 +33,16 @@ const MaxProblems = 50
 // MoreProblems is the last entry of a problem list cut at MaxProblems: n problems were left out.
 func MoreProblems(n int) string { return fmt.Sprintf("and %d more problems", n) }
 
-// Report checks that body is a TrackingEventReport (spec 2.17) the upstream can be asked to take, and
-// returns every problem found, in the spirit of the spec's ApiResponseMessage ("event.timestamp is
+// Report checks that body is a TrackingEventReport the upstream can be asked to take, and
+// returns every problem found, in the spirit of the provider's ApiResponseMessage ("event.timestamp is
 // missing"), or nil when there is none.
 //
 // The checks of the body's shape come from the TrackingEventReport schema of the OpenAPI document
 // (package api), converted into JSON Schema at build time: required fields (event, event.timestamp,
 // event.type, and order.orderId and order.positionId when order is given), the JSON type of every field
-// the spec describes at any depth, integers where the spec says int32, and the array limits of spec §8
-// (seals: at most 100 items). Optional fields may be null. Unknown fields are allowed, and so are values
-// of enumerations the spec does not list (the provider may add them; see schemagen's converter). Other
+// the document describes at any depth, integers where it says int32, and its array limits (seals: at
+// most 100 items). Optional fields may be null. Unknown fields are allowed, and so are values
+// of enumerations the document does not list (the provider may add them; see schemagen's converter). Other
 // rules the upstream may apply are left to it; it answers them with 400 and its own messages.
 //
 // Checked by hand, because a schema cannot say them: the size (at most maxBytes bytes; no bound when
@@ -65,7 +65,7 @@ func Report(body []byte, maxBytes int) []string {
 	return reportBody.check(body)
 }
 
-// BookingOrder checks that body is a BookingOrder (spec 2.4) exactly as strictly as the document says
+// BookingOrder checks that body is a BookingOrder exactly as strictly as the document says
 // (null only where it says nullable; enumerations, string lengths, patterns, minimum and maximum), so that
 // the bridge refuses what the upstream would refuse and nothing more. It returns every problem in
 // Report's words ("unit.loadingState is missing"), in the order of the body, or nil when there is none.

@@ -1,9 +1,11 @@
 package validate
 
 // Report as it was before it was built from the OpenAPI document (then consume.Validate): the walker (now
-// the fast path's, fastpath.go) on a hand-written description of spec 2.17, walkerSchema. It is kept as a
+// the fast path's, fastpath.go) on a hand-written description of the TrackingEventReport schema,
+// walkerSchema. It is kept as a
 // reference: FuzzValidate compares verdicts and messages with it, and BenchmarkValidate compares costs.
-// jsonschema_ref_test.go holds the other reference, the JSON Schema validator of issues 14 to 19.
+// jsonschema_ref_test.go holds the other reference, the JSON Schema validator the bridge
+// used before the fast path.
 
 // validateWalker is Report as it was: the same checks, done by walker against walkerSchema.
 func validateWalker(body []byte, maxBytes int) []string {
@@ -31,7 +33,7 @@ func arr(name string, max int, e field) field {
 	return field{name: name, kind: kArray, elem: &e, maxItems: max}
 }
 
-// The TrackingEventReport of spec 2.17 and the objects it holds (2.2, 2.6, 2.10–2.17).
+// The TrackingEventReport of api/openapi.yaml and the objects it holds.
 var (
 	addressSchema = obj("address", str("street"), str("postalCode"), str("city"),
 		obj("country", str("name"), str("code")))

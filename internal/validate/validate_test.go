@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// validReport is a complete TrackingEventReport using every object of spec 2.17.
+// validReport is a complete TrackingEventReport using every object the schema holds.
 const validReport = `{
   "order": {"orderId": "o-1", "positionId": "1", "clientOrderReference": "c-1", "clientPositionReference": null},
   "transport": {"identifier": "t-9", "voyageNumber": "V42"},
@@ -123,7 +123,7 @@ var reportCases = []struct {
 			`event.observation.observedLoadingUnit.oversize.excessLengthFront is out of the int32 range: "3000000000"`,
 			"event.observation.observedLoadingUnit.seals must be an array, not an object",
 			"event.observation.location.geoLocation.coordinates.latitude must be a number, not a string",
-			// Location.designation is required (spec 2.1): the schema says so, the walker did not check it.
+			// Location.designation is required: the schema says so, the walker did not check it.
 			"event.observation.location.designation is missing",
 		}},
 	{name: "missing fields at the end of their object, escaped key", body: `{"order":{"positionId":"1","orderI\u0064":2},"event":{"type":"A"}}`,
@@ -181,8 +181,8 @@ func TestValidateListsAtMost50Problems(t *testing.T) {
 // valid UTF-8), and that it gives the verdict and the problems of validateWalker, the hand-written walker
 // it replaced (in another order: sorted). Known differences are skipped: of a key given twice the walker
 // checks every value, Report refuses the body (as it refuses an unpaired surrogate escape); Report requires a
-// location's designation and a loading unit's containerClass (spec 2.1, 2.12), the walker did not; both
-// list at most 50 problems, maybe not the same 50.
+// location's designation and a loading unit's containerClass (required in their schemas), the walker did not;
+// both list at most 50 problems, maybe not the same 50.
 func FuzzValidate(f *testing.F) {
 	f.Add([]byte(validReport))
 	f.Add([]byte(`{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN"}}`))
@@ -287,8 +287,8 @@ func BenchmarkValidate(b *testing.B) {
 	}{
 		{"Validate", Report}, // the fast path, the check against the schema for what it does not accept
 		{"schema-only", func(b []byte, _ int) []string { return reportBody.check(b) }},
-		{"jsonschema", func(b []byte, _ int) []string { return referenceCheck(b, reportBody) }}, // before issue 20
-		{"walker-before", validateWalker},                                                       // Validate before issue 14: the hand-written walker
+		{"jsonschema", func(b []byte, _ int) []string { return referenceCheck(b, reportBody) }}, // the JSON Schema reference
+		{"walker-before", validateWalker},                                                       // the hand-written walker (reference)
 		{"Unambiguous", func(b []byte, _ int) []string { return Unambiguous(b, "the report") }}, // Report's share for UTF-8, keys and escapes
 	} {
 		for _, bb := range bodies {
