@@ -181,7 +181,7 @@ func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventCons
 		}
 	case !callerFilter:
 		// The stream also holds the leaders' fence markers on P.leader
-		// (docs/delivery.md#replicas-one-leader-fenced), which are not events.
+		// (docs/replicas.md#the-fence), which are not events.
 		cc.FilterSubject = s.Events()
 	}
 	cc.AckPolicy = jetstream.AckExplicitPolicy

@@ -153,7 +153,7 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 const benchReplicas = 3
 
 // fenceMarkers waits for the bridge's first message in the events stream and returns how many fence
-// markers a leader stores before its events (docs/delivery.md#replicas-one-leader-fenced): publish.FenceWidth
+// markers a leader stores before its events (docs/replicas.md#the-fence): publish.FenceWidth
 // when that first message is one, 0 for a build without fencing.
 func (e *benchEnv) fenceMarkers(ctx context.Context, layout streams.Layout) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)

@@ -20,7 +20,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
-// events is the event path under the lease (docs/delivery.md#replicas-one-leader-fenced), a component. The
+// events is the event path under the lease (docs/replicas.md#the-fence), a component. The
 // lease decides whether this bridge leads; each time it starts leading, a term begins: a publisher of its own
 // claims the fence (a marker on P.leader that fences out every former leader's writes), reads the resume
 // cursor from the stream, and the upstream stream runs into it. When the lease says stop, the term's reading
@@ -107,7 +107,7 @@ func (e *events) Run(ctx context.Context) error {
 func (e *events) Ready() error {
 	s := e.stream
 	if !e.leading() {
-		// A standby reads no stream (docs/delivery.md#replicas-one-leader-fenced). It is ready once it has known a
+		// A standby reads no stream (docs/replicas.md#the-fence). It is ready once it has known a
 		// leader, so that a bridge starting alone is not ready before it leads and its stream is connected, and a
 		// standby stays ready while the lease changes hands.
 		if !e.lease.SawHolder() {

@@ -27,7 +27,7 @@ type statusDoc struct {
 	Reports *statusReports `json:"reports,omitempty"` // once the report consumer is set up
 }
 
-// statusLease names the lease's holder, this bridge or another (docs/delivery.md#replicas-one-leader-fenced).
+// statusLease names the lease's holder, this bridge or another (docs/replicas.md#the-lease).
 type statusLease struct {
 	Bucket string `json:"bucket"`
 	TTL    string `json:"ttl"`

@@ -1,5 +1,5 @@
 // Package lease elects one leader among the bridges that share a subject prefix: the holder of a key in a
-// JetStream key-value bucket with a per-key TTL (docs/delivery.md#replicas-one-leader-fenced). The leader
+// JetStream key-value bucket with a per-key TTL (docs/replicas.md#the-lease). The leader
 // renews the key well inside the TTL and stops leading, by its own monotonic clock, before the key can have
 // expired; a clean stop deletes the key so that a standby takes over at once; standbys watch the key and
 // create it when it is deleted or expires. A key holding anything but a bridge's lease (another client's

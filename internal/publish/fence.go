@@ -16,7 +16,7 @@ import (
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
-// stored its markers (docs/delivery.md#replicas-one-leader-fenced): this publisher must stop, and its process
+// stored its markers (docs/replicas.md#the-fence): this publisher must stop, and its process
 // must stop leading. The Publisher is of no further use.
 var ErrFenced = errors.New("fenced out: another bridge took over the events stream")
 

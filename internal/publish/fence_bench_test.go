@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkPublisherFence measures the publisher with and without the fence
-// (docs/delivery.md#replicas-one-leader-fenced), on one server and on an R3 stream of a 3-node cluster:
+// (docs/replicas.md#the-fence), on one server and on an R3 stream of a 3-node cluster:
 // events of about 400 bytes handed to Handle, then Resume, as the stream does. The fenced publisher has at
 // most FenceWidth events in flight (see FenceWidth). Figures go to docs/performance.md; run: go test -run
 // '^$' -bench PublisherFence -benchtime 20000x ./internal/publish/

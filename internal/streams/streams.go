@@ -1,5 +1,5 @@
 // Package streams owns the layout of the bridge's three JetStream streams (docs/subjects.md#streams) and the
-// name of the lease bucket (docs/delivery.md#replicas-one-leader-fenced): their names, subjects and
+// name of the lease bucket (docs/replicas.md#the-lease): their names, subjects and
 // configuration, creating them at start-up, and reading a stream's message size bound. The daemon, the event
 // publisher (internal/publish) and the report consumer (internal/consume) all use it.
 package streams
@@ -20,7 +20,7 @@ import (
 )
 
 // Layout names the bridge's three JetStream streams and their subjects (docs/subjects.md#streams), and the
-// lease bucket (docs/delivery.md#replicas-one-leader-fenced). Its bounds and limits apply when Ensure creates
+// lease bucket (docs/replicas.md#the-lease). Its bounds and limits apply when Ensure creates
 // a stream; their zero values mean no bound, as in a layout used only for its names.
 type Layout struct {
 	Prefix string // P, e.g. "tracking"
