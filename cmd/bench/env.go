@@ -31,7 +31,8 @@ type benchEnv struct {
 	natsURL string
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	refpipe string // refpipe binary; "" with -skip-refpipe
+	refpipe string // the yardstick's binary (the baseline, or -refpipe's); "" with -skip-refpipe
+	refName string // the yardstick's name in the output: "baseline" or "refpipe"
 	sim     string // simulator binary, built from ./cmd/sim
 	bridge  string // bridge binary: -bridge-bin, else built from ./cmd/bridge; "" with -cpuprofile
 	seq     int
@@ -58,7 +59,14 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 		return nil, err
 	}
 	if !o.skipRef && o.cpuprofile == "" {
-		if e.refpipe, err = buildRefpipe(ctx, o.refpipe, dir); err != nil {
+		if o.refpipe == "" {
+			e.refName = "baseline"
+			e.refpipe, err = buildCommand(ctx, "bench/baseline", dir)
+		} else {
+			e.refName = "refpipe"
+			e.refpipe, err = buildRefpipe(ctx, o.refpipe, dir)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +153,8 @@ func (e *benchEnv) close() {
 	_ = os.RemoveAll(e.dir)
 }
 
-// buildRefpipe returns the refpipe binary: src itself when it is a file, else built from the directory.
+// buildRefpipe returns an outside yardstick's binary (-refpipe): src itself when it is a file, else built
+// from the directory.
 func buildRefpipe(ctx context.Context, src, dir string) (string, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
@@ -166,7 +175,7 @@ func buildRefpipe(ctx context.Context, src, dir string) (string, error) {
 
 // buildCommand builds ./cmd/<name> of this module into dir with 'go build' and returns the binary.
 func buildCommand(ctx context.Context, name, dir string) (string, error) {
-	out := filepath.Join(dir, name)
+	out := filepath.Join(dir, filepath.Base(name))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/tracking-bridge/tracking-bridge/cmd/"+name)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building ./cmd/%s (run the benchmark from the repository): %w\n%s", name, err, b)
@@ -275,7 +284,7 @@ func (e *benchEnv) bridgeVars(s *benchSim, prefix, httpAddr string) map[string]s
 		"BRIDGE_LOG_LEVEL":     "warn",
 		// A fresh set of streams per run: the simulator's ids repeat from run to run.
 		"BRIDGE_SUBJECT_PREFIX": prefix,
-		// refpipe's duplicate window, so that the server's deduplication work is the same.
+		// The yardstick's duplicate window, so that the server's deduplication work is the same.
 		"BRIDGE_DUPLICATE_WINDOW": "2m",
 	}
 	if e.o.window > 0 {

@@ -106,7 +106,7 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 			break
 		}
 		if c.Exited() {
-			// refpipe exits once its publishes are acknowledged: the last messages may still be on their
+			// the yardstick exits once its publishes are acknowledged: the last messages may still be on their
 			// way to the subscriber.
 			time.Sleep(200 * time.Millisecond)
 			if rec.Count() >= total {
@@ -172,12 +172,12 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		}
 		var out benchOutput
 		e.deleteStreams(benchRefStream)
-		r, err = e.latencyRun(ctx, "refpipe", benchRefSubject, total, func(s *benchSim) (*bench.Child, error) {
-			return e.startRefpipe(ctx, fmt.Sprintf("refpipe-latency-%d", i), s, total, &out)
+		r, err = e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*bench.Child, error) {
+			return e.startRefpipe(ctx, fmt.Sprintf("%s-latency-%d", e.refName, i), s, total, &out)
 		}, true)
 		e.deleteStreams(benchRefStream)
 		if err != nil {
-			return fmt.Errorf("refpipe latency run %d: %w", i, err)
+			return fmt.Errorf("%s latency run %d: %w", e.refName, i, err)
 		}
 		r.self = benchResultLine(out.String())
 		fmt.Fprintf(stdout, "  %v\n", r)
@@ -210,7 +210,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\nbridge p99 (median of %d run(s)) %s: target <= %v %s\n", len(bridgeP99), benchUS(p99), benchTargetP99, verdict)
 	if len(refP99) > 0 {
-		fmt.Fprintf(stdout, "refpipe p99 (median of %d run(s)) %s\n", len(refP99), benchUS(time.Duration(bench.Median(refP99))))
+		fmt.Fprintf(stdout, "%s p99 (median of %d run(s)) %s\n", e.refName, len(refP99), benchUS(time.Duration(bench.Median(refP99))))
 	}
 	if len(sseP99) > 0 {
 		fmt.Fprintf(stdout, "SSE-only baseline p99 (median of %d run(s)) %s\n", len(sseP99), benchUS(time.Duration(bench.Median(sseP99))))

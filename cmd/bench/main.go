@@ -1,6 +1,8 @@
-// Command bench measures the bridge against the refpipe yardstick (../shared/bench/refpipe): throughput,
-// CPU per event and peak RSS over a simulator flood, or end-to-end latency at a fixed rate. Each pipeline
-// runs as its own process ('bridge run', built from ./cmd/bridge, or refpipe), fed by a fresh simulator
+// Command bench measures the bridge against a yardstick: throughput, CPU per event and peak RSS over a
+// simulator flood, or end-to-end latency at a fixed rate. The yardstick is the repository's own baseline
+// pipeline (./cmd/bench/baseline: the least work that moves SSE events into JetStream with the same
+// libraries), or an outside program with the same interface named by -refpipe. Each pipeline runs as
+// its own process ('bridge run', built from ./cmd/bridge, or the yardstick), fed by a fresh simulator
 // (built from ./cmd/sim) and writing to the same nats-server (this command, re-executed with
 // -serve-nats). 'go run ./cmd/bench -h' says exactly what each figure means; docs/performance.md has the
 // results.
@@ -27,11 +29,12 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 )
 
-// Targets of issue #2, as ratios bridge/refpipe, and the latency target.
+// The targets the benchmark reports on, as ratios bridge/yardstick, and the latency target
+// (docs/performance.md).
 const (
-	benchTargetRate = 0.90 // events/s at least 0.9× refpipe's
-	benchTargetCPU  = 1.15 // CPU per event at most 1.15× refpipe's
-	benchTargetRSS  = 1.50 // peak RSS at most 1.5× refpipe's
+	benchTargetRate = 0.90 // events/s at least 0.9× the yardstick's
+	benchTargetCPU  = 1.15 // CPU per event at most 1.15× the yardstick's
+	benchTargetRSS  = 1.50 // peak RSS at most 1.5× the yardstick's
 	benchTargetP99  = 2 * time.Millisecond
 	benchRefStream  = "REFPIPE"
 	benchRefSubject = "refpipe.events.>"
@@ -83,7 +86,7 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// runBench measures the bridge against the refpipe yardstick on the same simulator flood and the same
+// runBench measures the bridge against the yardstick on the same simulator flood and the same
 // nats-server, each pipeline in its own process so that its CPU time and peak RSS are its own. See
 // benchUsage.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -92,16 +95,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o benchOptions
 	fs.IntVar(&o.n, "n", 200000, "events per throughput run")
 	fs.IntVar(&o.size, "size", 1000, "approximate bytes of an event's data (simulator -size)")
-	fs.IntVar(&o.runs, "runs", 3, "runs per pipeline, alternating bridge and refpipe")
+	fs.IntVar(&o.runs, "runs", 3, "runs per pipeline, alternating bridge and yardstick")
 	fs.BoolVar(&o.latency, "latency", false, "measure end-to-end latency at -rate for -duration instead of throughput")
 	fs.Float64Var(&o.rate, "rate", 2000, "events per second in -latency mode")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the event sequence in -latency mode")
 	fs.IntVar(&o.window, "window", 0, "BRIDGE_PUBLISH_WINDOW of the bridge; 0 keeps the bridge's default")
-	fs.IntVar(&o.refWindow, "refpipe-window", 4000, "refpipe's -window (its own default is 4000)")
-	fs.BoolVar(&o.skipRef, "skip-refpipe", false, "measure the bridge only")
+	fs.IntVar(&o.refWindow, "refpipe-window", 4000, "the yardstick's -window: its publishes awaiting acknowledgement")
+	fs.BoolVar(&o.skipRef, "skip-refpipe", false, "measure the bridge only, without a yardstick")
 	fs.BoolVar(&o.skipSSE, "skip-sse", false, "in -latency mode, leave out the SSE-only baseline (simulator to an SSE reader in this process)")
 	fs.BoolVar(&o.skipNATS, "skip-nats", false, "in -latency mode, leave out the NATS-only baseline (this process publishing to JetStream)")
-	fs.StringVar(&o.refpipe, "refpipe", "../shared/bench/refpipe", "refpipe source directory (built with go build) or a built binary")
+	fs.StringVar(&o.refpipe, "refpipe", "", "an outside yardstick instead of ./cmd/bench/baseline: its source directory (built with go build) or a built binary")
 	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binary run as 'bridge run' (for comparing builds); empty builds ./cmd/bridge with go build")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
 	fs.StringVar(&o.latencyCSV, "latency-csv", "", "in -latency mode, write each run's per-event latencies to CSV files in this directory")
@@ -127,7 +130,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return serveBenchNATS(ctx, *serveNATS, *natsAddr, *natsPeers, *natsRoutes)
 	}
 	if o.cluster {
-		o.skipRef = true // refpipe makes its own single-replica stream: no yardstick on a cluster
+		o.skipRef = true // the yardstick makes its own single-replica stream: none on a cluster
 	}
 	switch {
 	case o.n < 2:
@@ -175,19 +178,24 @@ func benchUsage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, `Usage: go run ./cmd/bench [flags]
 
-Measures the bridge against the refpipe yardstick (../shared/bench/refpipe, built with 'go build'). Each
-run starts a fresh simulator in flood mode ('sim -rate -1 -limit N -size S') and one pipeline as a child
-process, 'bridge run' or refpipe, both writing to the same nats-server (a child process, JetStream file
-storage, duplicate window 2m) until N events are stored. Runs alternate: bridge, refpipe, bridge, ...
-The simulator and the bridge are built from ./cmd/sim and ./cmd/bridge with 'go build' into the
-temporary directory (run it from the repository), unless -bridge-bin names a bridge binary.
+Measures the bridge against a yardstick: by default the baseline of ./cmd/bench/baseline, the least work
+that moves SSE events into JetStream with the bridge's libraries (eventsource's decoder, jetstream's
+PublishMsgAsync with a window, Nats-Msg-Id), or with -refpipe an outside program with the same interface
+(the flags -url -n -nats -token-url -user -pass -client-id -window; the stream REFPIPE on
+refpipe.events.<type>; a RESULT line; see 'go doc ./cmd/bench/baseline'). Each run starts a fresh
+simulator in flood mode ('sim -rate -1 -limit N -size S') and one pipeline as a child process, 'bridge
+run' or the yardstick, both writing to the same nats-server (a child process, JetStream file storage,
+duplicate window 2m) until N events are stored. Runs alternate: bridge, yardstick, bridge, ... The
+simulator, the bridge and the baseline are built from ./cmd/sim, ./cmd/bridge and ./cmd/bench/baseline
+with 'go build' into the temporary directory (run it from the repository), unless -bridge-bin names a
+bridge binary.
 
   events/s      (N-1) / (time between the first and the last message's JetStream storage timestamps)
   CPU µs/event  the pipeline process's user+system CPU over its whole life (rusage at exit: start-up,
                 the N events, shutdown), divided by N
   peak RSS      the process's VmHWM, read from /proc every 50 ms while it runs (ru_maxrss is shown
                 too, but on Linux it includes the benchmark's own RSS at the fork)
-The bridge is stopped with SIGTERM as soon as N events are stored; refpipe exits by itself.
+The bridge is stopped with SIGTERM as soon as N events are stored; the yardstick exits by itself.
 
 With -latency the simulator generates -rate events/s for -duration; a core NATS subscriber in this
 process computes receive time minus the event's "timestamp" (its generation time), leaving out the first

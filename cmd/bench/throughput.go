@@ -32,7 +32,7 @@ type benchTPResult struct {
 	serverCPU time.Duration // nats-server CPU during the run
 	stored    uint64        // bytes the stream holds
 	exitCode  int
-	self      string // refpipe's own RESULT line
+	self      string // the yardstick's own RESULT line
 	note      string
 }
 
@@ -59,8 +59,8 @@ func (r benchTPResult) String() string {
 func benchMB(b int64) float64 { return float64(b) / (1 << 20) }
 
 // waitStored polls stream until it holds n messages. It samples the child's CPU time when the first
-// message is seen stored. A child that exits is fine if the stream holds n messages afterwards (refpipe
-// exits by itself once its publishes are acknowledged).
+// message is seen stored. A child that exits is fine if the stream holds n messages afterwards (the
+// yardstick exits by itself once its publishes are acknowledged).
 func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string, n uint64) (jetstream.StreamState, time.Duration, time.Time, error) {
 	var startCPU time.Duration
 	errExited := errors.New("exited")
@@ -177,17 +177,17 @@ func (e *benchEnv) fenceMarkers(ctx context.Context, layout streams.Layout) (uin
 }
 
 func (e *benchEnv) throughputRefpipe(ctx context.Context, run int) (benchTPResult, error) {
-	e.deleteStreams(benchRefStream) // refpipe re-creates it; make sure no old state is polled
+	e.deleteStreams(benchRefStream) // the yardstick re-creates it; make sure no old state is polled
 	defer e.deleteStreams(benchRefStream)
-	r := benchTPResult{pipeline: "refpipe"}
-	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-refpipe", run), -1, e.o.n)
+	r := benchTPResult{pipeline: e.refName}
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-%s", run, e.refName), -1, e.o.n)
 	if err != nil {
 		return r, err
 	}
 	defer s.stop(e.log)
 	srv0 := e.serverCPU()
 	var out benchOutput
-	c, err := e.startRefpipe(ctx, fmt.Sprintf("refpipe-%d", run), s, e.o.n, &out)
+	c, err := e.startRefpipe(ctx, fmt.Sprintf("%s-%d", e.refName, run), s, e.o.n, &out)
 	if err != nil {
 		return r, err
 	}
@@ -231,8 +231,8 @@ func benchResultLine(out string) string {
 }
 
 func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "throughput: %d events of ~%d bytes per run, %d run(s) per pipeline, bridge window %s, refpipe window %d\n\n",
-		e.o.n, e.o.size, e.o.runs, e.windowDesc(), e.o.refWindow)
+	fmt.Fprintf(stdout, "throughput: %d events of ~%d bytes per run, %d run(s) per pipeline, bridge window %s, %s window %d\n\n",
+		e.o.n, e.o.size, e.o.runs, e.windowDesc(), e.refDesc(), e.o.refWindow)
 	var bridgeRes, refRes []benchTPResult
 	for i := 1; i <= e.o.runs; i++ {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
@@ -247,7 +247,7 @@ func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
 		}
 		r, err = e.throughputRefpipe(ctx, i)
 		if err != nil {
-			return fmt.Errorf("refpipe run %d: %w", i, err)
+			return fmt.Errorf("%s run %d: %w", e.refName, i, err)
 		}
 		fmt.Fprintf(stdout, "  %v\n", r)
 		refRes = append(refRes, r)
@@ -271,7 +271,7 @@ func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
 	for _, p := range []struct {
 		name string
 		rs   []benchTPResult
-	}{{"bridge", bridgeRes}, {"refpipe", refRes}} {
+	}{{"bridge", bridgeRes}, {e.refName, refRes}} {
 		if len(p.rs) == 0 {
 			continue
 		}
@@ -288,12 +288,20 @@ func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
 		return "MISSED"
 	}
 	rr, cr, mr := ratio(rate), ratio(cpu), ratio(rss)
-	fmt.Fprintf(stdout, "\nbridge / refpipe (medians)\n")
+	fmt.Fprintf(stdout, "\nbridge / %s (medians)\n", e.refName)
 	fmt.Fprintf(stdout, "  events/s      %.3f   target >= %.2f  %s\n", rr, benchTargetRate, verdict(rr >= benchTargetRate))
 	fmt.Fprintf(stdout, "  CPU µs/event  %.3f   target <= %.2f  %s\n", cr, benchTargetCPU, verdict(cr <= benchTargetCPU))
 	fmt.Fprintf(stdout, "  peak RSS      %.3f   target <= %.2f  %s\n", mr, benchTargetRSS, verdict(mr <= benchTargetRSS))
 	fmt.Fprintf(stdout, "  nats-server   %.3f   (no target: the server's CPU per event caused by each pipeline)\n", ratio(srv))
 	return nil
+}
+
+// refDesc names the yardstick in the output; "yardstick" when there is none.
+func (e *benchEnv) refDesc() string {
+	if e.refName == "" {
+		return "yardstick"
+	}
+	return e.refName
 }
 
 func (e *benchEnv) windowDesc() string {
