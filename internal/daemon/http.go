@@ -29,6 +29,8 @@ type ops struct {
 	live    health.Checks
 	// streams is the streams' check, asked of JetStream and cached.
 	streams func(context.Context) error
+	// streamsSeen is when askStreams last found the three streams (Unix nanoseconds; 0: never).
+	streamsSeen atomic.Int64
 
 	running  atomic.Bool // Run's loop is running
 	stopping atomic.Bool // ctx is done: shutting down
@@ -126,6 +128,7 @@ func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	srv := &http.Server{
 		Handler:           markServing(o.handler()),
 		ConnContext:       connContext,
+		ConnState:         connState,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,

@@ -191,18 +191,28 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// markServing wraps h so that a connection counts as serving a request while h runs, and as having sent
-// nothing once h returns: a connection that sent a whole request is closed to make room only when every
-// other connection is serving one too.
+// markServing wraps h so that a connection counts as serving a request from the moment its handler runs
+// until its answer is written out (connState's StateIdle), and as having sent nothing afterwards: a
+// connection that sent a whole request is closed to make room only when every other connection is serving
+// one too. (Reset when the handler returns, a connection looked quiet while net/http was still writing the
+// answer, and could be closed with it unsent.)
 func markServing(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if lc, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
 			lc.serving.Add(1)
-			defer func() {
-				lc.unserved.Store(0)
-				lc.serving.Add(-1)
-			}()
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// connState is the http.Server's ConnState: once a connection's answer is written and it waits for the
+// next request (StateIdle), it serves nothing and has sent nothing unanswered.
+func connState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok || st != http.StateIdle {
+		return
+	}
+	lc.unserved.Store(0)
+	lc.serving.Store(0)
+	lc.l.signal()
 }

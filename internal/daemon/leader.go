@@ -244,9 +244,19 @@ func (e *events) runTerm(ctx context.Context, t *term) {
 	// subjects. The key, read after the last marker was stored, says whether anyone took the lease
 	// before; if so this process must not publish, and the other's events checking those subjects are
 	// refused until new markers are written.
-	cctx, cancel := context.WithTimeout(ctx, e.d.cfg.PublishTimeout)
-	held, err := e.lease.Confirm(cctx)
-	cancel()
+	// A read that fails (NATS busy, an election) is tried again while the lease is still valid: only an
+	// answer that someone else holds it, or the lease running out, ends the term.
+	var held bool
+	var err error
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, e.d.cfg.PublishTimeout)
+		held, err = e.lease.Confirm(cctx)
+		cancel()
+		if err == nil || !e.lease.Leading() || attempt == confirmAttempts-1 ||
+			!retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, time.Second, attempt)) {
+			break
+		}
+	}
 	if !held {
 		if ctx.Err() == nil {
 			e.log.Warn("the lease was lost while the fence was being claimed; not reading the stream", "err", err)
@@ -303,6 +313,9 @@ func (e *events) end() {
 
 // claimAttempts bounds the attempts to claim the fence within one term (about 4 s of backoff).
 const claimAttempts = 6
+
+// confirmAttempts bounds the reads of the lease after the fence is claimed.
+const confirmAttempts = 4
 
 // fail hands a term's failure to the daemon (the first one; later ones are dropped).
 func (e *events) fail(err error) {

@@ -290,6 +290,7 @@ func TestConnLimitSparesRequests(t *testing.T) {
 			_, _ = io.WriteString(w, "ok")
 		})),
 		ConnContext:       connContext,
+		ConnState:         connState,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { _ = srv.Serve(ln) }()

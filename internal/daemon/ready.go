@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,7 +40,10 @@ func (o *ops) checkStreams(ctx context.Context) error {
 	return o.streams(ctx)
 }
 
-// askStreams asks JetStream whether the three streams exist.
+// askStreams asks JetStream whether the three streams exist. JetStream's answer counts; its silence (a
+// timeout: its API's request queue, which every JetStream client of the server shares, kept busy by
+// another client, or an election) does not, for streamsGrace after the last answer that all exist, so
+// that a flood of another account's API requests does not take every replica out of service at once.
 func (o *ops) askStreams(ctx context.Context) error {
 	js, err := jetstream.New(o.d.nc)
 	if err != nil {
@@ -48,17 +52,31 @@ func (o *ops) askStreams(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var errs []error
+	silent := true
 	for _, name := range []string{o.d.layout.Events(), o.d.layout.Reports(), o.d.layout.DLQ()} {
-		if _, err := js.Stream(ctx, name); err != nil {
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				errs = append(errs, fmt.Errorf("stream %s does not exist", name))
-			} else {
-				errs = append(errs, fmt.Errorf("stream %s: %v", name, err))
-			}
+		_, err := js.Stream(ctx, name)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			errs = append(errs, fmt.Errorf("stream %s does not exist", name))
+		default:
+			errs = append(errs, fmt.Errorf("stream %s: %v", name, err))
 		}
+		silent = silent && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+	}
+	if len(errs) == 0 {
+		o.streamsSeen.Store(time.Now().UnixNano())
+		return nil
+	}
+	if seen := o.streamsSeen.Load(); silent && seen != 0 && time.Since(time.Unix(0, seen)) < streamsGrace {
+		return nil
 	}
 	return joinLine(errs)
 }
+
+// streamsGrace is how long the streams' check passes on JetStream's silence after it last saw them.
+const streamsGrace = 30 * time.Second
 
 // checkLoop is the liveness check: the bridge's loop runs and NATS has not given up for good.
 func (o *ops) checkLoop(context.Context) error {

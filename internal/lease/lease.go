@@ -96,10 +96,11 @@ type Lease struct {
 
 	mu         sync.Mutex
 	leading    bool
-	validUntil time.Time // this process may lead until then, by its monotonic clock
-	renewedAt  time.Time // when the last successful acquisition or renewal was sent
-	holder     Holder    // the latest known holder; zero when nobody holds the key
-	sawHolder  bool      // a holder was known at least once
+	validUntil time.Time          // this process may lead until then, by its monotonic clock
+	renewedAt  time.Time          // when the last successful acquisition or renewal was sent
+	holder     Holder             // the latest known holder; zero when nobody holds the key
+	sawHolder  bool               // a holder was known at least once
+	kv         jetstream.KeyValue // the bucket, once Run opened it
 }
 
 // New checks the configuration and returns a Lease for Run; it contacts nothing.
@@ -196,10 +197,14 @@ type resignation struct {
 // held: no bridge can have taken the key over while this process's lease was valid, and Run writes the
 // lease back over such a value at once.
 func (l *Lease) Confirm(ctx context.Context) (bool, error) {
-	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
-	if err != nil {
-		return false, fmt.Errorf("lease bucket %s: %w", l.cfg.Bucket, err)
+	l.mu.Lock()
+	kv := l.kv
+	l.mu.Unlock()
+	if kv == nil { // Run has not opened the bucket yet
+		return false, nil
 	}
+	// The bucket's handle Run opened: a read is one direct get, which the stream answers itself, not
+	// the JetStream API (whose request queue any JetStream client of the server can keep busy).
 	e, err := kv.Get(ctx, l.cfg.Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
@@ -241,6 +246,9 @@ func (l *Lease) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	l.mu.Lock()
+	l.kv = kv
+	l.mu.Unlock()
 	r := &runner{Lease: l, kv: kv}
 	return r.run(ctx)
 }

@@ -51,11 +51,24 @@ func controlSubjects(name, id string, f func(verb micro.Verb, subj string) error
 	return nil
 }
 
+// The limits of each discovery subscription: the requests the client holds while the handler answers the
+// ones before. A discovery request is a few bytes and its answer is quick, so a flood beyond them is
+// dropped by the client instead of held in memory: with nats.go's defaults (512k messages, 64 MB of
+// payload, which a flood of one-byte requests never reaches) an outside review drove the bridge past
+// 600 MB with 600,000 requests from a caller allowed discovery.
+const (
+	discoveryPendingMsgs  = 1024
+	discoveryPendingBytes = 1 << 20
+)
+
 // subscribe subscribes the nine discovery subjects (DiscoverySubjects).
 func (d *discovery) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
 	err := controlSubjects(d.identity.Name, d.identity.ID, func(verb micro.Verb, subj string) error {
 		sub, err := nc.Subscribe(subj, func(m *nats.Msg) { d.handle(verb, m) })
+		if err == nil {
+			err = sub.SetPendingLimits(discoveryPendingMsgs, discoveryPendingBytes)
+		}
 		if err != nil {
 			return fmt.Errorf("subscribing %s: %w", subj, err)
 		}
