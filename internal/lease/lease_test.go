@@ -237,20 +237,27 @@ func TestOneLeaderAndCleanHandover(t *testing.T) {
 	}
 }
 
-// TestKilledLeaderReplacedAfterTTL plays a leader killed with SIGKILL: its connection goes away without a
-// release, and a standby takes over once the key has expired, not before.
-func TestKilledLeaderReplacedAfterTTL(t *testing.T) {
-	t.Parallel()
-	ns := testutil.StartNATS(t, nil)
-	cfg := Config{TTL: 2 * time.Second}
-	o := &overlap{}
-	a := start(t, ns.Connect(), "a", cfg, o)
+// leaderAndStandby starts a leader a and a standby b that knows it, with a 2 s TTL.
+func leaderAndStandby(t *testing.T) (ns *testutil.NATS, cfg Config, o *overlap, a, b *competitor) {
+	t.Helper()
+	ns = testutil.StartNATS(t, nil)
+	cfg = Config{TTL: 2 * time.Second}
+	o = &overlap{}
+	a = start(t, ns.Connect(), "a", cfg, o)
 	waitLeader(t, 10*time.Second, a)
-	b := start(t, ns.Connect(), "b", cfg, o)
+	b = start(t, ns.Connect(), "b", cfg, o)
 	testutil.Eventually(t, 5*time.Second, "the standby knows the holder", func() bool {
 		h, ok := b.Holder()
 		return ok && h.Instance == a.Self().Instance
 	})
+	return ns, cfg, o, a, b
+}
+
+// TestKilledLeaderReplacedAfterTTL plays a leader killed with SIGKILL: its connection goes away without a
+// release, and a standby takes over once the key has expired, not before.
+func TestKilledLeaderReplacedAfterTTL(t *testing.T) {
+	t.Parallel()
+	_, cfg, o, a, b := leaderAndStandby(t)
 
 	a.nc.Close()
 	killed := time.Now()
@@ -588,16 +595,7 @@ func TestForeignWritesWhileLeading(t *testing.T) {
 // revision used to restart that clock, so a client writing now and then kept every bridge from leading).
 func TestForeignWritesDoNotDelayTakeover(t *testing.T) {
 	t.Parallel()
-	ns := testutil.StartNATS(t, nil)
-	cfg := Config{TTL: 2 * time.Second}
-	o := &overlap{}
-	a := start(t, ns.Connect(), "a", cfg, o)
-	waitLeader(t, 10*time.Second, a)
-	b := start(t, ns.Connect(), "b", cfg, o)
-	testutil.Eventually(t, 5*time.Second, "the standby knows the holder", func() bool {
-		h, ok := b.Holder()
-		return ok && h.Instance == a.Self().Instance
-	})
+	ns, cfg, o, a, b := leaderAndStandby(t)
 
 	a.nc.Close()
 	attacker := ns.Connect()

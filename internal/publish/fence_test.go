@@ -29,6 +29,28 @@ func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window 
 	return p
 }
 
+// fenceBackend starts one server ("server") or a 3-node cluster ("cluster", streams of 3 replicas) and the
+// streams on it, with the given duplicate window; it returns a way to connect, the layout, a JetStream
+// context and a context for the test's requests.
+func fenceBackend(t *testing.T, backend string, dupWindow time.Duration) (func() *nats.Conn, streams.Layout, jetstream.JetStream, context.Context) {
+	t.Helper()
+	var connect func() *nats.Conn
+	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: dupWindow, Replicas: 1}
+	if backend == "cluster" {
+		connect = testutil.StartCluster(t).Connect
+		layout.Replicas = 3
+	} else {
+		connect = testutil.StartNATS(t, nil).Connect
+	}
+	js, _ := jetstream.New(connect())
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+		t.Fatal(err)
+	}
+	return connect, layout, js, ctx
+}
+
 // TestFenceRefusesFormerLeader plays two leaders in turn, on one server and on an R3 stream of a 3-node
 // cluster: once the second claimed the fence, every event of the first is refused by JetStream (ErrFenced),
 // whatever the duplicate window, and the second resumes after what the first stored. Every event stored
@@ -38,21 +60,8 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			var connect func() *nats.Conn
-			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
-			if backend == "server" {
-				connect = testutil.StartNATS(t, nil).Connect
-			} else {
-				connect = testutil.StartCluster(t).Connect
-				layout.Replicas = 3
-			}
+			connect, layout, js, ctx := fenceBackend(t, backend, 100*time.Millisecond)
 			nc := connect()
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
-				t.Fatal(err)
-			}
 
 			first := fencedPublisher(t, nc, layout, 64)
 			if err := first.Claim(ctx, "first", []byte(`{"name":"first"}`)); err != nil {
@@ -190,21 +199,7 @@ func TestFenceMarkersBounded(t *testing.T) {
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			var connect func() *nats.Conn
-			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
-			if backend == "server" {
-				connect = testutil.StartNATS(t, nil).Connect
-			} else {
-				connect = testutil.StartCluster(t).Connect
-				layout.Replicas = 3
-			}
-			nc := connect()
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
-				t.Fatal(err)
-			}
+			connect, layout, js, ctx := fenceBackend(t, backend, time.Minute)
 			const leaders, perTerm = 5, 10
 			var prev *Publisher
 			for k := range leaders {

@@ -49,21 +49,8 @@ func TestForeignWritesOnFence(t *testing.T) {
 	for _, backend := range []string{"server", "cluster"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			var connect func() *nats.Conn
-			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
-			if backend == "server" {
-				connect = testutil.StartNATS(t, nil).Connect
-			} else {
-				connect = testutil.StartCluster(t).Connect
-				layout.Replicas = 3
-			}
+			connect, layout, js, ctx := fenceBackend(t, backend, time.Minute)
 			nc := connect()
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
-				t.Fatal(err)
-			}
 			obs := &countingObserver{}
 			var confirms atomic.Int64
 			p := leaderWith(t, nc, layout, obs, func(context.Context) (bool, error) {
@@ -117,22 +104,12 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 	for _, order := range []string{"lease lost", "markers first", "race", "race on a cluster"} {
 		t.Run(order, func(t *testing.T) {
 			t.Parallel()
-			var connect func() *nats.Conn
-			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, Replicas: 1}
+			backend := "server"
 			if order == "race on a cluster" {
-				connect = testutil.StartCluster(t).Connect
-				layout.Replicas = 3
-				order = "race"
-			} else {
-				connect = testutil.StartNATS(t, nil).Connect
+				backend, order = "cluster", "race"
 			}
+			connect, layout, js, ctx := fenceBackend(t, backend, 100*time.Millisecond)
 			nc := connect()
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
-				t.Fatal(err)
-			}
 			second := fencedPublisher(t, connect(), layout, 64)
 			var takeOver func()
 			var tookOver atomic.Bool
