@@ -137,7 +137,7 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 // event of a former leader got in after a new leader's marker on the subject it checked.
 func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := js.Stream(ctx, layout.Events())
 	if err != nil {
@@ -148,26 +148,48 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 	present := map[uint64]bool{}
 	var events []*jetstream.RawStreamMsg
 	piled := 0 // markers behind a later one on their subject
-	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // removed by a rollup
-		}
+	// Through a consumer, which passes over what rollups removed, rather than a request per sequence.
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for last := uint64(0); last < st.LastSeq; {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		present[seq] = true
-		switch {
-		case m.Subject == restartSubject(layout.FenceSubject()):
-		case isFence(layout.FenceSubject(), m.Subject):
-			if prev, ok := latest[m.Subject]; ok {
-				if piled++; piled <= 3 {
-					t.Errorf("fence subject %s holds markers at %d and %d: no rollup", m.Subject, prev, seq)
-				}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				t.Fatal(err)
 			}
-			latest[m.Subject] = seq
-		default:
-			events = append(events, m)
+			seq := md.Sequence.Stream
+			last = seq
+			if seq > st.LastSeq {
+				continue
+			}
+			present[seq] = true
+			m := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: seq, Header: msg.Headers()}
+			switch {
+			case m.Subject == restartSubject(layout.FenceSubject()):
+			case isFence(layout.FenceSubject(), m.Subject):
+				if prev, ok := latest[m.Subject]; ok {
+					if piled++; piled <= 3 {
+						t.Errorf("fence subject %s holds markers at %d and %d: no rollup", m.Subject, prev, seq)
+					}
+				}
+				latest[m.Subject] = seq
+			default:
+				events = append(events, m)
+			}
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && ctx.Err() != nil { // the stream's last message is always there: wait for it
+			t.Fatalf("read the events stream up to %d of %d", last, st.LastSeq)
 		}
 	}
 	for _, m := range events {
