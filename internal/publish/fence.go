@@ -13,6 +13,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
@@ -321,19 +322,32 @@ var errReclaimed = errors.New("refused by another client's write on its fence su
 // subject that client chose, a fence subject included. Such a write must not end the term, or any client
 // could stop the events; so once the lease (read now from its bucket) shows that no bridge took over,
 // the subject is claimed again and the event is sent again (errReclaimed).
+//
+// While the subject or the lease cannot be read (NATS busy or away), nothing is decided: the event waits,
+// and the reads are tried again with a backoff, until they answer or the term ends (the lease stops it
+// by its own clock, which ends ctx).
 func (p *Publisher) reclaim(ctx context.Context, e *pending) error {
 	j := int(e.seq % uint64(len(p.fence.subjects)))
-	seq, err := p.reclaimSubject(ctx, j)
-	if err != nil {
-		if !errors.Is(err, errTakenOver) {
-			p.log.Warn("cannot tell another leader's fence marker from another client's write; taking it as another leader's",
-				"fence_subject", p.fence.subjects[j], "err", err)
+	for attempt := 0; ; attempt++ {
+		seq, err := p.reclaimSubject(ctx, j)
+		switch {
+		case err == nil:
+			p.fence.set(j, seq)
+			e.err = errReclaimed
+			return nil
+		case errors.Is(err, errTakenOver):
+			return p.errFenced(e)
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
-		return p.errFenced(e)
+		if ok, held := p.fence.log.Allow("undecided"); ok {
+			p.log.Warn("cannot tell another leader's fence marker from another client's write yet; the event waits",
+				"fence_subject", p.fence.subjects[j], "event_id", e.id, "err", err, "not_logged_since", held)
+		}
+		if !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 2*time.Second, attempt)) {
+			return ctx.Err()
+		}
 	}
-	p.fence.set(j, seq)
-	e.err = errReclaimed
-	return nil
 }
 
 // reclaimSubject stores this leader's marker again on fence subject j, whose last message is not its own,
@@ -405,20 +419,20 @@ func (p *Publisher) sweep(ctx context.Context) error {
 	if !p.fence.on() || p.cfg.Confirm == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	if p.fence.stream == nil {
-		s, err := p.js.Stream(ctx, p.cfg.EventsStream)
+		s, err := p.js.Stream(rctx, p.cfg.EventsStream)
 		if err != nil {
 			return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 		}
 		p.fence.stream = s
 	}
-	newest, err := p.fence.stream.GetLastMsgForSubject(ctx, p.cfg.FenceSubject+".>")
+	newest, err := p.fence.stream.GetLastMsgForSubject(rctx, p.cfg.FenceSubject+".>")
 	if err != nil || newest.Sequence <= p.fence.known {
 		return err
 	}
-	info, err := p.fence.stream.Info(ctx, jetstream.WithSubjectFilter(p.cfg.FenceSubject+".>"))
+	info, err := p.fence.stream.Info(rctx, jetstream.WithSubjectFilter(p.cfg.FenceSubject+".>"))
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
 	}
@@ -428,6 +442,14 @@ func (p *Publisher) sweep(ctx context.Context) error {
 		}
 	}
 	restart := restartSubject(p.cfg.FenceSubject)
+	// The last message of each subject that holds more than its marker, then the lease, then a marker
+	// on each, on condition that that message is still the subject's last: reclaimSubject's conditions,
+	// with one lease read for all of them.
+	type pile struct {
+		j    int
+		last *jetstream.RawStreamMsg
+	}
+	var piles []pile
 	for subject, n := range info.State.Subjects {
 		if n < 2 {
 			continue
@@ -442,14 +464,58 @@ func (p *Publisher) sweep(ctx context.Context) error {
 		if !ok {
 			continue // not a subject the bridge writes (left to the stream's limits)
 		}
-		seq, err := p.reclaimSubject(ctx, j)
-		if errors.Is(err, errTakenOver) {
-			return nil
-		}
+		gctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		m, err := p.fence.stream.GetLastMsgForSubject(gctx, subject)
+		cancel()
 		if err != nil {
+			return fmt.Errorf("reading the last message on %s: %w", subject, err)
+		}
+		if m.Header.Get(HeaderLeader) != "" {
+			if strconv.FormatUint(m.Sequence, 10) != p.fence.seqs[j] {
+				return nil // another leader's marker: the next event checking it ends the term
+			}
+			continue
+		}
+		piles = append(piles, pile{j, m})
+	}
+	if len(piles) > 0 {
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		held, err := p.cfg.Confirm(cctx)
+		cancel()
+		if err != nil || !held {
 			return err
 		}
-		p.fence.set(j, seq)
+		futures := make([]jetstream.PubAckFuture, len(piles))
+		for i, pl := range piles {
+			var body []byte
+			if pl.j == 0 {
+				body = p.fence.body
+			}
+			f, err := p.js.PublishMsgAsync(markerMsg(p.cfg.FenceSubject, pl.j, p.fence.leader, body),
+				jetstream.WithExpectStream(p.cfg.EventsStream), jetstream.WithExpectLastSequencePerSubject(pl.last.Sequence))
+			if err != nil {
+				return fmt.Errorf("storing the fence markers again: %w", err)
+			}
+			futures[i] = f
+		}
+		wait := time.NewTimer(p.cfg.Timeout)
+		defer wait.Stop()
+		for i, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				p.fence.set(piles[i].j, ack.Sequence)
+				p.foreignWrite(p.fence.subjects[piles[i].j], piles[i].last)
+			case err := <-f.Err():
+				if !wrongLastSequence(err) {
+					return fmt.Errorf("storing the fence marker on %s again: %w", p.fence.subjects[piles[i].j], err)
+				}
+				return nil // written to again meanwhile: the next sweep looks again
+			case <-wait.C:
+				return fmt.Errorf("storing the fence markers again: %w", context.DeadlineExceeded)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	p.fence.known = max(p.fence.known, newest.Sequence)
 	return nil
@@ -461,6 +527,8 @@ func (p *Publisher) sweep(ctx context.Context) error {
 // leader takes it when its term begins, before it publishes, and an operator's new one is stored only
 // after the lease was seized from this leader (the condition then fails).
 func (p *Publisher) sweepRestart(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
 	subject := restartSubject(p.cfg.FenceSubject)
 	m, err := p.fence.stream.GetLastMsgForSubject(ctx, subject)
 	if err != nil {

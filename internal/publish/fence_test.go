@@ -155,6 +155,11 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 	}
 	for last := uint64(0); last < st.LastSeq; {
 		batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
+			// On a cluster the consumer just created may not be known yet where the fetch lands.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +190,7 @@ func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout
 				events = append(events, m)
 			}
 		}
-		if err := batch.Error(); err != nil {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			t.Fatal(err)
 		}
 		if n == 0 && ctx.Err() != nil { // the stream's last message is always there: wait for it

@@ -265,10 +265,10 @@ func TestForeignFloodSwept(t *testing.T) {
 		}
 		return len(piled) == 0 && len(info.State.Subjects) == FenceWidth+1, fmt.Sprint(len(info.State.Subjects), " subjects; piled up: ", piled)
 	})
-	p.mu.Lock() // Run's upkeep is done with them
+	stopRun() // the upkeep is done with them
+	<-running
 	assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 100)
 	checkFenceOrder(t, js, layout)
-	p.mu.Unlock()
 	if n := obs.foreign.Load(); n < 2 {
 		t.Errorf("%d foreign writes counted, want the fence subject's and the restart subject's", n)
 	}
