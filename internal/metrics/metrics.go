@@ -46,5 +46,5 @@ func Handler(g prometheus.Gatherer, log *slog.Logger) http.Handler {
 type errorLog struct{ log *slog.Logger }
 
 func (l errorLog) Println(v ...any) {
-	l.log.Warn("/metrics: " + strings.TrimSpace(fmt.Sprintln(v...)))
+	l.log.Warn("serving /metrics", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
