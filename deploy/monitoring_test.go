@@ -11,19 +11,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -31,6 +27,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/model/textparse"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
@@ -38,9 +35,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/bridgetest"
 )
 
 const (
@@ -240,20 +235,12 @@ func runbookAnchors(t *testing.T) map[string]bool {
 	return anchors
 }
 
-// okTransport answers every request 200.
-type okTransport struct{}
-
-func (okTransport) RoundTrip(*http.Request) (*http.Response, error) {
-	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}}, nil
-}
-
-// exportedMetrics returns the name of every series the bridge exports: everything registered as the
-// daemon does, with every observer exercised so that the labelled series exist, read back from its
-// /metrics text by Prometheus's parser. Histograms add their _bucket, _sum and _count series.
+// exportedMetrics returns the name of every series the bridge exports, read back from a running bridge's
+// /metrics by Prometheus's parser. Histograms add their _bucket, _sum and _count series.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	for name, mf := range parseExposition(t, exposition(t)) {
+	for name, mf := range parseExposition(t, exposition(t).text) {
 		names[name] = true
 		if mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY {
 			for _, s := range []string{"_bucket", "_sum", "_count"} {
@@ -264,48 +251,76 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	return names
 }
 
-// exposition returns the bridge's /metrics text: its registry built as the daemon builds it, with every
-// observer exercised so that the labelled series exist.
-func exposition(t *testing.T) []byte {
-	t.Helper()
-	reg := metrics.NewRegistry()
-	metrics.RegisterRuntime(reg)
-	m := metrics.New(reg, metrics.BuildInfo{Version: "v", Commit: "c", GoVersion: runtime.Version()})
-	m.SetSources(metrics.Sources{
-		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
-		ReportsPending: func() uint64 { return 0 },
-		NATSConnected:  func() bool { return true },
-		NATSReconnects: func() uint64 { return 0 },
-		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
-		Leader:         func() bool { return true },
-	})
-	m.Publish.Published("GATE_IN")
-	m.Stream.Received(&event.Event{ID: "x"})
-	m.Publish.AckLatency(3 * time.Millisecond)
-	m.API.APIRefused("reply_not_inbox")
-	rt := m.Upstream.InstrumentTransport(okTransport{}, func(*http.Request) string { return "token" })
-	req, _ := http.NewRequest(http.MethodGet, "http://example.invalid/", nil)
-	if resp, err := rt.RoundTrip(req); err == nil {
-		resp.Body.Close()
-	}
-	runtime.GC() // go_gc_duration_seconds has a pause to show
+// page is a running bridge's /metrics, as the text format and as OpenMetrics.
+type page struct {
+	text        []byte
+	om          []byte
+	contentType string // of om
+}
 
-	srv := httptest.NewServer(metrics.Handler(reg))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
+var (
+	scrapeOnce sync.Once
+	scraped    page
+	scrapeErr  error
+)
+
+// exposition returns the /metrics page of a whole bridge (an embedded NATS server, the simulator, the
+// daemon) once it stored an event, so that the labelled series exist. The bridge runs once per test
+// binary.
+func exposition(t *testing.T) page {
+	t.Helper()
+	scrapeOnce.Do(func() { scraped, scrapeErr = scrapeBridge() })
+	if scrapeErr != nil {
+		t.Fatal(scrapeErr)
+	}
+	return scraped
+}
+
+// prometheusAccept is the Accept header of a Prometheus server's scrapes (3.x, default settings).
+const prometheusAccept = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6," +
+	"application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4," +
+	"text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+
+func scrapeBridge() (page, error) {
+	b, err := bridgetest.Launch(bridgetest.Options{})
 	if err != nil {
-		t.Fatal(err)
+		return page{}, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	defer b.Stop()
+	b.Sim().Inject(bridgetest.User, "ev-1", "GATE_IN",
+		[]byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-01-02T03:04:05Z"}`))
+	get := func(accept string) ([]byte, string, error) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+b.HTTPAddr()+"/metrics", nil)
+		if err != nil {
+			return nil, "", err
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return body, resp.Header.Get("Content-Type"), err
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" ||
-		expfmt.ResponseFormat(resp.Header).FormatType() != expfmt.TypeTextPlain {
-		t.Fatalf("Content-Type %q is not the text format's", ct)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		body, ct, err := get("")
+		if err != nil {
+			return page{}, err
+		}
+		if expfmt.ResponseFormat(http.Header{"Content-Type": {ct}}).FormatType() != expfmt.TypeTextPlain {
+			return page{}, fmt.Errorf("a plain GET /metrics: Content-Type %q is not the text format's", ct)
+		}
+		if bytes.Contains(body, []byte(`bridge_events_published_total{type="GATE_IN"} 1`)) {
+			om, omType, err := get(prometheusAccept)
+			return page{text: body, om: om, contentType: omType}, err
+		}
+		if time.Now().After(deadline) {
+			return page{}, fmt.Errorf("the bridge did not count its event within 30 s:\n%s", body)
+		}
 	}
-	return body
 }
 
 // parseExposition reads an exposition with Prometheus's own text parser, which refuses any line out of
@@ -320,174 +335,50 @@ func parseExposition(t *testing.T, text []byte) map[string]*dto.MetricFamily {
 	return mfs
 }
 
-// TestMetricsExposition: the bridge writes /metrics itself (internal/metrics, to keep the Prometheus
-// client library out of the daemon). Prometheus's parser reads it, promlint finds nothing, every family
-// has its help, histograms are cumulative, and the Go runtime's and the process's families have the
-// names, types and help texts of the client library's collectors, which dashboards expect.
+// TestMetricsExposition: Prometheus's parser reads a running bridge's /metrics in the text format, and
+// promlint finds nothing to say of it; it holds the Go runtime's and the process's families besides the
+// bridge's. Asked as Prometheus asks, the bridge answers in OpenMetrics (which carries exemplars), and
+// Prometheus's OpenMetrics parser reads that page to its end.
 func TestMetricsExposition(t *testing.T) {
-	text := exposition(t)
-	ours := parseExposition(t, text)
-
-	problems, err := promlint.New(bytes.NewReader(text)).Lint()
+	p := exposition(t)
+	families := parseExposition(t, p.text)
+	problems, err := promlint.New(bytes.NewReader(p.text)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	for name, mf := range ours {
-		if mf.GetHelp() == "" {
-			t.Errorf("%s has no help", name)
+	for _, name := range []string{"bridge_build_info", "bridge_publish_ack_seconds", "go_goroutines",
+		"process_resident_memory_bytes"} {
+		if families[name] == nil {
+			t.Errorf("%s is not exported", name)
 		}
-		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			prev := uint64(0)
-			for _, b := range h.GetBucket() {
-				if b.GetCumulativeCount() < prev {
-					t.Errorf("%s: bucket le=%v holds %d, below the one before (%d)", name, b.GetUpperBound(), b.GetCumulativeCount(), prev)
-				}
-				prev = b.GetCumulativeCount()
-			}
-			if prev != h.GetSampleCount() {
-				t.Errorf("%s: last bucket %d, count %d", name, prev, h.GetSampleCount())
-			}
-		}
-	}
-	got := func(name string) float64 {
-		for _, m := range ours[name].GetMetric() {
-			return m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-		}
-		t.Errorf("%s is not exported", name)
-		return 0
-	}
-	if got("bridge_publish_ack_seconds") != 1 || got("bridge_events_received_total") != 1 || got("process_resident_memory_bytes") < 1<<20 {
-		t.Errorf("values not as observed:\n%s", text)
-	}
-	if start := got("process_start_time_seconds"); math.Abs(start-float64(time.Now().Unix())) > 3600 {
-		t.Errorf("process_start_time_seconds = %v, not within the hour", start)
 	}
 
-	// The client library's collectors, as the bridge registered them before it wrote /metrics itself.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	theirs, err := reg.Gather()
+	if !strings.HasPrefix(p.contentType, "application/openmetrics-text; version=1.0.0") {
+		t.Fatalf("Prometheus's scrape: Content-Type %q, want OpenMetrics 1.0.0", p.contentType)
+	}
+	parser, err := textparse.New(p.om, p.contentType, nil, textparse.ParserOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range theirs {
-		o, ok := ours[mf.GetName()]
-		if !ok {
-			t.Errorf("%s (the client library's) is not exported", mf.GetName())
-			continue
+	series := 0
+	for {
+		entry, err := parser.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if o.GetType() != mf.GetType() || o.GetHelp() != mf.GetHelp() {
-			t.Errorf("%s: %v %q, the client library's %v %q", mf.GetName(), o.GetType(), o.GetHelp(), mf.GetType(), mf.GetHelp())
-		}
-		var ol, tl []string
-		for _, m := range o.GetMetric() {
-			ol = append(ol, labelNames(m))
-		}
-		for _, m := range mf.GetMetric() {
-			tl = append(tl, labelNames(m))
-		}
-		if !slices.Equal(ol, tl) {
-			t.Errorf("%s: series with labels %q, the client library's %q", mf.GetName(), ol, tl)
-		}
-	}
-	for name := range ours {
-		if !strings.HasPrefix(name, "bridge_") && !slices.ContainsFunc(theirs, func(mf *dto.MetricFamily) bool { return mf.GetName() == name }) {
-			t.Errorf("%s is neither the bridge's nor the client library's", name)
-		}
-	}
-}
-
-// TestRuntimeValuesAsClientLibrary: the go_* and process_* values are the client library's. Its
-// collectors are read between two readings of the bridge's, back to back: each value must lie between
-// the bridge's two (with a small slack for what moves in between: allocations, CPU ticks, traffic of
-// other processes in the network namespace), and the settings (limits, GOGC, GOMAXPROCS, start time)
-// must be equal. A collection or the scavenger between the readings can move a gauge: the comparison is
-// tried again then, up to five times.
-func TestRuntimeValuesAsClientLibrary(t *testing.T) {
-	ours := metrics.NewRegistry()
-	metrics.RegisterRuntime(ours)
-	theirs := prometheus.NewRegistry()
-	theirs.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	read := func() map[string]float64 {
-		v := map[string]float64{}
-		for _, f := range ours.Gather() {
-			for _, s := range f.Samples {
-				if len(s.Labels) == 0 {
-					v[s.Name] = s.Value
-				}
-			}
-		}
-		return v
-	}
-	slack := map[string]float64{
-		"process_cpu_seconds_total":            0.02,
-		"process_network_receive_bytes_total":  1 << 20,
-		"process_network_transmit_bytes_total": 1 << 20,
-		"process_resident_memory_bytes":        1 << 20,
-		"process_virtual_memory_bytes":         8 << 20,
-		"go_threads":                           1,
-		"go_goroutines":                        8, // the client library gathers in goroutines of its own
-		"process_open_fds":                     1,
-	}
-	exact := []string{"process_start_time_seconds", "process_max_fds", "process_virtual_memory_max_bytes",
-		"go_gc_gogc_percent", "go_gc_gomemlimit_bytes", "go_sched_gomaxprocs_threads"}
-	var problems []string
-	for range 5 {
-		runtime.GC()
-		before := read()
-		mfs, err := theirs.Gather()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Prometheus's OpenMetrics parser refuses the page after %d series: %v\n%s", series, err, p.om)
 		}
-		after := read()
-		problems = nil
-		compared := 0
-		for _, mf := range mfs {
-			name := mf.GetName()
-			if mf.GetType() == dto.MetricType_SUMMARY || len(mf.GetMetric()) != 1 || len(mf.GetMetric()[0].GetLabel()) > 0 {
-				continue
-			}
-			m := mf.GetMetric()[0]
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			lo, hi := min(before[name], after[name]), max(before[name], after[name])
-			d := slack[name]
-			if d == 0 && strings.HasPrefix(name, "go_memstats_") && strings.HasSuffix(name, "_bytes") {
-				d = 64 << 10
-			}
-			if d == 0 && strings.HasPrefix(name, "go_memstats_") {
-				d = 256 // objects
-			}
-			if slices.Contains(exact, name) {
-				lo, hi, d = before[name], before[name], 0.01
-			}
-			compared++
-			if v < lo-d || v > hi+d {
-				problems = append(problems, fmt.Sprintf("%s: the client library's %v, the bridge's %v then %v", name, v, before[name], after[name]))
-			}
-		}
-		if compared < 30 {
-			t.Fatalf("compared only %d values", compared)
-		}
-		if len(problems) == 0 {
-			return
+		if entry == textparse.EntrySeries {
+			series++
 		}
 	}
-	t.Errorf("in five tries, the last:\n%s", strings.Join(problems, "\n"))
-}
-
-func labelNames(m *dto.Metric) string {
-	var n []string
-	for _, l := range m.GetLabel() {
-		n = append(n, l.GetName())
+	if series < 100 {
+		t.Errorf("the OpenMetrics page holds %d series:\n%s", series, p.om)
 	}
-	return strings.Join(n, ",")
 }
 
 // sample is one float sample of a made-up series.

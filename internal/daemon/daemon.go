@@ -20,7 +20,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -107,7 +106,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Logger:        log.With("component", "token"),
 		Observe:       d.tokenObserved,
 	})
-	watch := &streamWatch{Stream: d.ops.metrics.Stream}
+	watch := &streamWatch{StreamMetrics: d.ops.metrics.stream}
 	stream := upstream.NewStream(upstream.StreamConfig{
 		URL:              cfg.StreamURL(),
 		Tokens:           d.token.src,
@@ -138,7 +137,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.source = ceSource(cfg.StreamURL())
 	}
 	d.pubLog = log.With("component", "publish")
-	d.events, err = newEvents(d, js, stream, watch, d.ops.metrics.Publish, log)
+	d.events, err = newEvents(d, js, stream, watch, d.ops.metrics.publish, log)
 	if err != nil {
 		d.nc.Close()
 		return nil, err
@@ -159,7 +158,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		AckWait:     max(2*time.Minute, 4*cfg.HTTPTimeout),
 		StopTimeout: cfg.ShutdownTimeout,
 		Logger:      log.With("component", "reports"),
-		Observer:    d.ops.metrics.Reports,
+		Observer:    d.ops.metrics.reports,
 	})}
 	if err := d.newAPI(log); err != nil {
 		d.nc.Close()
@@ -167,6 +166,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 	}
 	d.parts = d.listParts()
 	d.ops.addChecks(d.parts)
+	d.registerMetrics(d.ops.reg)
 	return d, nil
 }
 
@@ -208,7 +208,7 @@ func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending:
 
 // newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
 // leadership gets its own.
-func (d *Daemon) newPublisher(m *metrics.Publish, confirm func(context.Context) (bool, error)) (*publish.Publisher, error) {
+func (d *Daemon) newPublisher(m *publish.Metrics, confirm func(context.Context) (bool, error)) (*publish.Publisher, error) {
 	cfg := d.cfg
 	p, err := publish.New(d.nc, publish.Config{
 		Prefix:       cfg.SubjectPrefix,
@@ -231,7 +231,7 @@ func (d *Daemon) newPublisher(m *metrics.Publish, confirm func(context.Context) 
 // tokenObserved is the token source's Observe hook: the readiness and metrics, and a new token ends
 // the report consumer's hold at once, whichever part of the bridge asked for it.
 func (d *Daemon) tokenObserved(kind string, err error) {
-	d.ops.metrics.Tokens.TokenObserved(kind, err)
+	d.ops.metrics.upstream.TokenObserved(kind, err)
 	d.token.observed(err)
 	if err == nil && d.reports != nil {
 		d.reports.TokenObtained()
@@ -266,7 +266,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Validator:   validator,
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
-		Observer:    d.ops.metrics.API,
+		Observer:    d.ops.metrics.api,
 		// Who may call what (docs/api.md): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),

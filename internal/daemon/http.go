@@ -8,9 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
@@ -23,8 +24,8 @@ import (
 type ops struct {
 	d       *Daemon
 	log     *slog.Logger
-	reg     *metrics.Registry
-	metrics *metrics.Metrics
+	reg     *prometheus.Registry // what /metrics serves: every part's series (metrics.go), the runtime's, the process's
+	metrics partMetrics
 	ready   health.Checks // the parts' readiness (addChecks)
 	live    health.Checks
 	// streams is the streams' check, asked of JetStream and cached.
@@ -42,12 +43,12 @@ type ops struct {
 	opByURL map[string]string
 }
 
-// newOps builds the registry, the metrics and the liveness check of d; log is the HTTP endpoint's. It
-// reads d's components lazily, so it may be called before they exist.
+// newOps builds the registry, the parts' metrics and the liveness check of d; log is the HTTP endpoint's.
+// It reads d's components lazily, so it may be called before they exist; the series read from them at
+// scrape time are registered once they do (Daemon.registerMetrics).
 func newOps(d *Daemon, log *slog.Logger) *ops {
 	o := &ops{d: d, log: log, reg: metrics.NewRegistry()}
-	metrics.RegisterRuntime(o.reg)
-	o.metrics = metrics.New(o.reg, metrics.BuildInfo{Version: d.info.Version, Commit: d.info.Commit, GoVersion: runtime.Version()})
+	o.metrics = newPartMetrics(o.reg)
 
 	o.opByURL = map[string]string{}
 	for op, raw := range map[string]string{
@@ -69,7 +70,7 @@ func urlKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.EscapedPat
 // bridge_upstream_request_duration_seconds, labelled by operation (matched on the configured URLs).
 func (o *ops) instrument(clients ...*http.Client) {
 	for _, c := range clients {
-		c.Transport = o.metrics.Upstream.InstrumentTransport(c.Transport, o.operation)
+		c.Transport = o.metrics.upstream.InstrumentTransport(c.Transport, o.operation)
 	}
 }
 
@@ -83,7 +84,7 @@ func (o *ops) operation(req *http.Request) string {
 // handler is the HTTP endpoint: /metrics, /healthz, /readyz, /status.
 func (o *ops) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(o.reg))
+	mux.Handle("GET /metrics", metrics.Handler(o.reg, o.log))
 	mux.Handle("/healthz", o.live.Handler())
 	mux.Handle("/readyz", o.ready.Handler())
 	mux.HandleFunc("GET /status", o.statusHandler)
@@ -98,15 +99,6 @@ func (o *ops) handler() http.Handler {
 // passes from now until ctx is done.
 func (o *ops) start(ctx context.Context) (stop func(), err error) {
 	d := o.d
-	o.metrics.SetSources(metrics.Sources{
-		StreamState:    d.events.stream.State,
-		ReportsPending: d.reports.Pending,
-		NATSConnected:  d.natsSt.Connected,
-		NATSReconnects: d.natsSt.Reconnects,
-		Readiness:      o.readiness,
-		Leader:         d.events.leading,
-		HTTPConnsShed:  o.connsShed,
-	})
 	tcp, err := net.Listen("tcp", d.cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("BRIDGE_HTTP_ADDR: %w", err)

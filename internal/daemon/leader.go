@@ -14,7 +14,6 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -33,7 +32,7 @@ type events struct {
 	stream *upstream.Stream
 	watch  *streamWatch // the stream's observer: its metrics, when its last connection ended
 	// published is the publishers' metrics, handed to each term's publisher.
-	published *metrics.Publish
+	published *publish.Metrics
 	log       *slog.Logger
 	// grace is how long the stream may be reconnecting after a connection ended and still count as ready.
 	grace time.Duration
@@ -58,7 +57,7 @@ type term struct {
 	claimed bool // the fence was claimed; written before done is closed
 }
 
-func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch *streamWatch, published *metrics.Publish,
+func newEvents(d *Daemon, js jetstream.JetStream, stream *upstream.Stream, watch *streamWatch, published *publish.Metrics,
 	log *slog.Logger) (*events, error) {
 	e := &events{d: d, stream: stream, watch: watch, published: published, log: log.With("component", "leader"),
 		fatal: make(chan error, 1), grace: 2*d.cfg.ReconnectMin + 2*time.Second}
@@ -159,18 +158,18 @@ func (e *events) status(doc *statusDoc) {
 // streamWatch is the event stream's observer: its metrics, and when its last established connection
 // ended, for the reconnect grace of the readiness.
 type streamWatch struct {
-	*metrics.Stream
+	*upstream.StreamMetrics
 	down atomic.Int64 // unix ns; 0 while none ended yet
 }
 
 func (w *streamWatch) Connected() {
 	w.down.Store(0)
-	w.Stream.Connected()
+	w.StreamMetrics.Connected()
 }
 
 func (w *streamWatch) Disconnected(reason string) {
 	w.down.Store(time.Now().UnixNano())
-	w.Stream.Disconnected(reason)
+	w.StreamMetrics.Disconnected(reason)
 }
 
 // leading reports whether this bridge holds the lease now (by its own clock).

@@ -21,7 +21,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -184,29 +183,7 @@ func (ob *opsBridge) requireAlive(t *testing.T) {
 // bridge's registry.
 func (ob *opsBridge) counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	for _, f := range ob.b.ops.reg.Gather() {
-		if f.Name != name {
-			continue
-		}
-		for _, s := range f.Samples {
-			if f.Type == metrics.TypeHistogram && s.Name != name+"_count" {
-				continue
-			}
-			if opsLabelsMatch(s, labels) {
-				return s.Value
-			}
-		}
-	}
-	return 0
-}
-
-func opsLabelsMatch(s metrics.Sample, want map[string]string) bool {
-	for k, v := range want {
-		if s.Label(k) != v {
-			return false
-		}
-	}
-	return true
+	return testutil.Metric(t, ob.b.ops.reg, name, labels)
 }
 
 // opsStreamMsgs returns the number of messages in a JetStream stream, over a connection of its own.
@@ -521,7 +498,7 @@ func opsWireConsumer(t *testing.T, ob *opsBridge) {
 		BackoffMin: 100 * time.Millisecond,
 		BackoffMax: time.Second,
 		Logger:     b.log.With("component", "reports"),
-		Observer:   b.ops.metrics.Reports,
+		Observer:   b.ops.metrics.reports,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,304 +1,175 @@
 package metrics
 
 import (
-	"errors"
-	"fmt"
+	"bytes"
+	"go/parser"
+	"go/token"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// series returns "name{k=v,...} value" for every series of reg, labels in the family's order; a
-// histogram's value is its count.
-func series(t *testing.T, reg *Registry) map[string]float64 {
+// scrape GETs the handler's page with the Accept header accept, and returns its Content-Type and body.
+func scrape(t *testing.T, h http.Handler, accept string) (string, string) {
 	t.Helper()
-	out := map[string]float64{}
-	for _, f := range reg.Gather() {
-		for _, s := range f.Samples {
-			name := s.Name
-			if f.Type == TypeHistogram {
-				if name != f.Name+"_count" {
-					continue
-				}
-				name = f.Name
-			}
-			var labels []string
-			for _, l := range s.Labels {
-				labels = append(labels, l.Name+"="+l.Value)
-			}
-			out[name+"{"+strings.Join(labels, ",")+"}"] = s.Value
-		}
-	}
-	return out
-}
-
-func newTest(t *testing.T) (*Metrics, *Registry) {
-	t.Helper()
-	reg := NewRegistry()
-	return New(reg, BuildInfo{Version: "v1", Commit: "abc", GoVersion: "go1.26"}), reg
-}
-
-func TestTypeCardinalityIsCapped(t *testing.T) {
-	m, reg := newTest(t)
-	for i := range MaxTypes + 50 {
-		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
-		m.Publish.Published(fmt.Sprintf("TYPE_%d", i))
-	}
-	if got := m.Publish.publishedBy.With(OtherType).Value(); got != 100 {
-		t.Errorf("other = %v, want 100 (50 types beyond the cap, twice each)", got)
-	}
-	if got := m.Publish.publishedBy.With("TYPE_0").Value(); got != 2 {
-		t.Errorf("TYPE_0 = %v, want 2", got)
-	}
-	n := 0
-	for k := range series(t, reg) {
-		if strings.HasPrefix(k, "bridge_events_published_total{") {
-			n++
-		}
-	}
-	if n != MaxTypes+1 {
-		t.Errorf("%d series, want %d", n, MaxTypes+1)
-	}
-}
-
-func TestHotPathDoesNotAllocate(t *testing.T) {
-	m, _ := newTest(t)
-	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
-	m.Publish.Published("GATE_IN") // the first time creates the series
-	for name, f := range map[string]func(){
-		"Received":   func() { m.Stream.Received(ev) },
-		"Heartbeat":  m.Stream.Heartbeat,
-		"Published":  func() { m.Publish.Published("GATE_IN") },
-		"AckLatency": func() { m.Publish.AckLatency(time.Millisecond) },
-		"Outcome":    func() { m.Reports.Outcome("accepted", "2xx") },
-		"Consumed":   m.Reports.Consumed,
-	} {
-		if n := testing.AllocsPerRun(100, f); n != 0 {
-			t.Errorf("%s allocates %v times per call", name, n)
-		}
-	}
-}
-
-func TestObserverLabels(t *testing.T) {
-	m, reg := newTest(t)
-	m.Stream.Connected()
-	m.Stream.Disconnected("idle")
-	m.Stream.Disconnected("something new")
-	m.Publish.DeadLettered("not_json")
-	m.Publish.DeadLettered("unheard of")
-	m.Tokens.TokenObserved("login", nil)
-	m.Tokens.TokenObserved("login", fmt.Errorf("x: %w", upstream.ErrLoginRejected))
-	m.Tokens.TokenObserved("refresh", fmt.Errorf("x: %w", upstream.ErrTokenEndpoint))
-	m.Tokens.TokenObserved("refresh", errors.New("refresh rejected: HTTP 400 invalid_grant"))
-	m.Reports.Outcome("retry", "5xx")
-	m.Reports.Outcome("new_kind", "none")
-	m.Publish.PublishRetried(errors.New("timeout"))
-	m.API.APIRefused("reply_not_inbox")
-	m.API.APIRefused("reply_not_inbox")
-
-	got := series(t, reg)
-	for k, v := range map[string]float64{
-		"bridge_stream_connects_total{}":                                    1,
-		"bridge_stream_disconnects_total{reason=eof}":                       0,
-		"bridge_stream_disconnects_total{reason=error}":                     1,
-		"bridge_stream_disconnects_total{reason=idle}":                      1,
-		"bridge_token_requests_total{kind=login,result=ok}":                 1,
-		"bridge_token_requests_total{kind=login,result=rejected}":           1,
-		"bridge_token_requests_total{kind=login,result=unavailable}":        0,
-		"bridge_token_requests_total{kind=refresh,result=rejected}":         1,
-		"bridge_token_requests_total{kind=refresh,result=unavailable}":      1,
-		"bridge_events_dead_lettered_total{reason=not_json}":                1,
-		"bridge_events_dead_lettered_total{reason=other}":                   1,
-		"bridge_reports_outcomes_total{outcome=retry,status_class=5xx}":     1,
-		"bridge_reports_outcomes_total{outcome=new_kind,status_class=none}": 1,
-		"bridge_publish_retries_total{}":                                    1,
-		"bridge_api_requests_refused_total{reason=no_reply}":                0,
-		"bridge_api_requests_refused_total{reason=reply_invalid}":           0,
-		"bridge_api_requests_refused_total{reason=reply_not_inbox}":         2,
-	} {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
-}
-
-func TestScrapeTimeSources(t *testing.T) {
-	m, reg := newTest(t)
-	m.Stream.Received(&event.Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
-	m.SetSources(Sources{
-		StreamState:    func() upstream.StreamState { return upstream.StateReconnecting },
-		ReportsPending: func() uint64 { return 7 },
-		NATSConnected:  func() bool { return true },
-		NATSReconnects: func() uint64 { return 3 },
-		Readiness:      func() map[string]bool { return map[string]bool{"nats": true, "upstream_stream": false} },
-	})
-	requireUnique(t, reg) // what the client library's pedantic registry checked
-	got := map[string]string{}
-	for k, v := range series(t, reg) {
-		got[k] = fmt.Sprint(v)
-	}
-	for k, v := range map[string]string{
-		"bridge_stream_state{state=reconnecting}":                    "1",
-		"bridge_stream_state{state=connected}":                       "0",
-		"bridge_reports_pending{}":                                   "7",
-		"bridge_nats_connected{}":                                    "1",
-		"bridge_nats_reconnects_total{}":                             "3",
-		"bridge_ready{check=nats}":                                   "1",
-		"bridge_ready{check=upstream_stream}":                        "0",
-		"bridge_build_info{commit=abc,go_version=go1.26,version=v1}": "1",
-	} {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %s", k, got[k], v)
-		}
-	}
-	// Event ids change with every event: they are on the status page, never in a label (each new value
-	// would start a new series).
-	for k := range got {
-		if strings.Contains(k, "ev-") {
-			t.Errorf("series %s carries an event id", k)
-		}
-	}
-}
-
-func TestStreamActivity(t *testing.T) {
-	m, _ := newTest(t)
-	if a := m.Stream.Activity(); a != (StreamActivity{}) {
-		t.Errorf("before any byte: %+v, want the zero value", a)
-	}
-	m.Stream.Heartbeat()
-	a := m.Stream.Activity()
-	if a.LastBytes.IsZero() || !a.LastEvent.IsZero() || a.LastID != "" {
-		t.Errorf("after a keep-alive: %+v, want only LastBytes", a)
-	}
-	m.Stream.Received(&event.Event{ID: "ev-7"})
-	m.Stream.Received(&event.Event{}) // without an id: the last id stays
-	a = m.Stream.Activity()
-	if a.LastID != "ev-7" || a.LastEvent.IsZero() || a.LastEvent.After(a.LastBytes) {
-		t.Errorf("after two events: %+v, want id ev-7 and the event's time from its bytes", a)
-	}
-}
-
-func TestInstrumentTransport(t *testing.T) {
-	m, _ := newTest(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/busy" {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
+	srv := httptest.NewServer(h)
 	defer srv.Close()
-	c := &http.Client{Transport: m.Upstream.InstrumentTransport(nil, func(r *http.Request) string {
-		if r.URL.Path == "/busy" {
-			return "report"
-		}
-		return "token"
-	})}
-	for _, p := range []string{"/", "/busy", "/busy"} {
-		resp, err := c.Get(srv.URL + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	if _, err := c.Get("http://127.0.0.1:1/"); err == nil {
-		t.Fatal("want a connection error")
-	}
-	for _, tc := range []struct {
-		op, code string
-		want     int
-	}{{"token", "200", 1}, {"report", "503", 2}, {"token", "error", 1}} {
-		if got := int(m.Upstream.requests.With(tc.op, tc.code).Count()); got != tc.want {
-			t.Errorf("%s/%s: %d observations, want %d", tc.op, tc.code, got, tc.want)
-		}
-	}
-	if statusCode(299) != "2xx" || statusCode(404) != "404" || statusCode(1000) != "other" {
-		t.Error("statusCode")
-	}
-}
-
-func BenchmarkPerEvent(b *testing.B) {
-	m := New(NewRegistry(), BuildInfo{})
-	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
-	types := []string{"GATE_IN", "GATE_OUT", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED"}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		m.Stream.Heartbeat()
-		m.Stream.Received(ev)
-		m.Publish.Published(types[i%len(types)])
-		m.Publish.AckLatency(time.Millisecond)
-	}
-}
-
-// TestDocumented: docs/operations.md's metrics reference names every metric, and no other.
-func TestDocumented(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ref, ok := strings.Cut(string(raw), "## Metrics reference")
-	if !ok {
-		t.Fatal("docs/operations.md has no metrics reference")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
-	ref, _, _ = strings.Cut(ref, "\n## ")
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(bridge_[a-z_]+)`").FindAllStringSubmatch(ref, -1) {
-		documented[m[1]] = true
-	}
-
-	reg := NewRegistry()
-	m := New(reg, BuildInfo{})
-	m.SetSources(Sources{
-		StreamState:    func() upstream.StreamState { return upstream.StateConnected },
-		ReportsPending: func() uint64 { return 0 },
-		NATSConnected:  func() bool { return true },
-		NATSReconnects: func() uint64 { return 0 },
-		Readiness:      func() map[string]bool { return map[string]bool{"nats": true} },
-		Leader:         func() bool { return true },
-	})
-	m.Publish.Published("X")
-	m.Publish.AckLatency(0)
-	rt := m.Upstream.InstrumentTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-	}), func(*http.Request) string { return "token" })
-	if _, err := rt.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err != nil {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exported := map[string]bool{}
-	for _, f := range reg.Gather() {
-		exported[f.Name] = true
-		if !documented[f.Name] {
-			t.Errorf("%s is not in the metrics reference of docs/operations.md", f.Name)
-		}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name := range documented {
-		if !exported[name] {
-			t.Errorf("docs/operations.md documents %s, which is not exported", name)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET = %d\n%s", resp.StatusCode, body)
+	}
+	return resp.Header.Get("Content-Type"), string(body)
+}
+
+// prometheusAccept is the Accept header of a Prometheus server's scrapes (3.x, default settings).
+const prometheusAccept = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6," +
+	"application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4," +
+	"text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+
+// TestHandlerNegotiatesOpenMetrics: Prometheus, which asks for OpenMetrics, gets it with the exemplars; a
+// client that asks for nothing (curl) gets the text format 0.0.4, which Prometheus's parser reads.
+func TestHandlerNegotiatesOpenMetrics(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x_seconds", Help: "X.", Buckets: []float64{0.5, 1}})
+	reg.MustRegister(h)
+	h.(prometheus.ExemplarObserver).ObserveWithExemplar(0.75, prometheus.Labels{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
+	handler := Handler(reg, slog.New(slog.DiscardHandler))
+
+	ct, body := scrape(t, handler, prometheusAccept)
+	if !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") {
+		t.Errorf("Prometheus's scrape: Content-Type %q, want OpenMetrics", ct)
+	}
+	if !strings.Contains(body, `x_seconds_bucket{le="1.0"} 1 # {trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 0.75`) ||
+		!strings.HasSuffix(body, "# EOF\n") {
+		t.Errorf("the OpenMetrics page lacks the exemplar or its end:\n%s", body)
+	}
+
+	ct, body = scrape(t, handler, "")
+	if !strings.HasPrefix(ct, "text/plain; version=0.0.4; charset=utf-8") {
+		t.Errorf("a plain GET: Content-Type %q, want the text format 0.0.4", ct)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("Prometheus's parser refuses the text page: %v\n%s", err, body)
+	}
+	if mfs["x_seconds"].GetMetric()[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("x_seconds not as observed:\n%s", body)
+	}
+}
+
+// TestRegistryHasRuntimeAndProcess: the registry carries the Go runtime's and the process's collectors.
+func TestRegistryHasRuntimeAndProcess(t *testing.T) {
+	t.Parallel()
+	mfs, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf
+	}
+	want := []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds", "go_info"}
+	if runtime.GOOS == "linux" {
+		want = append(want, "process_resident_memory_bytes", "process_cpu_seconds_total", "process_start_time_seconds")
+	}
+	for _, name := range want {
+		if got[name] == nil {
+			t.Errorf("%s is not gathered", name)
 		}
 	}
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+// TestNewFunc: a family read at scrape time; a value that is not UTF-8 is made valid, and a series with
+// the wrong number of label values is logged and left out while the rest of the page is served.
+func TestNewFunc(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewFunc("x_state", "States.", prometheus.GaugeValue, []string{"state"},
+		func(emit func(float64, ...string)) {
+			emit(1, "up")
+			emit(0, "down\xff")
+		}))
+	reg.MustRegister(NewFunc("y_broken", "Broken.", prometheus.GaugeValue, []string{"a"},
+		func(emit func(float64, ...string)) { emit(1) }))
+	var logs bytes.Buffer
+	_, body := scrape(t, Handler(reg, slog.New(slog.NewTextHandler(&logs, nil))), "")
+	for _, want := range []string{`x_state{state="up"} 1`, `x_state{state="down` + "\uFFFD" + `"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "y_broken") {
+		t.Errorf("the broken family is served:\n%s", body)
+	}
+	if !strings.Contains(logs.String(), "y_broken") {
+		t.Errorf("the broken family is not logged: %q", logs.String())
+	}
+}
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func TestStatusCode(t *testing.T) {
+	for code, want := range map[int]string{200: "200", 404: "404", 299: "2xx", 599: "5xx", 99: "other", 600: "other", -1: "other"} {
+		if got := StatusCode(code); got != want {
+			t.Errorf("StatusCode(%d) = %q, want %q", code, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = StatusCode(503) }); n != 0 {
+		t.Errorf("StatusCode allocates %v times", n)
+	}
+}
 
-// BenchmarkScrape: one GET /metrics of the daemon's registry (its metrics, the runtime's and the
-// process's), written to a recorder.
-func BenchmarkScrape(b *testing.B) {
-	reg := NewRegistry()
-	RegisterRuntime(reg)
-	m := New(reg, BuildInfo{Version: "v", Commit: "c", GoVersion: "go"})
-	m.Publish.Published("GATE_IN")
-	h := Handler(reg)
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeHTTP(httptest.NewRecorder(), req)
+// TestImportsNoComponent: the package is what the components' metrics share, beneath them: it imports
+// none of the bridge's packages (each component declares its own series on the registry it is handed).
+func TestImportsNoComponent(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range parsed.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, "github.com/tracking-bridge/") {
+				t.Errorf("%s imports %s", f, path)
+			}
+		}
 	}
 }

@@ -55,6 +55,7 @@ type Bridge struct {
 	// Prefix is the bridge's subject prefix.
 	Prefix string
 	sim    *sim.Server
+	d      *daemon.Daemon
 	stops  []func()
 	done   chan error
 	cancel context.CancelFunc
@@ -62,6 +63,10 @@ type Bridge struct {
 
 // Sim returns the simulator the bridge calls.
 func (b *Bridge) Sim() *sim.Server { return b.sim }
+
+// HTTPAddr returns the address of the bridge's HTTP endpoint (/metrics, /healthz, /readyz, /status), on
+// loopback with a port of its own.
+func (b *Bridge) HTTPAddr() string { return b.d.HTTPAddr() }
 
 // Start runs a bridge until the test ends, and fails the test when it cannot. Without Options.Log, the
 // bridge's logs are shown when the test fails.
@@ -152,6 +157,7 @@ func Launch(o Options) (b *Bridge, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b.d = d
 	var ctx context.Context
 	ctx, b.cancel = context.WithCancel(context.Background())
 	go func() { b.done <- d.Run(ctx) }()
