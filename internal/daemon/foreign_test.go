@@ -31,7 +31,8 @@ func TestSameAccountAcknowledgementSteering(t *testing.T) {
 
 	producer := h.ns.Connect()
 	before := h.storedCount("TRACKING_EVENTS")
-	attackUntil := time.Now().Add(8 * time.Second) // past a lease TTL
+	attackFrom := time.Now()
+	attackUntil := attackFrom.Add(8 * time.Second) // past a lease TTL
 	bursts := 0
 	for time.Now().Before(attackUntil) {
 		for j := range 1024 {
@@ -72,8 +73,8 @@ func TestSameAccountAcknowledgementSteering(t *testing.T) {
 			t.Errorf("a bridge stopped leading or was fenced:\n%s", logs)
 		}
 		for _, line := range []string{"a fence subject held a message no bridge wrote", "the lease key holds a value no bridge wrote"} {
-			if c := strings.Count(x.logs.String(), line); c > 1 {
-				t.Errorf("%q logged %d times by one bridge, want at most once a minute", line, c)
+			if c, most := strings.Count(x.logs.String(), line), 1+int(time.Since(attackFrom)/time.Minute); c > most {
+				t.Errorf("%q logged %d times by one bridge in %v, want at most once a minute", line, c, time.Since(attackFrom))
 			}
 		}
 	}
