@@ -193,7 +193,7 @@ func TestAccountsReportProducerReplies(t *testing.T) {
 
 	// The producer's own acknowledgements still arrive, on its inbox and on every subject it named.
 	js, _ := jetstream.New(producer)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if ack, err := js.Publish(ctx, "tracking.reports", opsReport(up, 100), jetstream.WithMsgID("accounts-inbox")); err != nil || ack.Stream != "TRACKING_REPORTS" {
 		t.Fatalf("a report acknowledged on the producer's inbox: %v %v", ack, err)
@@ -228,7 +228,7 @@ func TestAccountsEventsReader(t *testing.T) {
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	ob := accLeading(t, ns, up, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 
 	// The operator's step, with the bridge's credentials.

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
 		os.Exit(runAsBridge())
 	}
-	testutil.RunParallel(m, 4)
+	os.Exit(m.Run())
 }
 
 func runAsBridge() int {
@@ -146,8 +146,8 @@ func (h *harness) startBridge() (stop func() error) {
 			cancel()
 			select {
 			case runErr = <-done:
-			case <-time.After(30 * time.Second):
-				runErr = fmt.Errorf("bridge did not stop within 30s")
+			case <-time.After(testutil.Scale(30 * time.Second)):
+				runErr = fmt.Errorf("bridge did not stop within %v", testutil.Scale(30*time.Second))
 			}
 		})
 		return runErr
@@ -181,7 +181,7 @@ func (h *harness) storedCount(stream string) int {
 // stored returns every message of a stream but fence markers, in order.
 func (h *harness) stored(stream string) []jetstream.Msg {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	js := h.js()
 	s, err := js.Stream(ctx, stream)
@@ -209,11 +209,12 @@ func (h *harness) stored(stream string) []jetstream.Msg {
 	return slices.DeleteFunc(out, func(m jetstream.Msg) bool { return testutil.IsFence(m.Subject()) })
 }
 
-// waitStored waits until a stream holds n messages.
-func (h *harness) waitStored(stream string, n int, within time.Duration) {
+// waitStored waits until a stream holds n messages, failing when its count has not grown for stall (a
+// busy machine stores thousands of events several times slower than an idle one).
+func (h *harness) waitStored(stream string, n int, stall time.Duration) {
 	h.t.Helper()
-	testutil.Eventually(h.t, within, fmt.Sprintf("%s holds %d messages", stream, n), func() bool {
-		return h.storedCount(stream) >= n
+	testutil.EventuallyCount(h.t, stall, fmt.Sprintf("%s holds %d messages", stream, n), n, func() int {
+		return h.storedCount(stream)
 	})
 }
 

@@ -32,7 +32,7 @@ func leaderWith(t *testing.T, nc *nats.Conn, layout streams.Layout, obs Observer
 // store there: a body such as {"stream":"TRACKING_REPORTS","seq":7}, no headers.
 func foreignAck(t *testing.T, js jetstream.JetStream, subject string, seq int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := js.Publish(ctx, subject, fmt.Appendf(nil, `{"stream":"TRACKING_REPORTS","seq":%d}`, seq)); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestForeignWritesOnFence(t *testing.T) {
 			}
 			nc := connect()
 			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
 			defer cancel()
 			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 			}
 			nc := connect()
 			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 			defer cancel()
 			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 				t.Fatal(err)
@@ -233,7 +233,7 @@ func TestForeignFloodSwept(t *testing.T) {
 	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
 	nc := ns.Connect()
 	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 	defer cancel()
 	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 		t.Fatal(err)
@@ -288,10 +288,13 @@ func TestForeignFloodSwept(t *testing.T) {
 		}
 		return len(piled) == 0 && len(info.State.Subjects) == FenceWidth+1, fmt.Sprint(len(info.State.Subjects), " subjects; piled up: ", piled)
 	})
-	p.mu.Lock() // Run's upkeep is done with them
-	assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 100)
-	checkFenceOrder(t, js, layout)
-	p.mu.Unlock()
+	func() {
+		p.mu.Lock() // Run's upkeep is done with them
+		// Unlocked before the deferred stop of Run (which takes the lock) when a check fails.
+		defer p.mu.Unlock()
+		assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 100)
+		checkFenceOrder(t, js, layout)
+	}()
 	if n := obs.foreign.Load(); n < 2 {
 		t.Errorf("%d foreign writes counted, want the fence subject's and the restart subject's", n)
 	}
