@@ -58,17 +58,22 @@ func Scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * scaleFactor())
 }
 
-var scaleFactor = sync.OnceValue(func() float64 {
-	v, ok := os.LookupEnv(ScaleEnv)
-	if !ok || v == "" {
-		return defaultScale
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		panic(fmt.Sprintf("%s=%q: want a positive number, the factor that stretches the tests' deadlines", ScaleEnv, v))
-	}
-	return f
-})
+// scaleFactor reads ScaleEnv once.
+var scaleFactor = newScaleFactor()
+
+func newScaleFactor() func() float64 {
+	return sync.OnceValue(func() float64 {
+		v := os.Getenv(ScaleEnv)
+		if v == "" {
+			return defaultScale
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 0) {
+			panic(fmt.Sprintf("%s=%q: want a positive number, the factor that stretches the tests' deadlines", ScaleEnv, v))
+		}
+		return f
+	})
+}
 
 // EventuallyCount waits until count() reaches want, and fails the test when it has not grown for
 // Scale(stall): a wait for a long run of work (thousands of events) whose length is the machine's speed
