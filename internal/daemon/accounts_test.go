@@ -300,7 +300,7 @@ func TestAccountsEventsReader(t *testing.T) {
 		acked[md.Sequence.Stream], last = true, md.Sequence.Stream
 	}
 	c.Stop()
-	if m, err := live.NextMsg(5 * time.Second); err != nil || !strings.HasPrefix(m.Subject, "tracking.events.") {
+	if m, err := live.NextMsg(testutil.Scale(5 * time.Second)); err != nil || !strings.HasPrefix(m.Subject, "tracking.events.") {
 		t.Errorf("the live events: %v %v", m, err)
 	}
 	nc.Close()
@@ -439,7 +439,7 @@ func TestAccountsAPICallers(t *testing.T) {
 			}
 		}
 		for _, subj := range []string{"$SRV.PING", "$SRV.INFO.tracking-bridge", "$SRV.STATS.tracking-bridge"} {
-			m, err := nc.Request(subj, nil, 5*time.Second)
+			m, err := nc.Request(subj, nil, testutil.Scale(5*time.Second))
 			if err != nil || !bytes.Contains(m.Data, []byte(`"tracking-bridge"`)) {
 				t.Errorf("%s: %v %v", subj, m, err)
 			}
