@@ -79,7 +79,7 @@ func TestAsyncAPIMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	discard := slog.New(slog.DiscardHandler)
 	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute}

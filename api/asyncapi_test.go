@@ -1,16 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -18,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -863,20 +859,14 @@ func exportedDecls(t *testing.T, dir string) (funcs, consts []string) {
 	return funcs, consts
 }
 
-// TestAsyncAPIParse validates asyncapi.yaml with the AsyncAPI project's parser (@asyncapi/parser, with
-// its OpenAPI schema parser for the payloads, at the versions lint/package-lock.json pins), through
-// lint/asyncapi.mjs: it fails on every error the parser reports and on every reference it left
-// unresolved, and logs the rest. Like TestOpenAPILint it installs lint/node_modules with npm ci on its
-// first run, and skips where Node.js or npm is not installed or the npm registry cannot be reached.
+// TestAsyncAPIParse checks what the AsyncAPI project's parser (@asyncapi/parser, with its OpenAPI schema
+// parser for the payloads, at the versions lint/package-lock.json pins) made of asyncapi.yaml, through
+// lint/asyncapi.mjs: it fails on every error the parser reported and on every reference it left
+// unresolved, and logs the rest. As TestOpenAPILint, it reads the report lint/run wrote into the directory
+// API_LINT_RESULTS names, and skips without it.
 func TestAsyncAPIParse(t *testing.T) {
-	dir := installLinters(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "asyncapi.mjs", "../asyncapi.yaml")
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	out := linterReport(t, lintResults(t), "asyncapi")
+	stdout, stderr, runErr := out.stdout, out.stderr, out.err
 	var r struct {
 		Diagnostics []struct {
 			Code, Message   string
@@ -888,8 +878,8 @@ func TestAsyncAPIParse(t *testing.T) {
 		Unresolved []string
 		Channels   []*string
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("asyncapi.mjs: %v; its output is not JSON: %v\n%s\n%s", runErr, err, stdout.Bytes(), stderr.Bytes())
+	if err := json.Unmarshal(stdout, &r); err != nil {
+		t.Fatalf("asyncapi.mjs: %v; its output is not JSON: %v\n%s\n%s", runErr, err, stdout, stderr)
 	}
 	var fs []finding
 	for _, d := range r.Diagnostics {
@@ -900,7 +890,7 @@ func TestAsyncAPIParse(t *testing.T) {
 		fs = append(fs, finding{file: "asyncapi.yaml", severity: severity, rule: d.Code, message: d.Message,
 			line: d.Line, col: d.Character, where: strings.Join(d.Path, ".")})
 	}
-	reportFindings(t, "@asyncapi/parser", fs, linterOutput{stdout: stdout.Bytes(), stderr: stderr.Bytes(), err: runErr}, "")
+	reportFindings(t, "@asyncapi/parser", fs, out, "")
 	if !r.Parsed {
 		t.Fatal("the parser returned no document")
 	}

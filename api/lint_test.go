@@ -1,34 +1,26 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
-// TestOpenAPILint lints openapi.yaml with Redocly CLI (its recommended rules) and Spectral (the
-// spectral:oas ruleset), at the versions lint/package-lock.json pins and with the configurations in
-// lint/, and fails on any error either reports; warnings are logged. The first run installs the linters
-// into lint/node_modules with 'npm ci' (tens of seconds), later runs reuse them while package-lock.json
-// is unchanged. It skips where Node.js or npm is not installed, or the npm registry cannot be reached.
+// TestOpenAPILint checks openapi.yaml against what Redocly CLI (its recommended rules) and Spectral (the
+// spectral:oas ruleset) reported on it, at the versions lint/package-lock.json pins and with the
+// configurations in lint/, and fails on any error either reports; warnings are logged. The linters are
+// npm packages, so go test does not run them: lint/run does (.ci/run runs it), into the directory that
+// API_LINT_RESULTS names; without it the test skips.
 func TestOpenAPILint(t *testing.T) {
-	dir := installLinters(t)
-	// The linters' own calls home and notices, off: the test's output is the findings.
-	env := append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_COLOR=1")
+	dir := lintResults(t)
 	t.Run("redocly", func(t *testing.T) {
 		t.Parallel()
-		out := runLinter(t, dir, env, "redocly", "lint", "--config", "redocly.yaml", "--format", "json", "../openapi.yaml")
+		out := linterReport(t, dir, "redocly")
 		var r struct {
 			Totals   struct{ Errors, Warnings, Ignored int }
 			Version  string
@@ -58,7 +50,7 @@ func TestOpenAPILint(t *testing.T) {
 	})
 	t.Run("spectral", func(t *testing.T) {
 		t.Parallel()
-		out := runLinter(t, dir, env, "spectral", "lint", "--ruleset", ".spectral.yaml", "--format", "json", "--quiet", "../openapi.yaml")
+		out := linterReport(t, dir, "spectral")
 		var results []struct {
 			Code     string
 			Message  string
@@ -97,20 +89,42 @@ type linterOutput struct {
 	err            error
 }
 
-// runLinter runs the linter name of lint/node_modules/.bin in dir. A non-zero exit is the linter's way
-// of saying it found errors; reportFindings tells that from a crash.
-func runLinter(t *testing.T, dir string, env []string, name string, args ...string) linterOutput {
+// lintResults returns the directory of lint/run's reports that API_LINT_RESULTS names, and skips the test
+// when it names none.
+func lintResults(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(dir, "node_modules", ".bin", name), args...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run %s: %v", name, err)
+	dir := os.Getenv("API_LINT_RESULTS")
+	if dir == "" {
+		t.Skip("API_LINT_RESULTS is not set: run api/lint/run DIR (Node.js and npm) and set it to DIR, as .ci/run does")
 	}
-	return linterOutput{stdout: stdout.Bytes(), stderr: stderr.Bytes(), err: err}
+	return dir
+}
+
+// linterReport reads what lint/run wrote of the linter name: its report, its standard error and its exit
+// code. A non-zero exit is the linter's way of saying it found errors; reportFindings tells that from a
+// crash.
+func linterReport(t *testing.T, dir, name string) linterOutput {
+	t.Helper()
+	var out linterOutput
+	var err error
+	if out.stdout, err = os.ReadFile(filepath.Join(dir, name+".json")); err != nil {
+		t.Fatalf("%v: did api/lint/run write %s?", err, dir)
+	}
+	if out.stderr, err = os.ReadFile(filepath.Join(dir, name+".stderr")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name+".exit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s.exit: %v", name, err)
+	}
+	if code != 0 {
+		out.err = errors.New("exit status " + strconv.Itoa(code))
+	}
+	return out
 }
 
 // reportFindings fails on every error-level finding and logs the others, with the counts.
@@ -142,78 +156,3 @@ func reportFindings(t *testing.T, linter string, fs []finding, out linterOutput,
 	}
 	t.Log(summary)
 }
-
-// installedStamp, in node_modules, holds the SHA-256 of the package-lock.json it was installed from.
-const installedStamp = ".package-lock.sha256"
-
-// installLinters returns the absolute path of lint/, with the linters of its package-lock.json installed
-// in lint/node_modules: reused when the stamp matches, else installed with 'npm ci' into a temporary
-// directory and renamed into place, so a run beside this one never sees half an install.
-func installLinters(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: the linters of api/lint (OpenAPI, AsyncAPI) need Node.js and npm", tool)
-		}
-	}
-	dir, err := filepath.Abs("lint")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	stamp := hex.EncodeToString(sum[:])
-	modules := filepath.Join(dir, "node_modules")
-	installed := func() bool {
-		b, err := os.ReadFile(filepath.Join(modules, installedStamp))
-		return err == nil && string(b) == stamp
-	}
-	if installed() {
-		return dir
-	}
-
-	tmp, err := os.MkdirTemp(dir, ".npm-ci-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, name := range []string{"package.json", "package-lock.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(tmp, name), b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	// No install scripts: the linters need none (the one there is reports the download to its vendor).
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--audit=false", "--fund=false", "--update-notifier=false")
-	cmd.Dir = tmp
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	switch {
-	case ctx.Err() != nil:
-		t.Skipf("npm ci did not finish in 5 minutes: is the npm registry reachable?\n%s", out)
-	case err != nil && npmNetworkError.Match(out):
-		t.Skipf("npm ci could not reach the npm registry to install the linters of api/lint: %v\n%s", err, out)
-	case err != nil:
-		t.Fatalf("npm ci in %s: %v\n%s", tmp, err, out)
-	}
-	t.Logf("installed the linters of api/lint with npm ci in %v", time.Since(start).Round(100*time.Millisecond))
-	if err := os.WriteFile(filepath.Join(tmp, "node_modules", installedStamp), []byte(stamp), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Rename(modules, filepath.Join(tmp, "stale")) // an install from another package-lock.json, if any
-	if err := os.Rename(filepath.Join(tmp, "node_modules"), modules); err != nil && !installed() {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// npmNetworkError matches npm's report of a registry it could not reach.
-var npmNetworkError = regexp.MustCompile(`(?m)^npm (?:ERR!|error) (?:network |code (?:ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH)\b)`)

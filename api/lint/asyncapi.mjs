@@ -1,8 +1,8 @@
 // Parses ../asyncapi.yaml with the AsyncAPI project's parser (its schema validation and its Spectral
 // rules), OpenAPI 3.0 payload schemas included, and prints one JSON object: the parser's diagnostics,
 // every $ref left unresolved in the parsed document, and the channels' addresses and operations' ids
-// the parser read. It exits 1 when the document did not parse; TestAsyncAPIParse in package api runs
-// it and fails on every error.
+// the parser read. It exits 1 when the document did not parse; ./run runs it, and TestAsyncAPIParse in
+// package api reads its output and fails on every error.
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { Parser, fromFile } from '@asyncapi/parser';

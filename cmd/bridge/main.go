@@ -76,9 +76,6 @@ func versionFrom(v, c string, bi *debug.BuildInfo) (string, string) {
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "run" {
-		setMaxProcs()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -192,7 +189,8 @@ Configuration of 'bridge run' (environment variables):
 `)
 	config.Usage(w)
 	fmt.Fprint(w, `
-'bridge run' uses one processor unless GOMAXPROCS is set (the event path is sequential; see docs/operations.md).
+'bridge run' uses as many processors as the container's CPU limit allows (Go's default), or GOMAXPROCS
+when it is set (see docs/operations.md, Processors).
 `)
 }
 
@@ -284,17 +282,5 @@ func runBounded(ctx context.Context, f func(context.Context) error, stopWithin t
 	case <-t.C:
 		return fmt.Errorf("still stopping %v after the signal (BRIDGE_SHUTDOWN_TIMEOUT plus %v); exiting "+
 			"without a clean stop (nothing is lost: the next start resumes from JetStream)", stopWithin, shutdownGrace)
-	}
-}
-
-// setMaxProcs runs the daemon on one processor unless the GOMAXPROCS variable says otherwise. Only main
-// calls it: tests run the daemon inside their own process. The event path is a chain of goroutines
-// handing each event on (HTTP body reader, SSE decoder, publisher, NATS flusher, acknowledgement
-// handler): on one processor each hand-off is a goroutine switch on the same thread, on several it is
-// often a thread wake-up on another core, which costs more (figures in docs/performance.md). The report
-// path is network-bound and needs no parallelism either. Set GOMAXPROCS to use more.
-func setMaxProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
 	}
 }

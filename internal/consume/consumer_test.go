@@ -724,7 +724,7 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 		t.Run(whenSet, func(t *testing.T) {
 			e := newEnv(t, false)
 			setMax := func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 				defer cancel()
 				s, err := e.js.Stream(ctx, e.layout.DLQ())
 				if err != nil {

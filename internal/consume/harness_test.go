@@ -53,7 +53,7 @@ func newEnvWith(tb testing.TB, record bool, configure func(*server.Options)) *en
 		ns: testutil.StartNATS(tb, configure)}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if err := streams.Ensure(ctx, e.js, e.layout, true, slog.New(slog.DiscardHandler)); err != nil {
 		tb.Fatal(err)
@@ -139,7 +139,7 @@ func (e *env) publish(body string, hdr ...string) {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		m.Header.Set(hdr[i], hdr[i+1])
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := e.js.PublishMsg(ctx, m); err != nil {
 		e.tb.Fatal(err)
@@ -200,7 +200,7 @@ func (e *env) streamMsgs(name string) uint64 {
 // deadLetters returns every message of the dead-letter stream, in order.
 func (e *env) deadLetters() []*jetstream.RawStreamMsg {
 	e.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	s, err := e.js.Stream(ctx, e.layout.DLQ())
 	if err != nil {

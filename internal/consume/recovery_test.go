@@ -141,7 +141,7 @@ func TestTokenObtainedEndsHold(t *testing.T) {
 	e.sim.SetFaults(sim.Faults{})
 
 	// Another part of the bridge obtains a token.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := tokens.Token(ctx); err != nil {
 		t.Fatal(err)

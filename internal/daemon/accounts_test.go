@@ -193,7 +193,7 @@ func TestAccountsReportProducerReplies(t *testing.T) {
 
 	// The producer's own acknowledgements still arrive, on its inbox and on every subject it named.
 	js, _ := jetstream.New(producer)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if ack, err := js.Publish(ctx, "tracking.reports", opsReport(up, 100), jetstream.WithMsgID("accounts-inbox")); err != nil || ack.Stream != "TRACKING_REPORTS" {
 		t.Fatalf("a report acknowledged on the producer's inbox: %v %v", ack, err)
@@ -228,7 +228,7 @@ func TestAccountsEventsReader(t *testing.T) {
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
 	ob := accLeading(t, ns, up, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 
 	// The operator's step, with the bridge's credentials.
@@ -300,7 +300,7 @@ func TestAccountsEventsReader(t *testing.T) {
 		acked[md.Sequence.Stream], last = true, md.Sequence.Stream
 	}
 	c.Stop()
-	if m, err := live.NextMsg(5 * time.Second); err != nil || !strings.HasPrefix(m.Subject, "tracking.events.") {
+	if m, err := live.NextMsg(testutil.Scale(5 * time.Second)); err != nil || !strings.HasPrefix(m.Subject, "tracking.events.") {
 		t.Errorf("the live events: %v %v", m, err)
 	}
 	nc.Close()
@@ -439,7 +439,7 @@ func TestAccountsAPICallers(t *testing.T) {
 			}
 		}
 		for _, subj := range []string{"$SRV.PING", "$SRV.INFO.tracking-bridge", "$SRV.STATS.tracking-bridge"} {
-			m, err := nc.Request(subj, nil, 5*time.Second)
+			m, err := nc.Request(subj, nil, testutil.Scale(5*time.Second))
 			if err != nil || !bytes.Contains(m.Data, []byte(`"tracking-bridge"`)) {
 				t.Errorf("%s: %v %v", subj, m, err)
 			}

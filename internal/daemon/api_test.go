@@ -36,7 +36,7 @@ func TestAPIServiceWired(t *testing.T) {
 	if m.Header.Get(micro.ErrorCodeHeader) != "" || string(m.Data) != "{\"ids\":[]}\n" {
 		t.Errorf("orders.list: %v %q", m.Header, m.Data)
 	}
-	m, err := nc.Request("acme.tracking.api.orders.get", []byte(`{"id":"BO-1"}`), 5*time.Second)
+	m, err := nc.Request("acme.tracking.api.orders.get", []byte(`{"id":"BO-1"}`), testutil.Scale(5*time.Second))
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "404" {
 		t.Errorf("orders.get of an unknown order: %v %v", m, err)
 	}
@@ -46,7 +46,7 @@ func TestAPIServiceWired(t *testing.T) {
 	if n := ob.counter(t, "bridge_api_requests_total", map[string]string{"endpoint": "orders.get", "code": "404"}); n != 1 {
 		t.Errorf("bridge_api_requests_total{orders.get,404} = %v", n)
 	}
-	info, err := nc.Request("$SRV.INFO.tracking-bridge", nil, 5*time.Second)
+	info, err := nc.Request("$SRV.INFO.tracking-bridge", nil, testutil.Scale(5*time.Second))
 	if err != nil || !strings.Contains(string(info.Data), `"acme.tracking.api.tracking.report"`) {
 		t.Errorf("$SRV.INFO: %v %v", info, err)
 	}
@@ -96,7 +96,7 @@ func TestAPIServiceTrustWired(t *testing.T) {
 		n := ob.counter(t, "bridge_api_requests_refused_total", map[string]string{"reason": "reply_not_inbox"})
 		return n == 1, fmt.Sprint(n)
 	})
-	m, err := nc.Request("tracking.api.orders.list", []byte("{}"+strings.Repeat(" ", 1023)), 5*time.Second)
+	m, err := nc.Request("tracking.api.orders.list", []byte("{}"+strings.Repeat(" ", 1023)), testutil.Scale(5*time.Second))
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "400" || !strings.Contains(m.Header.Get(micro.ErrorHeader), "more than the limit of 1024 bytes") {
 		t.Errorf("a body past BRIDGE_API_MAX_BODY_BYTES: %v %v", m, err)
 	}
@@ -108,7 +108,7 @@ func TestAPIServiceTrustWired(t *testing.T) {
 	if err := nc.PublishRequest("tracking.api.orders.delete", inbox, []byte(`{"id":"BO-1"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := sub.NextMsg(5 * time.Second); err != nil || m.Header.Get(micro.ErrorCodeHeader) != "404" {
+	if m, err := sub.NextMsg(testutil.Scale(5 * time.Second)); err != nil || m.Header.Get(micro.ErrorCodeHeader) != "404" {
 		t.Errorf("delete of an unknown order from _INBOX_erp.: %v %v", m, err)
 	}
 	testutil.EventuallyState(t, 5*time.Second, "the audit line", func() (bool, string) {

@@ -104,7 +104,7 @@ func TestHostileReplySubjects(t *testing.T) {
 	defer admin.Close()
 	js, _ := jetstream.New(admin)
 	streamMsgs := func(stream string, subject string) uint64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 		defer cancel()
 		s, err := js.Stream(ctx, stream)
 		if err != nil {
@@ -237,11 +237,11 @@ func TestHostileInputs(t *testing.T) {
 		}
 		body := requests[op]
 		at := body + strings.Repeat(" ", max-len(body))
-		m, err := nc.Request("tracking.api."+op, []byte(at), 5*time.Second)
+		m, err := nc.Request("tracking.api."+op, []byte(at), testutil.Scale(5*time.Second))
 		if err != nil || tooLarge(m) {
 			t.Errorf("%s, %d bytes (at the bound): %v %v", op, len(at), err, m.Header)
 		}
-		m, err = nc.Request("tracking.api."+op, []byte(at+" "), 5*time.Second)
+		m, err = nc.Request("tracking.api."+op, []byte(at+" "), testutil.Scale(5*time.Second))
 		if err != nil || !tooLarge(m) {
 			t.Errorf("%s, %d bytes (past the bound): %v %v, want 400 naming the bound", op, len(at)+1, err, m.Header)
 		}

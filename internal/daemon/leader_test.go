@@ -108,7 +108,7 @@ func TestCursorShowAndRestart(t *testing.T) {
 		return b.status(t).Stream.ResumeAfter == last, b.status(t).Stream.ResumeAfter
 	})
 	cfg := b.b.cfg
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	c, err := ShowCursor(ctx, cfg)
 	if err != nil {
@@ -159,7 +159,7 @@ func TestForeignLeaseValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	const ttl = 2 * time.Second
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "TRACKING_LEASES", History: 1,

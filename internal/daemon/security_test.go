@@ -260,7 +260,7 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 // token never leaves the upstream.
 func TestUpstreamClientPolicy(t *testing.T) {
 	t.Parallel()
-	c, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: 5 * time.Second})
+	c, err := upstream.NewHTTPClient(upstream.ClientOptions{Timeout: testutil.Scale(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestUpstreamClientPolicy(t *testing.T) {
 		old.StartTLS()
 		defer old.Close()
 		ca := secWritePEM(t, "ca.pem", old.Certificate())
-		c, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: ca, Timeout: 5 * time.Second})
+		c, err := upstream.NewHTTPClient(upstream.ClientOptions{CAFile: ca, Timeout: testutil.Scale(5 * time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -660,7 +660,7 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Second))
 		_, err = js.Publish(ctx, "tracking.reports", []byte(`{}`))
 		cancel()
 		nc.Close()

@@ -393,14 +393,16 @@ func (r *rig) events() (int, error) {
 	return n, nil
 }
 
-// waitEvents waits until the events stream holds at least n events, and returns how many it holds.
-func (r *rig) waitEvents(n int, within time.Duration) int {
+// waitEvents waits until the events stream holds at least n events, and returns how many it holds; it
+// fails when their number has not grown for stall (a busy machine stores them several times slower).
+func (r *rig) waitEvents(n int, stall time.Duration) int {
 	r.t.Helper()
 	var got int
-	testutil.EventuallyState(r.t, within, fmt.Sprintf("%d events stored", n), func() (bool, string) {
-		c, err := r.events()
-		got = c
-		return err == nil && c >= n, fmt.Sprintf("%d events, err %v", c, err)
+	testutil.EventuallyCount(r.t, stall, fmt.Sprintf("%d events stored", n), n, func() int {
+		if c, err := r.events(); err == nil {
+			got = c
+		}
+		return got
 	})
 	return got
 }

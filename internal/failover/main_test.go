@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
-
 	// The bridge runs as a child built from cmd/bridge, which go test's cache cannot see: importing the
 	// daemon ties a cached result to the daemon's sources (cmd/bridge itself is wiring only).
 	_ "github.com/tracking-bridge/tracking-bridge/internal/daemon"
@@ -24,7 +22,6 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testutil.SetParallel(4)
 	code := m.Run()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)

@@ -43,7 +43,7 @@ func (r *rig) readStream() []stored {
 
 // tryReadStream is readStream for a stream that may not answer yet (a cluster electing a leader).
 func (r *rig) tryReadStream() ([]stored, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 	defer cancel()
 	s, err := r.js.Stream(ctx, eventsStream)
 	if err != nil {

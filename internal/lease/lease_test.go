@@ -344,7 +344,7 @@ func TestRenewalKeepsTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	s, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
@@ -371,7 +371,7 @@ func TestUpdateDropsTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, LimitMarkerTTL: time.Second})
 	if err != nil {
@@ -479,7 +479,7 @@ func writeForeign(t *testing.T, nc *nats.Conn, value []byte) (uint64, time.Time)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	sent := time.Now()
 	ack, err := js.Publish(ctx, "$KV."+bucket+"."+DefaultKey, value)
@@ -496,7 +496,7 @@ func keyTTL(t *testing.T, nc *nats.Conn) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	s, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
@@ -653,7 +653,7 @@ func TestForeignValueAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
 		LimitMarkerTTL: cfg.TTL}); err != nil {

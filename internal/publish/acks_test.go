@@ -95,7 +95,7 @@ func TestAcksLateAnswer(t *testing.T) {
 func TestAcksFromServer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "LIMITED", Subjects: []string{"lim.>"},
 		MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {

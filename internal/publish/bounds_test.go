@@ -15,6 +15,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // Ids that nats.go would mangle in a header (it trims edge white space and turns CR and LF into spaces),
@@ -76,7 +77,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	const max = 64 << 10
 	e := newEnvWith(t, time.Minute, func(o *server.Options) { o.MaxPayload = max })
 	p := e.publisher(8, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 func TestAwkwardIDsStoredApart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	ids := append([]string{"ev-0"}, awkwardIDs[:len(awkwardIDs)-1]...) // the long id: see TestLongResumeID
 	ids = append(ids, "base64url:last", " last\t")                     // the resume point after a restart travels encoded
@@ -225,7 +226,7 @@ func jsonEvent(id string) event.Event {
 func TestLongResumeID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	long := strings.Repeat("L", MaxHeaderID+1)
 	p := e.publisher(4, nil)
@@ -263,7 +264,7 @@ func TestOversizeWithoutIDKeptApart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(8, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -353,7 +354,7 @@ func TestHugeHeaderValuesDoNotStall(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, time.Minute)
 			p := e.publisher(8, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(15*time.Second))
 			defer cancel()
 			if _, err := p.Resume(ctx); err != nil {
 				t.Fatal(err)
@@ -387,7 +388,7 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := e.publisher(8, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -414,7 +415,7 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 func TestUnresumableIDsNeverResumePoints(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	p := e.publisher(4, nil)
 	if _, err := p.Resume(ctx); err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/binding/spec"
 	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // TestCloudEventsSDKReadsEvents: a message the bridge stored, read back from JetStream, decodes with the
@@ -26,7 +28,7 @@ func TestCloudEventsSDKReadsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	ids := []string{"evt-000123", `unit 7 "gate" 50% ü`}
 	for _, id := range ids {

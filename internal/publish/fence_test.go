@@ -43,7 +43,7 @@ func fenceBackend(t *testing.T, backend string, dupWindow time.Duration) (func()
 		connect = testutil.StartNATS(t, nil).Connect
 	}
 	js, _ := jetstream.New(connect())
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
 	t.Cleanup(cancel)
 	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 		t.Fatal(err)
@@ -137,64 +137,24 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 // event of a former leader got in after a new leader's marker on the subject it checked.
 func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := js.Stream(ctx, layout.Events())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := s.CachedInfo().State
 	latest := map[string]uint64{} // fence subject → its marker's sequence
 	present := map[uint64]bool{}
 	var events []*jetstream.RawStreamMsg
 	piled := 0 // markers behind a later one on their subject
-	// Through a consumer, which passes over what rollups removed, rather than a request per sequence.
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for last := uint64(0); last < st.LastSeq; {
-		batch, err := c.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
-		if errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil {
-			// On a cluster the consumer just created may not be known yet where the fetch lands.
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			md, err := msg.Metadata()
-			if err != nil {
-				t.Fatal(err)
-			}
-			seq := md.Sequence.Stream
-			last = seq
-			if seq > st.LastSeq {
-				continue
-			}
-			present[seq] = true
-			m := &jetstream.RawStreamMsg{Subject: msg.Subject(), Sequence: seq, Header: msg.Headers()}
-			switch {
-			case m.Subject == restartSubject(layout.FenceSubject()):
-			case isFence(layout.FenceSubject(), m.Subject):
-				if prev, ok := latest[m.Subject]; ok {
-					if piled++; piled <= 3 {
-						t.Errorf("fence subject %s holds markers at %d and %d: no rollup", m.Subject, prev, seq)
-					}
+	// Read in batches: asking for each sequence alone took longer than a minute on a busy machine.
+	for _, m := range testutil.StreamAll(t, js, layout.Events()) {
+		present[m.Sequence] = true
+		switch {
+		case m.Subject == restartSubject(layout.FenceSubject()):
+		case isFence(layout.FenceSubject(), m.Subject):
+			if prev, ok := latest[m.Subject]; ok {
+				if piled++; piled <= 3 {
+					t.Errorf("fence subject %s holds markers at %d and %d: no rollup", m.Subject, prev, m.Sequence)
 				}
-				latest[m.Subject] = seq
-			default:
-				events = append(events, m)
 			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrNoResponders) {
-			t.Fatal(err)
-		}
-		if n == 0 && ctx.Err() != nil { // the stream's last message is always there: wait for it
-			t.Fatalf("read the events stream up to %d of %d", last, st.LastSeq)
+			latest[m.Subject] = m.Sequence
+		default:
+			events = append(events, m)
 		}
 	}
 	for _, m := range events {
@@ -422,7 +382,7 @@ func TestFenceOutlivesStreamLimits(t *testing.T) {
 			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
 			nc := testutil.StartNATS(t, nil).Connect()
 			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 			defer cancel()
 			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 				t.Fatal(err)

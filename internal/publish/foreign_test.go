@@ -32,7 +32,7 @@ func leaderWith(t *testing.T, nc *nats.Conn, layout streams.Layout, obs Observer
 // store there: a body such as {"stream":"TRACKING_REPORTS","seq":7}, no headers.
 func foreignAck(t *testing.T, js jetstream.JetStream, subject string, seq int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if _, err := js.Publish(ctx, subject, fmt.Appendf(nil, `{"stream":"TRACKING_REPORTS","seq":%d}`, seq)); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestForeignFloodSwept(t *testing.T) {
 	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
 	nc := ns.Connect()
 	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 	defer cancel()
 	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
 		t.Fatal(err)

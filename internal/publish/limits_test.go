@@ -9,12 +9,13 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // setMaxMsgSize sets a stream's max_msg_size, as an operator would on a stream they manage.
 func (e *testEnv) setMaxMsgSize(stream string, max int32) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	s, err := e.js.Stream(ctx, stream)
 	if err != nil {
@@ -42,7 +43,7 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				e.setMaxMsgSize(e.layout.DLQ(), dlqMax)
 			}
 			p := e.publisher(8, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
 			if _, err := p.Resume(ctx); err != nil {
 				t.Fatal(err)

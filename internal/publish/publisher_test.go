@@ -40,7 +40,7 @@ func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)
 	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: streams.Layout{Prefix: "tracking", DuplicateWindow: dup}}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 	e := newEnv(t, time.Minute)
 	obs := &countingObserver{}
 	p := e.publisher(256, obs)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestPublishSurvivesNATSRestart(t *testing.T) {
 func TestResumeAfterCrash(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 
 	p1 := e.publisher(64, nil)
@@ -349,7 +349,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, time.Minute)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 			defer cancel()
 			if err := e.js.DeleteStream(ctx, e.layout.Events()); err != nil {
 				t.Fatal(err)
@@ -412,7 +412,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 func TestPublishUpkeepWithoutEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	if err := e.js.DeleteStream(ctx, e.layout.Events()); err != nil {
 		t.Fatal(err)
@@ -462,7 +462,7 @@ func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, 100*time.Millisecond)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
 			noID := func(n int) event.Event {
 				return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
@@ -501,7 +501,7 @@ func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
 func TestResumeAfterResentPublish(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	// A limit of one message per subject with DiscardNew refuses ev-a (an ARRIVED event follows one
 	// already stored) until it is lifted, and stores n=1 (the first DEPARTED).
@@ -573,7 +573,7 @@ func TestResumeAfterResentPublish(t *testing.T) {
 func TestResumeSkipsForeignMessages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 
 	p1 := e.publisher(64, nil)
@@ -628,7 +628,7 @@ func TestResumeSkipsForeignMessages(t *testing.T) {
 func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	noID := func(id string) event.Event { // an SSE message without id:, after ev-00009; its data names id
 		ev := ev(id, "GATE_OUT")
@@ -699,7 +699,7 @@ func TestPublishAnswersLostPastDuplicateWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -750,7 +750,7 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -786,7 +786,7 @@ func TestDuplicatesCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	// An upstream that reuses ids: a run of two duplicates, then one more after an event stored in between.
 	for _, id := range []string{"a", "b", "a", "b", "c", "a", "d"} {
@@ -825,7 +825,7 @@ func TestSkippedCountAsDuplicates(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	e := newEnv(t, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	p1 := e.publisher(64, nil)
 	if _, err := p1.Resume(ctx); err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // TestResumeWhileNoResponders: the reads of the resume cursor (the newest event's sequence, a chunk of the
@@ -17,7 +19,7 @@ import (
 // fail Resume at once.
 func TestResumeWhileNoResponders(t *testing.T) {
 	e := newEnv(t, time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	p1 := e.publisher(16, nil)
 	if _, err := p1.Resume(ctx); err != nil {

@@ -73,7 +73,7 @@ func jsFor(t *testing.T) jetstream.JetStream {
 // the events stream allows rollups.
 func TestEnsureCreatesLimitedStreams(t *testing.T) {
 	js := jsFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	l := limitedLayout()
 	if err := streams.Ensure(ctx, js, l, true, slog.New(slog.DiscardHandler)); err != nil {
@@ -111,7 +111,7 @@ func TestEnsureCreatesLimitedStreams(t *testing.T) {
 // dead-letter stream drops its oldest (DiscardOld) and takes the new one.
 func TestLimitsRefuseAtThePublisher(t *testing.T) {
 	js := jsFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	l := limitedLayout()
 	// Room for three messages of each kind below, not four.
@@ -169,7 +169,7 @@ func TestLimitsRefuseAtThePublisher(t *testing.T) {
 // (no rollup possible) fails even then. Other differences (here the limits) are logged, the stream used.
 func TestEnsureUpgradesEventsStream(t *testing.T) {
 	js := jsFor(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	l := limitedLayout()
 	old := jetstream.StreamConfig{Name: l.Events(), Subjects: []string{"tracking.events.>"}, Storage: jetstream.FileStorage,
@@ -223,7 +223,7 @@ func TestEnsureNoRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	err = streams.Ensure(ctx, js, limitedLayout(), true, slog.New(slog.DiscardHandler)) // 4 + 1 + 1 GiB
 	if !errors.Is(err, streams.ErrNoRoom) || !strings.Contains(err.Error(), "TRACKING_DLQ") ||

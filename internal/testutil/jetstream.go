@@ -15,7 +15,7 @@ import (
 // stream does not exist; any other failure fails the test.
 func StreamMsgs(tb testing.TB, js jetstream.JetStream, stream string) uint64 {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Scale(10*time.Second))
 	defer cancel()
 	n, err := CountMsgs(ctx, js, stream)
 	if err != nil {
@@ -59,14 +59,25 @@ func IsFence(subject string) bool {
 // StreamContents returns every message a JetStream stream holds but fence markers, in sequence order.
 // It reads them with an ordered consumer, a thousand a request, where asking for each message alone
 // took thousands of requests (a minute and more for a few thousand events on a busy machine); a read
-// that fails (an R3 stream's consumer may find no responders for a moment) starts over, until a minute
-// has passed. Messages deleted between the first and the last are skipped.
+// that fails (an R3 stream's consumer may find no responders for a moment) starts over, until
+// Scale(a minute) has passed. Messages deleted between the first and the last are skipped.
 func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return readAll(tb, js, stream, false)
+}
+
+// StreamAll is StreamContents with the fence markers: every message the stream holds, in order.
+func StreamAll(tb testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+	tb.Helper()
+	return readAll(tb, js, stream, true)
+}
+
+func readAll(tb testing.TB, js jetstream.JetStream, stream string, fence bool) []*jetstream.RawStreamMsg {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Scale(60*time.Second))
 	defer cancel()
 	for {
-		out, err := readStream(ctx, js, stream)
+		out, err := readStream(ctx, js, stream, fence)
 		if err == nil {
 			return out
 		}
@@ -77,8 +88,8 @@ func StreamContents(tb testing.TB, js jetstream.JetStream, stream string) []*jet
 	}
 }
 
-// readStream is one attempt of StreamContents.
-func readStream(ctx context.Context, js jetstream.JetStream, stream string) ([]*jetstream.RawStreamMsg, error) {
+// readStream is one attempt of StreamContents (StreamAll with fence).
+func readStream(ctx context.Context, js jetstream.JetStream, stream string, fence bool) ([]*jetstream.RawStreamMsg, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
@@ -113,7 +124,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string) ([]*
 				return nil, fmt.Errorf("stream %s: %w", stream, err)
 			}
 			last = md.Sequence.Stream
-			if !IsFence(m.Subject()) {
+			if fence || !IsFence(m.Subject()) {
 				out = append(out, &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: last,
 					Header: m.Headers(), Data: m.Data(), Time: md.Timestamp})
 			}

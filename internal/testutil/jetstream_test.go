@@ -19,7 +19,7 @@ func TestStreamMsgsAndContents(t *testing.T) {
 	if n := testutil.StreamMsgs(t, js, "S"); n != 0 {
 		t.Errorf("StreamMsgs of a missing stream = %d, want 0", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
 	if err != nil {
