@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,24 +33,7 @@ func TestMetricsPage(t *testing.T) {
 	})
 
 	get := func(accept string) (string, string) {
-		req, err := http.NewRequest(http.MethodGet, "http://"+ob.addr+"/metrics", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /metrics = %d", resp.StatusCode)
-		}
-		return resp.Header.Get("Content-Type"), string(body)
+		return testutil.Scrape(t, "http://"+ob.addr+"/metrics", accept)
 	}
 	ct, body := get("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
 	if !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") || !strings.HasSuffix(body, "# EOF\n") {

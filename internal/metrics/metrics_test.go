@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"go/parser"
 	"go/token"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // scrape GETs the handler's page with the Accept header accept, and returns its Content-Type and body.
@@ -26,26 +27,7 @@ func scrape(t *testing.T, h http.Handler, accept string) (string, string) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET = %d\n%s", resp.StatusCode, body)
-	}
-	return resp.Header.Get("Content-Type"), string(body)
+	return testutil.Scrape(t, srv.URL, accept)
 }
 
 // prometheusAccept is the Accept header of a Prometheus server's scrapes (3.x, default settings).

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"io"
+	"net/http"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,4 +49,30 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return found == len(want)
+}
+
+// Scrape GETs url with the Accept header accept ("" for none), fails unless the answer is 200, and returns
+// its Content-Type and body.
+func Scrape(tb testing.TB, url, accept string) (contentType, body string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s = %d\n%s", url, resp.StatusCode, b)
+	}
+	return resp.Header.Get("Content-Type"), string(b)
 }
