@@ -188,11 +188,10 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 			if _, err := second.Resume(ctx); err != nil {
 				t.Fatal(err)
 			}
-			s, err := js.Stream(ctx, layout.Events())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := s.CachedInfo().State.Consumers; n != 0 {
+			// The ordered consumer deletes a read's earlier consumers in the background, and the reader
+			// its last one: wait for the count to drop, well within the inactivity threshold (the backstop
+			// that would hide a consumer left behind).
+			if n := consumersAfter(ctx, t, js, layout.Events(), consumerIdle/3); n != 0 {
 				t.Errorf("%d consumers left on the events stream by two terms' cursor reads, want none", n)
 			}
 			assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), 25)
@@ -271,5 +270,22 @@ func TestForeignFloodSwept(t *testing.T) {
 	checkFenceOrder(t, js, layout)
 	if n := obs.foreign.Load(); n < 2 {
 		t.Errorf("%d foreign writes counted, want the fence subject's and the restart subject's", n)
+	}
+}
+
+// consumersAfter returns the number of consumers on stream once it is 0, or when within has passed.
+func consumersAfter(ctx context.Context, t *testing.T, js jetstream.JetStream, stream string, within time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := s.CachedInfo().State.Consumers
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
