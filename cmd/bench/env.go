@@ -31,10 +31,10 @@ type benchEnv struct {
 	natsURL string
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	refpipe string // the yardstick's binary (the baseline, or -refpipe's); "" with -skip-refpipe
-	refName string // the yardstick's name in the output: "baseline" or "refpipe"
-	sim     string // simulator binary, built from ./cmd/sim
-	bridge  string // bridge binary: -bridge-bin, else built from ./cmd/bridge; "" with -cpuprofile
+	refpipe string        // the yardstick's binary (the baseline, or -refpipe's); "" with -skip-refpipe
+	refName string        // the yardstick's name in the output: "baseline" or "refpipe"
+	sim     string        // simulator binary, built from ./cmd/sim
+	bridges []benchBridge // -bridge-bin's, else one built from ./cmd/bridge; none with -cpuprofile
 	seq     int
 	csvSeq  int
 	simSeq  int
@@ -74,12 +74,19 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 		return nil, err
 	}
 	switch {
-	case o.bridgeBin != "":
-		e.bridge = o.bridgeBin
+	case len(o.bridges) > 0:
+		e.bridges = o.bridges
+		for _, b := range e.bridges {
+			if _, err := os.Stat(b.bin); err != nil {
+				return nil, fmt.Errorf("-bridge-bin %s: %w", b.name, err)
+			}
+		}
 	case o.cpuprofile == "": // -cpuprofile runs the daemon in this process
-		if e.bridge, err = buildCommand(ctx, "bridge", dir); err != nil {
+		bin, err := buildCommand(ctx, "bridge", dir)
+		if err != nil {
 			return nil, err
 		}
+		e.bridges = []benchBridge{{name: "bridge", bin: bin}}
 	}
 
 	addr, err := bench.FreeAddr()
@@ -296,12 +303,12 @@ func (e *benchEnv) bridgeVars(s *benchSim, prefix, httpAddr string) map[string]s
 	return vars
 }
 
-func (e *benchEnv) startBridge(ctx context.Context, name string, s *benchSim, prefix string) (*bench.Child, error) {
+func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, s *benchSim, prefix string) (*bench.Child, error) {
 	env, err := e.bridgeEnv(s, prefix)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, e.bridge, "run")
+	cmd := exec.CommandContext(ctx, b.bin, "run")
 	cmd.Env = env
 	return e.startPipeline(name, cmd)
 }

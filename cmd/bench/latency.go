@@ -152,27 +152,30 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "latency: %d events of ~%d bytes at %.0f events/s (%v), %d run(s) per pipeline, bridge window %s\n"+
 		"  latency = receive time at a core NATS subscriber (SSE-only: at an SSE reader in the bench process)\n  minus the event's \"timestamp\" (when the simulator wrote it)\n\n",
 		total, e.o.size, e.o.rate, e.o.duration, e.o.runs, e.windowDesc())
-	var bridgeP99, refP99, sseP99, natsP99 []float64
+	bridgeP99 := make([][]float64, len(e.bridges))
+	var refP99, sseP99, natsP99 []float64
 	for i := 1; i <= e.o.runs; i++ {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
-		e.seq++
-		prefix := fmt.Sprintf("bench%d", e.seq)
-		layout := streams.Layout{Prefix: prefix}
-		r, err := e.latencyRun(ctx, "bridge", subjects.Events(prefix), total, func(s *benchSim) (*bench.Child, error) {
-			return e.startBridge(ctx, fmt.Sprintf("bridge-latency-%d", i), s, prefix)
-		}, false)
-		e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
-		if err != nil {
-			return fmt.Errorf("bridge latency run %d: %w", i, err)
+		for j, b := range e.bridges {
+			e.seq++
+			prefix := fmt.Sprintf("bench%d", e.seq)
+			layout := streams.Layout{Prefix: prefix}
+			r, err := e.latencyRun(ctx, b.name, subjects.Events(prefix), total, func(s *benchSim) (*bench.Child, error) {
+				return e.startBridge(ctx, b, fmt.Sprintf("%s-latency-%d", b.name, i), s, prefix)
+			}, false)
+			e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
+			if err != nil {
+				return fmt.Errorf("%s latency run %d: %w", b.name, i, err)
+			}
+			fmt.Fprintf(stdout, "  %v\n", r)
+			bridgeP99[j] = append(bridgeP99[j], float64(r.sum.P99))
 		}
-		fmt.Fprintf(stdout, "  %v\n", r)
-		bridgeP99 = append(bridgeP99, float64(r.sum.P99))
 		if e.refpipe == "" {
 			continue
 		}
 		var out benchOutput
 		e.deleteStreams(benchRefStream)
-		r, err = e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*bench.Child, error) {
+		r, err := e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*bench.Child, error) {
 			return e.startRefpipe(ctx, fmt.Sprintf("%s-latency-%d", e.refName, i), s, total, &out)
 		}, true)
 		e.deleteStreams(benchRefStream)
@@ -203,12 +206,14 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 			natsP99 = append(natsP99, float64(r.sum.P99))
 		}
 	}
-	p99 := time.Duration(bench.Median(bridgeP99))
-	verdict := "met"
-	if p99 > benchTargetP99 {
-		verdict = "MISSED"
+	for j, b := range e.bridges {
+		p99 := time.Duration(bench.Median(bridgeP99[j]))
+		verdict := "met"
+		if p99 > benchTargetP99 {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(stdout, "\n%s p99 (median of %d run(s)) %s: target <= %v %s\n", b.name, len(bridgeP99[j]), benchUS(p99), benchTargetP99, verdict)
 	}
-	fmt.Fprintf(stdout, "\nbridge p99 (median of %d run(s)) %s: target <= %v %s\n", len(bridgeP99), benchUS(p99), benchTargetP99, verdict)
 	if len(refP99) > 0 {
 		fmt.Fprintf(stdout, "%s p99 (median of %d run(s)) %s\n", e.refName, len(refP99), benchUS(time.Duration(bench.Median(refP99))))
 	}

@@ -57,6 +57,7 @@ type benchOptions struct {
 	skipNATS   bool
 	refpipe    string
 	bridgeBin  string
+	bridges    []benchBridge // -bridge-bin, parsed
 	timeout    time.Duration
 	keep       bool
 	latencyCSV string
@@ -105,7 +106,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.skipSSE, "skip-sse", false, "in -latency mode, leave out the SSE-only baseline (simulator to an SSE reader in this process)")
 	fs.BoolVar(&o.skipNATS, "skip-nats", false, "in -latency mode, leave out the NATS-only baseline (this process publishing to JetStream)")
 	fs.StringVar(&o.refpipe, "refpipe", "", "an outside yardstick instead of ./cmd/bench/baseline: its source directory (built with go build) or a built binary")
-	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binary run as 'bridge run' (for comparing builds); empty builds ./cmd/bridge with go build")
+	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binaries run as 'bridge run', for comparing builds: a comma-separated list of [NAME=]PATH, run in turn in each run; empty builds ./cmd/bridge with go build")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
 	fs.StringVar(&o.latencyCSV, "latency-csv", "", "in -latency mode, write each run's per-event latencies to CSV files in this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (child logs, JetStream store)")
@@ -146,6 +147,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case o.memprofile != "" && o.cpuprofile == "":
 		return usageError{errors.New("-memprofile needs -cpuprofile")}
 	}
+	if o.bridgeBin != "" {
+		var err error
+		if o.bridges, err = parseBridgeBins(o.bridgeBin); err != nil {
+			return usageError{fmt.Errorf("-bridge-bin: %w", err)}
+		}
+		if o.cpuprofile != "" {
+			return usageError{errors.New("-bridge-bin and -cpuprofile exclude each other: the profile is of this build, run in this process")}
+		}
+	}
 
 	e, err := newBenchEnv(ctx, o, stderr)
 	if err != nil {
@@ -174,6 +184,37 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
+// benchBridge is a bridge binary under test and its name in the output.
+type benchBridge struct{ name, bin string }
+
+// parseBridgeBins parses -bridge-bin: a comma-separated list of [NAME=]PATH. A single binary without a
+// name is "bridge"; several without names are bridge1, bridge2, ...
+func parseBridgeBins(v string) ([]benchBridge, error) {
+	parts := strings.Split(v, ",")
+	var bs []benchBridge
+	seen := map[string]bool{}
+	for i, part := range parts {
+		name, bin, named := strings.Cut(strings.TrimSpace(part), "=")
+		if !named {
+			name, bin = "bridge", name
+			if len(parts) > 1 {
+				name = "bridge" + strconv.Itoa(i+1)
+			}
+		}
+		switch {
+		case bin == "":
+			return nil, fmt.Errorf("entry %d (%q) names no binary", i+1, part)
+		case name == "" || strings.ContainsAny(name, " \t/"):
+			return nil, fmt.Errorf("entry %d (%q): a name is one word", i+1, part)
+		case name == "baseline" || name == "refpipe" || seen[name]:
+			return nil, fmt.Errorf("entry %d (%q): the name %q is taken", i+1, part, name)
+		}
+		seen[name] = true
+		bs = append(bs, benchBridge{name: name, bin: bin})
+	}
+	return bs, nil
+}
+
 func benchUsage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, `Usage: go run ./cmd/bench [flags]
@@ -187,8 +228,10 @@ simulator in flood mode ('sim -rate -1 -limit N -size S') and one pipeline as a 
 run' or the yardstick, both writing to the same nats-server (a child process, JetStream file storage,
 duplicate window 2m) until N events are stored. Runs alternate: bridge, yardstick, bridge, ... The
 simulator, the bridge and the baseline are built from ./cmd/sim, ./cmd/bridge and ./cmd/bench/baseline
-with 'go build' into the temporary directory (run it from the repository), unless -bridge-bin names a
-bridge binary.
+with 'go build' into the temporary directory (run it from the repository), unless -bridge-bin names
+bridge binaries. With several (-bridge-bin old=/tmp/bridge-old,new=/tmp/bridge-new), each run has one
+run of each, in the order given, then the yardstick's; the summary compares each with the yardstick, and
+each with the first.
 
   events/s      (N-1) / (time between the first and the last message's JetStream storage timestamps)
   CPU µs/event  the pipeline process's user+system CPU over its whole life (rusage at exit: start-up,

@@ -92,12 +92,12 @@ func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string
 	return st, startCPU, time.Now(), nil
 }
 
-func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult, error) {
+func (e *benchEnv) throughputBridge(ctx context.Context, b benchBridge, run int) (benchTPResult, error) {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
 	layout := streams.Layout{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
-	r := benchTPResult{pipeline: "bridge"}
+	r := benchTPResult{pipeline: b.name}
 	if e.o.cluster {
 		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.
 		layout.Replicas, layout.DuplicateWindow = benchReplicas, 2*time.Minute
@@ -105,13 +105,13 @@ func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult
 			return r, err
 		}
 	}
-	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-bridge", run), -1, e.o.n)
+	s, err := e.startSim(ctx, fmt.Sprintf("sim-%d-%s", run, b.name), -1, e.o.n)
 	if err != nil {
 		return r, err
 	}
 	defer s.stop(e.log)
 	srv0 := e.serverCPU()
-	c, err := e.startBridge(ctx, fmt.Sprintf("bridge-%d", run), s, prefix)
+	c, err := e.startBridge(ctx, b, fmt.Sprintf("%s-%d", b.name, run), s, prefix)
 	if err != nil {
 		return r, err
 	}
@@ -231,21 +231,30 @@ func benchResultLine(out string) string {
 }
 
 func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "throughput: %d events of ~%d bytes per run, %d run(s) per pipeline, bridge window %s, %s window %d\n\n",
+	fmt.Fprintf(stdout, "throughput: %d events of ~%d bytes per run, %d run(s) per pipeline, bridge window %s, %s window %d\n",
 		e.o.n, e.o.size, e.o.runs, e.windowDesc(), e.refDesc(), e.o.refWindow)
-	var bridgeRes, refRes []benchTPResult
+	if len(e.bridges) > 1 || e.bridges[0].name != "bridge" {
+		for _, b := range e.bridges {
+			fmt.Fprintf(stdout, "  %s: %s\n", b.name, b.bin)
+		}
+	}
+	fmt.Fprintln(stdout)
+	bridgeRes := make([][]benchTPResult, len(e.bridges))
+	var refRes []benchTPResult
 	for i := 1; i <= e.o.runs; i++ {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
-		r, err := e.throughputBridge(ctx, i)
-		if err != nil {
-			return fmt.Errorf("bridge run %d: %w", i, err)
+		for j, b := range e.bridges {
+			r, err := e.throughputBridge(ctx, b, i)
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", b.name, i, err)
+			}
+			fmt.Fprintf(stdout, "  %v\n", r)
+			bridgeRes[j] = append(bridgeRes[j], r)
 		}
-		fmt.Fprintf(stdout, "  %v\n", r)
-		bridgeRes = append(bridgeRes, r)
 		if e.refpipe == "" {
 			continue
 		}
-		r, err = e.throughputRefpipe(ctx, i)
+		r, err := e.throughputRefpipe(ctx, i)
 		if err != nil {
 			return fmt.Errorf("%s run %d: %w", e.refName, i, err)
 		}
@@ -260,39 +269,63 @@ func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
 		}
 		return bench.Median(vs)
 	}
+	spread := func(rs []benchTPResult, f func(benchTPResult) float64, format string) string {
+		lo, hi := f(rs[0]), f(rs[0])
+		for _, r := range rs[1:] {
+			lo, hi = min(lo, f(r)), max(hi, f(r))
+		}
+		return fmt.Sprintf(format+" ("+format+"–"+format+")", med(rs, f), lo, hi)
+	}
 	rate := func(r benchTPResult) float64 { return r.rate }
 	cpu := func(r benchTPResult) float64 { return r.cpuPerEvent() }
 	rss := func(r benchTPResult) float64 { return benchMB(r.peakRSS) }
 	srv := func(r benchTPResult) float64 {
 		return float64(r.serverCPU.Nanoseconds()) / 1e3 / float64(max(r.events, 1))
 	}
-	fmt.Fprintf(stdout, "\nmedians of %d run(s)\n", e.o.runs)
-	fmt.Fprintf(stdout, "  %-9s %12s %14s %13s %22s\n", "pipeline", "events/s", "CPU µs/event", "peak RSS MB", "nats-server µs/event")
-	for _, p := range []struct {
+	fmt.Fprintf(stdout, "\nmedians of %d run(s) (range)\n", e.o.runs)
+	fmt.Fprintf(stdout, "  %-9s %24s %22s %19s %24s\n", "pipeline", "events/s", "CPU µs/event", "peak RSS MB", "nats-server µs/event")
+	type pipeline struct {
 		name string
 		rs   []benchTPResult
-	}{{"bridge", bridgeRes}, {e.refName, refRes}} {
+	}
+	var ps []pipeline
+	for j, b := range e.bridges {
+		ps = append(ps, pipeline{b.name, bridgeRes[j]})
+	}
+	ps = append(ps, pipeline{e.refName, refRes})
+	for _, p := range ps {
 		if len(p.rs) == 0 {
 			continue
 		}
-		fmt.Fprintf(stdout, "  %-9s %12.0f %14.2f %13.1f %22.2f\n", p.name, med(p.rs, rate), med(p.rs, cpu), med(p.rs, rss), med(p.rs, srv))
+		fmt.Fprintf(stdout, "  %-9s %24s %22s %19s %24s\n", p.name, spread(p.rs, rate, "%.0f"), spread(p.rs, cpu, "%.2f"),
+			spread(p.rs, rss, "%.1f"), spread(p.rs, srv, "%.2f"))
+	}
+	if len(e.bridges) > 1 {
+		first := ps[0]
+		for _, p := range ps[1:len(e.bridges)] {
+			ratio := func(f func(benchTPResult) float64) float64 { return med(p.rs, f) / med(first.rs, f) }
+			fmt.Fprintf(stdout, "\n%s / %s (medians): events/s %.3f, CPU µs/event %.3f, peak RSS %.3f, nats-server %.3f\n",
+				p.name, first.name, ratio(rate), ratio(cpu), ratio(rss), ratio(srv))
+		}
 	}
 	if len(refRes) == 0 {
 		return nil
 	}
-	ratio := func(f func(benchTPResult) float64) float64 { return med(bridgeRes, f) / med(refRes, f) }
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
 		}
 		return "MISSED"
 	}
-	rr, cr, mr := ratio(rate), ratio(cpu), ratio(rss)
-	fmt.Fprintf(stdout, "\nbridge / %s (medians)\n", e.refName)
-	fmt.Fprintf(stdout, "  events/s      %.3f   target >= %.2f  %s\n", rr, benchTargetRate, verdict(rr >= benchTargetRate))
-	fmt.Fprintf(stdout, "  CPU µs/event  %.3f   target <= %.2f  %s\n", cr, benchTargetCPU, verdict(cr <= benchTargetCPU))
-	fmt.Fprintf(stdout, "  peak RSS      %.3f   target <= %.2f  %s\n", mr, benchTargetRSS, verdict(mr <= benchTargetRSS))
-	fmt.Fprintf(stdout, "  nats-server   %.3f   (no target: the server's CPU per event caused by each pipeline)\n", ratio(srv))
+	for _, p := range ps[:len(e.bridges)] {
+		ratio := func(f func(benchTPResult) float64) float64 { return med(p.rs, f) / med(refRes, f) }
+		rr, cr, mr := ratio(rate), ratio(cpu), ratio(rss)
+		fmt.Fprintf(stdout, "\n%s / %s (medians)\n", p.name, e.refName)
+		fmt.Fprintf(stdout, "  events/s      %.3f   target >= %.2f  %s\n", rr, benchTargetRate, verdict(rr >= benchTargetRate))
+		fmt.Fprintf(stdout, "  CPU µs/event  %.3f   target <= %.2f  %s\n", cr, benchTargetCPU, verdict(cr <= benchTargetCPU))
+		fmt.Fprintf(stdout, "  peak RSS      %.3f   target <= %.2f  %s\n", mr, benchTargetRSS, verdict(mr <= benchTargetRSS))
+		fmt.Fprintf(stdout, "  nats-server   %.3f   (no target: the server's CPU per event caused by each pipeline)\n", ratio(srv))
+	}
 	return nil
 }
 
