@@ -1,3 +1,5 @@
+//go:build !libacks
+
 package publish
 
 import (
@@ -167,7 +169,7 @@ type slot struct {
 	sent  time.Time
 }
 
-func newAcks(nc *nats.Conn, slots int, obs Observer) (*acks, error) {
+func newAcks(nc *nats.Conn, slots int, obs Observer, _ time.Duration) (*acks, error) {
 	a := &acks{
 		prefix: nc.NewInbox() + ".",
 		nc:     nc,

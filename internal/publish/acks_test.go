@@ -1,3 +1,5 @@
+//go:build !libacks
+
 package publish
 
 import (
@@ -102,7 +104,7 @@ func TestAcksFromServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	a, err := newAcks(e.nc, 8, obs)
+	a, err := newAcks(e.nc, 8, obs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,5 @@
+//go:build !libacks
+
 package publish
 
 import (
