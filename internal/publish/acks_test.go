@@ -1,5 +1,3 @@
-//go:build !libacks
-
 package publish
 
 import (
@@ -104,7 +102,7 @@ func TestAcksFromServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	a, err := newAcks(e.nc, 8, obs, 0)
+	a, err := newAcks(e.nc, 8, obs)
 	if err != nil {
 		t.Fatal(err)
 	}

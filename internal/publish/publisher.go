@@ -48,7 +48,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	a, err := newAcks(nc, cfg.Window, cfg.Observer, cfg.Timeout)
+	a, err := newAcks(nc, cfg.Window, cfg.Observer)
 	if err != nil {
 		return nil, fmt.Errorf("acknowledgement subscription: %w", err)
 	}

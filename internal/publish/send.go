@@ -1,5 +1,3 @@
-//go:build !libacks
-
 package publish
 
 import (
