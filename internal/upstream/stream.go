@@ -386,6 +386,10 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 				// not JSON rather than losing it without a trace (see emptyDataMarker).
 			default:
 				// The decoder's string is the event's only copy: share its bytes (Data is read-only).
+				// Measured against []byte(data) on events of ~1 KB: BenchmarkStreamEvents -cpu 1 takes
+				// 4.9 µs and 10 allocations (2,360 B) per event against 5.5 µs and 11 (3,384 B); the
+				// whole bridge in cmd/bench, 15.5 against 16.6 µs of CPU per event (medians of 10 runs,
+				// alternated; the copy cost more in 9 of the 10 pairs).
 				ev.Data = unsafe.Slice(unsafe.StringData(data), len(data))
 			}
 		}
