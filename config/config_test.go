@@ -1001,7 +1001,7 @@ func TestCheckDisallowedKnowsEveryVariable(t *testing.T) {
 	}
 }
 
-// TestEnvconfigNamesTheFields: envconfig names the same variables as Load's pre-pass, Validate and Usage
+// TestEnvconfigNamesTheFields: envconfig names the same variables as FromEnv, Validate and Usage
 // (fields), in the same order, with the same defaults and required tags.
 func TestEnvconfigNamesTheFields(t *testing.T) {
 	t.Parallel()
