@@ -18,8 +18,7 @@ import (
 
 // envSpec is what envconfig reads: every variable of Config, and the _FILE variable of each secret.
 // envconfig.Process fills it and envconfig.CheckDisallowed knows the bridge's variables from it, so the
-// two cannot disagree. init checks that its _FILE fields are exactly those of the
-// secrets.
+// two cannot disagree. init checks that its _FILE fields are exactly those of the secrets.
 type envSpec struct {
 	Config
 	PasswordFile     string `envconfig:"PASSWORD_FILE"`
