@@ -17,7 +17,7 @@ var byteUnits = []struct {
 	size   int64
 }{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
 
-// ParseByteSize reads a size as Load does (through Decode): decimal digits, optionally followed by one of KiB, MiB, GiB
+// ParseByteSize reads a size as FromEnv does (through Decode): decimal digits, optionally followed by one of KiB, MiB, GiB
 // or TiB (case matters, no space); a sign is allowed, so that Validate can name a negative size.
 func ParseByteSize(s string) (ByteSize, error) {
 	unit := int64(1)

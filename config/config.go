@@ -1,18 +1,32 @@
 // Package config is the bridge's configuration, read from BRIDGE_* environment variables.
 //
 // The variables are the fields of Config; their names, defaults and meanings are in the struct tags, which
-// github.com/kelseyhightower/envconfig reads (Load calls envconfig.Process with Prefix), and in the table
-// Usage prints (bridge -h) and docs/configuration.md holds. The names of the first eleven
-// are fixed: deployments rely on them. The rules, which Load keeps around envconfig.Process:
+// github.com/kelseyhightower/envconfig reads (FromEnv calls envconfig.Process with Prefix), and in the
+// table Usage prints (bridge -h) and docs/configuration.md holds. The names of the first eleven are
+// fixed: deployments rely on them. The rules, which FromEnv keeps around envconfig.Process:
 //
 //   - A variable set to the empty string counts as unset: the default applies, and a required variable
-//     is reported as missing.
+//     is reported as missing. (Process would keep the empty value, or fail to parse it.)
 //   - Every Secret field X can instead be given as X_FILE, naming a file whose content, less trailing CR
 //     and LF characters, is the value. Setting both X and X_FILE is an error.
-//   - Load reports every problem at once (errors.Join), each naming its variable; no error ever contains
-//     a secret's value.
+//   - Integers are decimal: "010" is ten. (Process reads it as octal, and accepts 0x10 and 1_000.)
+//   - A variable is read under its BRIDGE_ name only. (Process falls back to the name without the
+//     prefix, USERNAME for BRIDGE_USERNAME.)
+//   - A BRIDGE_* variable the bridge does not read is an error, named in it (a misspelt name is never
+//     silently ignored), except the variables Kubernetes gives a pod for a Service whose name starts
+//     with bridge- (BRIDGE_X_SERVICE_HOST, BRIDGE_X_PORT=tcp://..., ...).
+//   - No error ever contains a secret's value, nor the value of an unknown variable.
 //
-// The package reads the environment and the file system only; it dials nothing.
+// FromEnv reports every problem at once (errors.Join), one per line, each naming its variable: the
+// unknown variables, then every value that does not parse or _FILE that cannot be read, then every
+// problem Validate finds. envconfig.Process stops at the first value it cannot parse; FromEnv then
+// decodes the other variables itself, with the same decoders, so the later ones are reported too. What
+// is not reported together: Validate's checks about a variable that did not parse (its range, and its
+// relation to others, such as a minimum above a maximum) run only once it parses.
+//
+// A program that runs the bridge in-process (the demo, the benchmark, tests) builds a Config in Go, from
+// Default, and calls Validate. The package reads the environment and the file system only; it dials
+// nothing, and it never changes the environment.
 package config
 
 import (
@@ -67,7 +81,7 @@ const AllEndpoints = "all"
 const maxSecretFileBytes = 64 << 10
 
 // Config is the bridge's configuration. The variable of a field is Prefix + "_" + its envconfig tag, as
-// envconfig.Process names it; its default, required and desc tags feed Load (through Process), Validate
+// envconfig.Process names it; its default, required and desc tags feed FromEnv (through Process), Validate
 // and Usage. A Config built by hand should start from
 // Default and be checked with Validate.
 type Config struct {
@@ -87,7 +101,7 @@ type Config struct {
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
 	HTTPMaxConns  int    `envconfig:"HTTP_MAX_CONNS" default:"64" desc:"most connections open at once on BRIDGE_HTTP_ADDR (4 to 4096); a new connection beyond them is let in and an older one closed (one part way through a request first), so probes and scrapes still get in during a flood"`
 
-	// Logging. Any case is accepted; Load lower-cases both.
+	// Logging. Any case is accepted; FromEnv lower-cases both.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"log format: json or text"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 
@@ -160,7 +174,7 @@ type Config struct {
 
 // field describes one variable of Config, read from the field's tags as envconfig reads them: the name
 // (Prefix + "_" + the envconfig tag), the default and required tags, and the desc tag (envconfig's usage
-// tag) that Usage prints. Load's pre-pass, Validate, Usage and LogValue walk these; a test checks that
+// tag) that Usage prints. FromEnv, Validate, Usage and LogValue walk these; a test checks that
 // envconfig names the same variables in the same order.
 type field struct {
 	index    int          // in Config
@@ -179,8 +193,8 @@ var (
 	fields       = configFields()
 )
 
-// configFields reads Config's tags and checks that envconfig and Load read them alike: every field has an
-// upper-case envconfig tag (so its variable is Prefix_TAG), a desc tag, and one of the types Load knows. A
+// configFields reads Config's tags and checks that envconfig and FromEnv read them alike: every field has an
+// upper-case envconfig tag (so its variable is Prefix_TAG), a desc tag, and one of the types decode knows. A
 // malformed tag is a programming error, so it panics (at init).
 func configFields() []field {
 	t := reflect.TypeFor[Config]()
@@ -234,14 +248,13 @@ func typeName(t reflect.Type) string {
 	}
 }
 
-// Default returns a Config holding every default value, as envconfig reads the default tags. The required
-// fields are empty, so it does not pass Validate until they are filled in.
+// Default returns a Config holding every default value, the default tags decoded as FromEnv decodes a
+// variable. The required fields are empty, so it does not pass Validate until they are filled in: a
+// program that configures the bridge in Go (the demo, the benchmark, tests) starts from it, sets fields
+// and calls Validate.
 func Default() *Config {
-	c := new(Config)
-	if err := process(nil, c); err != nil {
-		panic("config: a default does not load: " + err.Error())
-	}
-	return c
+	c := defaults
+	return &c
 }
 
 // StreamURL is the URL of the event stream: UpstreamURL joined with StreamPath.

@@ -18,12 +18,26 @@ import (
 // testPassword is the account password of the test environments; no error or output may contain it.
 const testPassword = "hunter2-Sup3r-s3cret"
 
-// lookup returns an os.LookupEnv-like function over m.
-func lookup(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
+// load runs FromEnv with exactly the BRIDGE_* variables of env set in the process environment: every
+// other BRIDGE_* variable is unset for the test. Tests that call it cannot run in parallel (t.Setenv).
+func load(t *testing.T, env map[string]string) (*Config, error) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, Prefix+"_") {
+			unsetenv(t, name)
+		}
 	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	return FromEnv()
+}
+
+// unsetenv unsets the variable name for the test; it is set again as it was when the test ends.
+func unsetenv(t *testing.T, name string) {
+	t.Helper()
+	t.Setenv(name, "")
+	os.Unsetenv(name)
 }
 
 // minimalEnv returns the required variables with valid values, plus extra (a "" value is kept as set
@@ -66,10 +80,9 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 func TestLoadDefaults(t *testing.T) {
-	t.Parallel()
-	c, err := Load(lookup(minimalEnv(nil)))
+	c, err := load(t, minimalEnv(nil))
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("FromEnv: %v", err)
 	}
 	want := &Config{
 		UpstreamURL:           "https://api.example.com/v1.0",
@@ -135,9 +148,8 @@ func TestLoadDefaults(t *testing.T) {
 }
 
 func TestLoadValues(t *testing.T) {
-	t.Parallel()
 	ca := newTestFiles(t).ca
-	c, err := Load(lookup(minimalEnv(map[string]string{
+	c, err := load(t, minimalEnv(map[string]string{
 		"BRIDGE_UPSTREAM_URL":        "http://127.0.0.1:8081/v1.0/",
 		"BRIDGE_TOKEN_URL":           "http://127.0.0.1:8081/auth/token",
 		"BRIDGE_INSECURE_HTTP":       "true",
@@ -152,9 +164,9 @@ func TestLoadValues(t *testing.T) {
 		"BRIDGE_NATS_USER":           "bridge",
 		"BRIDGE_NATS_PASSWORD":       "nats-pw",
 		"BRIDGE_NATS_CA_FILE":        ca,
-	})))
+	}))
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("FromEnv: %v", err)
 	}
 	if !c.InsecureHTTP || c.CreateStreams || c.StreamIdleTimeout != 90*time.Second || c.PublishWindow != 64 ||
 		c.ReportMaxAge != 24*time.Hour || c.NATSPassword.Reveal() != "nats-pw" || c.NATSCAFile != ca ||
@@ -170,7 +182,6 @@ func TestLoadValues(t *testing.T) {
 }
 
 func TestLoadSetButEmptyGetsDefault(t *testing.T) {
-	t.Parallel()
 	d := Default()
 	dv := reflect.ValueOf(d).Elem()
 	for _, f := range fields {
@@ -178,14 +189,13 @@ func TestLoadSetButEmptyGetsDefault(t *testing.T) {
 			continue
 		}
 		t.Run(f.key, func(t *testing.T) {
-			t.Parallel()
 			extra := map[string]string{f.key: ""}
 			if f.secret {
 				extra[f.key+"_FILE"] = ""
 			}
-			c, err := Load(lookup(minimalEnv(extra)))
+			c, err := load(t, minimalEnv(extra))
 			if err != nil {
-				t.Fatalf("Load: %v", err)
+				t.Fatalf("FromEnv: %v", err)
 			}
 			got := reflect.ValueOf(c).Elem().Field(f.index).Interface()
 			if want := dv.Field(f.index).Interface(); got != want {
@@ -196,7 +206,6 @@ func TestLoadSetButEmptyGetsDefault(t *testing.T) {
 }
 
 func TestLoadRequired(t *testing.T) {
-	t.Parallel()
 	required := []string{"BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_CLIENT_ID", "BRIDGE_USERNAME", "BRIDGE_PASSWORD"}
 	tests := []struct {
 		name string
@@ -211,8 +220,7 @@ func TestLoadRequired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := Load(lookup(tt.env))
+			c, err := load(t, tt.env)
 			if c != nil || err == nil {
 				t.Fatalf("Load = %v, %v; want an error", c, err)
 			}
@@ -233,7 +241,6 @@ func TestLoadRequired(t *testing.T) {
 }
 
 func TestLoadSecretFile(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name    string
 		content string
@@ -247,15 +254,14 @@ func TestLoadSecretFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
 			env := minimalEnv(map[string]string{
 				"BRIDGE_PASSWORD_FILE":   writeFile(t, "password", tt.content),
 				"BRIDGE_NATS_TOKEN_FILE": writeFile(t, "token", "tok\n"),
 			})
 			delete(env, "BRIDGE_PASSWORD")
-			c, err := Load(lookup(env))
+			c, err := load(t, env)
 			if err != nil {
-				t.Fatalf("Load: %v", err)
+				t.Fatalf("FromEnv: %v", err)
 			}
 			if got := c.Password.Reveal(); got != tt.want {
 				t.Errorf("Password = %q, want %q", got, tt.want)
@@ -268,7 +274,6 @@ func TestLoadSecretFile(t *testing.T) {
 }
 
 func TestLoadSecretFileErrors(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	tests := []struct {
@@ -312,8 +317,7 @@ func TestLoadSecretFileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := Load(lookup(minimalEnv(tt.env)))
+			_, err := load(t, minimalEnv(tt.env))
 			checkErr(t, err, tt.wantVars, tt.wantIn, tt.wantIs)
 			// The failed secret is not also reported as missing.
 			if strings.Contains(err.Error(), "is required") {
@@ -355,7 +359,6 @@ func checkErr(t *testing.T, err error, wantVars []string, wantIn string, wantIs 
 }
 
 func TestLoadErrors(t *testing.T) {
-	t.Parallel()
 	f := newTestFiles(t)
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.pem")
@@ -602,8 +605,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			c, err := Load(lookup(minimalEnv(tt.env)))
+			c, err := load(t, minimalEnv(tt.env))
 			if c != nil {
 				t.Errorf("Load returned a Config with an error")
 			}
@@ -613,7 +615,6 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestLoadAccepts(t *testing.T) {
-	t.Parallel()
 	f := newTestFiles(t)
 	tests := []struct {
 		name string
@@ -660,8 +661,7 @@ func TestLoadAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if _, err := Load(lookup(minimalEnv(tt.env))); err != nil {
+			if _, err := load(t, minimalEnv(tt.env)); err != nil {
 				t.Errorf("Load: %v", err)
 			}
 		})
@@ -669,7 +669,6 @@ func TestLoadAccepts(t *testing.T) {
 }
 
 func TestLoadReportsEveryProblem(t *testing.T) {
-	t.Parallel()
 	env := map[string]string{
 		"BRIDGE_UPSTREAM_URL":        "http://api.example.com/v1.0",
 		"BRIDGE_PASSWORD":            testPassword,
@@ -682,7 +681,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		"BRIDGE_NATS_TOKEN_FILE":     "/nonexistent/token",
 		"BRIDGE_STREAM_IDLE_TIMEOUT": "-1s",
 	}
-	_, err := Load(lookup(env))
+	_, err := load(t, env)
 	want := []string{
 		"BRIDGE_TOKEN_URL", "BRIDGE_CLIENT_ID", "BRIDGE_USERNAME", // required
 		"BRIDGE_UPSTREAM_URL", "BRIDGE_NATS_URL", "BRIDGE_SUBJECT_PREFIX", "BRIDGE_RECONNECT_MIN",
@@ -696,7 +695,6 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 // reports them all, with the _FILE problems and Validate's, in the order of the fields, each once, in the
 // words of the decoders (ByteSize's own).
 func TestLoadEveryParseErrorAtOnce(t *testing.T) {
-	t.Parallel()
 	env := minimalEnv(map[string]string{
 		"BRIDGE_PASSWORD_FILE":           filepath.Join(t.TempDir(), "missing"),
 		"BRIDGE_INSECURE_HTTP":           "yes",
@@ -712,7 +710,7 @@ func TestLoadEveryParseErrorAtOnce(t *testing.T) {
 		"BRIDGE_NATS_TOKEN_FILE":         writeFile(t, "token", testPassword),
 	})
 	delete(env, "BRIDGE_PASSWORD")
-	_, err := Load(lookup(env))
+	_, err := load(t, env)
 	want := []string{
 		"BRIDGE_PASSWORD_FILE: cannot read ",
 		`BRIDGE_INSECURE_HTTP: "yes" is not a boolean (use true or false)`,
@@ -745,9 +743,8 @@ func TestLoadEveryParseErrorAtOnce(t *testing.T) {
 // TestLoadDecimalIntegers: integers are read in decimal, as before envconfig, whose Process reads
 // "010" as octal.
 func TestLoadDecimalIntegers(t *testing.T) {
-	t.Parallel()
 	for in, want := range map[string]int{"010": 10, "+64": 64, "0100": 100, "65536": 65536} {
-		c, err := Load(lookup(minimalEnv(map[string]string{"BRIDGE_PUBLISH_WINDOW": in})))
+		c, err := load(t, minimalEnv(map[string]string{"BRIDGE_PUBLISH_WINDOW": in}))
 		if err != nil {
 			t.Errorf("%q: %v", in, err)
 			continue
@@ -762,53 +759,249 @@ func TestLoadDecimalIntegers(t *testing.T) {
 // envconfig.Process and Secret.Decode, for the required password and an optional NATS password alike,
 // and an empty variable beside the _FILE one counts as unset.
 func TestLoadSecretFileThroughEnvconfig(t *testing.T) {
-	t.Parallel()
 	env := minimalEnv(map[string]string{
 		"BRIDGE_PASSWORD":           "",
 		"BRIDGE_PASSWORD_FILE":      writeFile(t, "pw", testPassword+"\r\n"),
 		"BRIDGE_NATS_USER":          "bridge",
 		"BRIDGE_NATS_PASSWORD_FILE": writeFile(t, "nats", "nats-pw\n"),
 	})
-	c, err := Load(lookup(env))
+	c, err := load(t, env)
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("FromEnv: %v", err)
 	}
 	if c.Password.Reveal() != testPassword || c.NATSPassword.Reveal() != "nats-pw" || c.NATSToken != "" {
 		t.Errorf("secrets not loaded from their files: %q %q %q", c.Password.Reveal(), c.NATSPassword.Reveal(), c.NATSToken.Reveal())
 	}
 }
 
-// TestLoadIgnoresProcessEnvironment: Load reads its lookup and nothing else, although envconfig.Process
-// reads the process environment, with a fallback to the name without the prefix (USERNAME for
-// BRIDGE_USERNAME); and envconfig reads the process environment again once Load is done. Not parallel:
-// it sets variables of the process.
-func TestLoadIgnoresProcessEnvironment(t *testing.T) {
-	t.Setenv("BRIDGE_LOG_LEVEL", "debug")
-	t.Setenv("LOG_LEVEL", "debug")
+// TestFromEnvIgnoresUnprefixedNames: envconfig.Process falls back to a variable's name without the
+// prefix (USERNAME for BRIDGE_USERNAME); FromEnv does not, so a login name or a stray LOG_LEVEL in the
+// environment never configures the bridge, and one that does not parse is no problem of the bridge's.
+func TestFromEnvIgnoresUnprefixedNames(t *testing.T) {
 	t.Setenv("USERNAME", "mallory")
-	t.Setenv("BRIDGE_PUBLISH_WINDOW", "garbage")
+	t.Setenv("LOG_LEVEL", "debug")
+	t.Setenv("HTTP_TIMEOUT", "garbage")
+	t.Setenv("PUBLISH_WINDOW", "7")
 	env := minimalEnv(nil)
 	delete(env, "BRIDGE_USERNAME")
-	_, err := Load(lookup(env))
+	_, err := load(t, env)
 	checkErr(t, err, []string{"BRIDGE_USERNAME"}, "is required", nil)
 
-	c, err := Load(lookup(minimalEnv(nil)))
+	c, err := load(t, minimalEnv(nil))
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("FromEnv: %v", err)
 	}
-	if c.LogLevel != "info" || c.PublishWindow != 1024 {
-		t.Errorf("Load read the process environment: log level %q, publish window %d", c.LogLevel, c.PublishWindow)
+	if c.Username != "alice" || c.LogLevel != "info" || c.HTTPTimeout != 30*time.Second || c.PublishWindow != 1024 {
+		t.Errorf("FromEnv read names without the prefix: user %q, log level %q, HTTP timeout %v, window %d",
+			c.Username, c.LogLevel, c.HTTPTimeout, c.PublishWindow)
 	}
 
+	// The test means something only while envconfig does fall back.
 	var spec struct {
 		LogLevel string `envconfig:"LOG_LEVEL"`
 	}
 	if err := envconfig.Process(Prefix, &spec); err != nil || spec.LogLevel != "debug" {
-		t.Errorf("envconfig.Process after Load = %q, %v; want it to read the process environment again", spec.LogLevel, err)
+		t.Errorf("envconfig.Process = %q, %v; want it to read LOG_LEVEL", spec.LogLevel, err)
 	}
 }
 
-// TestEnvconfigNamesTheFields: envconfig names the same variables as Load's pre-pass, Validate and Usage
+// TestFromEnvUnknownVariables: a BRIDGE_* variable the bridge does not read is reported, never ignored,
+// each one (envconfig.CheckDisallowed names only the first), with the nearest variable when the name
+// looks misspelt, never with its value, and together with every other problem.
+func TestFromEnvUnknownVariables(t *testing.T) {
+	env := minimalEnv(map[string]string{
+		"BRIDGE_NATS_UR":       "nats://nats:4222",
+		"BRIDGE_NATS_PASWORD":  testPassword,
+		"BRIDGE_FROBNICATE":    "1",
+		"BRIDGE_HTTP_PORT":     "9090", // not a Kubernetes service link: its value is no tcp:// URL
+		"BRIDGE_RECONNECT_MIN": "5",
+	})
+	delete(env, "BRIDGE_CLIENT_ID")
+	_, err := load(t, env)
+	want := []string{
+		"BRIDGE_FROBNICATE: is not a variable of the bridge (bridge -h lists them); its value is ignored",
+		"BRIDGE_HTTP_PORT: is not a variable of the bridge (bridge -h lists them); its value is ignored",
+		"BRIDGE_NATS_PASWORD: is not a variable of the bridge; did you mean BRIDGE_NATS_PASSWORD?",
+		"BRIDGE_NATS_UR: is not a variable of the bridge; did you mean BRIDGE_NATS_URL?",
+		`BRIDGE_RECONNECT_MIN: "5" is not a duration (use a unit, e.g. 500ms, 30s, 5m, 1h)`,
+		"BRIDGE_CLIENT_ID: is required",
+	}
+	ps := problems(t, err)
+	if len(ps) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ps), len(want), err)
+	}
+	for i, p := range ps {
+		if p.Error() != want[i] {
+			t.Errorf("problem %d is\n%q, want\n%q", i, p, want[i])
+		}
+	}
+	if strings.Contains(err.Error(), testPassword) {
+		t.Errorf("the error shows an unknown variable's value:\n%v", err)
+	}
+	if envconfig.CheckDisallowed(Prefix, new(envSpec)) == nil {
+		t.Error("envconfig.CheckDisallowed finds no unknown variable")
+	}
+}
+
+// TestFromEnvServiceLinks: the variables Kubernetes gives a pod for a Service named bridge-* in its
+// namespace are not the operator's and do not stop the bridge.
+func TestFromEnvServiceLinks(t *testing.T) {
+	links := map[string]string{
+		"BRIDGE_SERVICE_HOST":                        "10.0.0.2",
+		"BRIDGE_PORT":                                "tcp://10.0.0.2:80",
+		"BRIDGE_TRACKING_BRIDGE_SERVICE_HOST":        "10.0.0.1",
+		"BRIDGE_TRACKING_BRIDGE_SERVICE_PORT":        "8080",
+		"BRIDGE_TRACKING_BRIDGE_SERVICE_PORT_HTTP":   "8080",
+		"BRIDGE_TRACKING_BRIDGE_PORT":                "tcp://10.0.0.1:8080",
+		"BRIDGE_TRACKING_BRIDGE_PORT_8080_TCP":       "tcp://10.0.0.1:8080",
+		"BRIDGE_TRACKING_BRIDGE_PORT_8080_TCP_PROTO": "tcp",
+		"BRIDGE_TRACKING_BRIDGE_PORT_8080_TCP_PORT":  "8080",
+		"BRIDGE_TRACKING_BRIDGE_PORT_8080_TCP_ADDR":  "10.0.0.1",
+		"BRIDGE_NATS_PORT_4222_UDP":                  "udp://10.0.0.3:4222",
+	}
+	if _, err := load(t, minimalEnv(links)); err != nil {
+		t.Errorf("FromEnv with Kubernetes's service links: %v", err)
+	}
+	for name, value := range map[string]string{
+		"BRIDGE_TRACKING_BRIDGE_PORT": "8080", "BRIDGE_X_PORT_80_TCP": "8080", "BRIDGE_X_PORT_80_HTTP_PORT": "80",
+		"BRIDGE_SERVICE": "x", "BRIDGE_HOST": "10.0.0.1",
+	} {
+		if _, err := load(t, minimalEnv(map[string]string{name: value})); err == nil {
+			t.Errorf("%s=%s is taken for a service link", name, value)
+		}
+	}
+}
+
+// TestDefaultIsEnvconfigs: Default, which decodes the default tags itself, holds what
+// envconfig.Process makes of them.
+func TestDefaultIsEnvconfigs(t *testing.T) {
+	load(t, nil) // unsets every BRIDGE_* variable
+	for _, f := range fields {
+		if _, ok := os.LookupEnv(strings.TrimPrefix(f.key, Prefix+"_")); ok {
+			unsetenv(t, strings.TrimPrefix(f.key, Prefix+"_"))
+		}
+		if f.required {
+			t.Setenv(f.key, "x")
+		}
+	}
+	var c Config
+	if err := envconfig.Process(Prefix, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.UpstreamURL, want.TokenURL, want.ClientID, want.Username, want.Password = "x", "x", "x", "x", "x"
+	if !reflect.DeepEqual(&c, want) {
+		t.Errorf("envconfig.Process reads the defaults as\n%+v\nDefault is\n%+v", c, *want)
+	}
+}
+
+// TestDecodeIsEnvconfigs: decode, which FromEnv uses where envconfig.Process stopped, reads a value of
+// every field as Process does (integers written without a leading zero or prefix, where decode keeps to
+// decimal).
+func TestDecodeIsEnvconfigs(t *testing.T) {
+	load(t, nil)
+	samples := map[reflect.Type][]string{
+		durationType:              {"90s", "1h30m", "250ms", "-2s", "0"},
+		bytesType:                 {"512KiB", "3GiB", "1000", "-1"},
+		secretType:                {"p@ss word", "x"},
+		reflect.TypeFor[int]():    {"7", "+64", "-3", "65536"},
+		reflect.TypeFor[bool]():   {"1", "false", "T", "TRUE", "f"},
+		reflect.TypeFor[string](): {"a, b", "nats://n:4222"},
+	}
+	for round := range 5 {
+		for _, f := range fields {
+			s := samples[f.typ]
+			t.Setenv(f.key, s[round%len(s)])
+		}
+		var c Config
+		if err := envconfig.Process(Prefix, &c); err != nil {
+			t.Fatal(err)
+		}
+		pv := reflect.ValueOf(&c).Elem()
+		for _, f := range fields {
+			raw := samples[f.typ][round%len(samples[f.typ])]
+			got := reflect.New(f.typ).Elem()
+			if err := decode(f, raw, got); err != nil {
+				t.Errorf("decode %s=%q: %v", f.key, raw, err)
+				continue
+			}
+			if want := pv.Field(f.index); !reflect.DeepEqual(got.Interface(), want.Interface()) {
+				t.Errorf("%s=%q: decode gives %v, envconfig.Process %v", f.key, raw, got, want)
+			}
+		}
+	}
+}
+
+// TestEnvironLoadsBack: the variables Environ gives a child process load back as the Config they came
+// from: one with every duration, size and integer doubled, every boolean flipped and strings and
+// secrets of its own, and the defaults (only the required variables).
+func TestEnvironLoadsBack(t *testing.T) {
+	c, err := load(t, minimalEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars, err := c.Environ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vars) != 5 {
+		t.Errorf("Environ of the defaults and the required variables is %q", vars)
+	}
+
+	v := reflect.ValueOf(c).Elem()
+	for _, f := range fields {
+		switch fv := v.Field(f.index); fv.Kind() {
+		case reflect.Int, reflect.Int64:
+			fv.SetInt(2 * fv.Int())
+		case reflect.Bool:
+			fv.SetBool(!fv.Bool())
+		}
+	}
+	c.NATSToken = "tok=en, with spaces"
+	c.LogLevel, c.LogFormat, c.SubjectPrefix, c.NATSInboxPrefix = "debug", "text", "acme.tracking", "_INBOX_acme"
+	c.CESource, c.APIEndpoints, c.HTTPAddr, c.ReportDurable = "urn:test", "orders.get", "127.0.0.1:9", "reports-2"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the test's configuration: %v", err)
+	}
+	vars, err = c.Environ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := load(t, env)
+	if err != nil {
+		t.Fatalf("Environ's variables do not load: %v\n%q", err, vars)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("Environ gives\n%q\nwhich loads as\n%+v\nnot\n%+v", vars, *got, *c)
+	}
+
+	c.HTTPAddr = ""
+	if _, err := c.Environ(); err == nil || !strings.HasPrefix(err.Error(), "BRIDGE_HTTP_ADDR: is empty") {
+		t.Errorf("Environ of an empty BRIDGE_HTTP_ADDR: %v", err)
+	}
+}
+
+// TestCheckDisallowedKnowsEveryVariable: envconfig.CheckDisallowed, checking against envSpec, accepts
+// every variable the bridge reads, the _FILE ones included.
+func TestCheckDisallowedKnowsEveryVariable(t *testing.T) {
+	load(t, nil)
+	for _, k := range Variables() {
+		t.Setenv(k, "x")
+	}
+	if err := envconfig.CheckDisallowed(Prefix, new(envSpec)); err != nil {
+		t.Error(err)
+	}
+	if errs := unknownVariables(os.Environ()); errs != nil {
+		t.Error(errs)
+	}
+}
+
+// TestEnvconfigNamesTheFields: envconfig names the same variables as FromEnv, Validate and Usage
 // (fields), in the same order, with the same defaults and required tags.
 func TestEnvconfigNamesTheFields(t *testing.T) {
 	t.Parallel()
@@ -850,7 +1043,6 @@ func TestDecoders(t *testing.T) {
 
 // TestNoSecretInErrors puts known secrets everywhere a careless message could echo them.
 func TestNoSecretInErrors(t *testing.T) {
-	t.Parallel()
 	const natsPassword, natsToken, urlToken = "nats-Pa55word", "nats-T0ken-value", "url-T0ken-value"
 	secrets := []string{testPassword, natsPassword, natsToken, urlToken}
 	tests := []map[string]string{
@@ -868,7 +1060,7 @@ func TestNoSecretInErrors(t *testing.T) {
 	}
 	for i, extra := range tests {
 		env := minimalEnv(extra)
-		_, err := Load(lookup(env))
+		_, err := load(t, env)
 		if err == nil {
 			t.Errorf("case %d: no error", i)
 			continue

@@ -70,9 +70,20 @@ func readRepo(t *testing.T, path string) string {
 	return string(b)
 }
 
-// loadEnv runs config.Load over env.
-func loadEnv(env map[string]string) (*config.Config, error) {
-	return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+// loadEnv runs config.FromEnv with exactly the BRIDGE_* variables of env set in the process environment:
+// every other BRIDGE_* variable is unset for the test. Tests that call it cannot run in parallel.
+func loadEnv(t *testing.T, env map[string]string) (*config.Config, error) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.Prefix+"_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	return config.FromEnv()
 }
 
 // Example values of the env example's active lines: the required variables and the NATS URL. As it is,
@@ -216,7 +227,7 @@ func TestEnvExample(t *testing.T) {
 			t.Errorf("env example: %s is active; the file it names does not exist where the example is used", k)
 		}
 	}
-	if _, err := loadEnv(active); err != nil {
+	if _, err := loadEnv(t, active); err != nil {
 		t.Errorf("the env example's active lines do not load:\n%v", err)
 	}
 	// The commented defaults are the defaults: uncommenting any one of them changes nothing.
@@ -228,7 +239,7 @@ func TestEnvExample(t *testing.T) {
 		for ak, av := range active {
 			env[ak] = av
 		}
-		if _, err := loadEnv(env); err != nil {
+		if _, err := loadEnv(t, env); err != nil {
 			t.Errorf("uncommenting %s=%s: %v", k, v, err)
 		}
 	}

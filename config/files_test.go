@@ -60,7 +60,6 @@ func newTestFiles(t *testing.T) testFiles {
 // TestLoadFileContents: a file that exists but does not hold what its variable says is a configuration
 // problem (bridge run would stop on it at start-up), named by the variable, without quoting the file.
 func TestLoadFileContents(t *testing.T) {
-	t.Parallel()
 	f := newTestFiles(t)
 	junk := writeFile(t, "junk", "not what it should be\n")
 	tests := []struct {
@@ -82,8 +81,7 @@ func TestLoadFileContents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := Load(lookup(minimalEnv(tt.env)))
+			_, err := load(t, minimalEnv(tt.env))
 			checkErr(t, err, tt.wantVars, tt.wantIn, nil)
 			if err != nil && strings.Contains(err.Error(), "not what it should be") {
 				t.Errorf("the error quotes the file: %v", err)

@@ -69,11 +69,11 @@ func TestSecretMarshal(t *testing.T) {
 // loadedConfig returns a Config with every secret set.
 func loadedConfig(t *testing.T) *Config {
 	t.Helper()
-	c, err := Load(lookup(minimalEnv(map[string]string{
+	c, err := load(t, minimalEnv(map[string]string{
 		"BRIDGE_NATS_URL":      "nats://bridge:" + testPassword + "@127.0.0.1:4222",
 		"BRIDGE_NATS_USER":     "bridge",
 		"BRIDGE_NATS_PASSWORD": testPassword,
-	})))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,6 @@ func loadedConfig(t *testing.T) *Config {
 }
 
 func TestConfigNeverRevealsSecrets(t *testing.T) {
-	t.Parallel()
 	c := loadedConfig(t)
 	check := func(what, out string) {
 		t.Helper()
@@ -127,7 +126,6 @@ func TestConfigNeverRevealsSecrets(t *testing.T) {
 }
 
 func TestConfigLogValue(t *testing.T) {
-	t.Parallel()
 	c := loadedConfig(t)
 	c.NATSToken = ""
 	var buf bytes.Buffer

@@ -55,7 +55,15 @@ every problem otherwise.
   of setting ` + "`X`" + `. The file's content, less trailing CR and LF characters, is the value; a file
   larger than 64 KiB is refused. Setting both ` + "`X`" + ` and ` + "`X_FILE`" + ` is an error. No error
   message or log line shows a secret.
-- Every problem is reported at once, one per line, each naming its variable.
+- Every variable is read under its ` + "`BRIDGE_`" + ` name only, never under the name without the prefix.
+  A ` + "`BRIDGE_*`" + ` variable the bridge does not read is an error, so that a misspelt name
+  (` + "`BRIDGE_NATS_UR`" + `) is not silently ignored; the error names the variable, the nearest real one
+  when there is one, never its value. Left alone are the variables Kubernetes gives a pod for a Service
+  named ` + "`bridge-…`" + ` in its namespace (` + "`BRIDGE_…_SERVICE_HOST`" + `, ` + "`BRIDGE_…_PORT=tcp://…`" + `, …).
+- Every problem is reported at once, one per line, each naming its variable: the unknown variables,
+  every value that does not parse and every ` + "`_FILE`" + ` that cannot be read, and every other problem
+  found. Only the checks of a value that did not parse wait for it to parse: its range, and its relation
+  to other variables (a minimum above a maximum).
 - Durations take a unit: ` + "`500ms`, `30s`, `5m`, `1h`" + `. Integers are decimal. Sizes of type Bytes
   are a number of bytes, or a number with a binary unit: ` + "`512KiB`, `256MiB`, `4GiB`, `1TiB`" + `.
   Booleans are ` + "`true` or `false` (or `1` and `0`)" + `.
@@ -67,7 +75,7 @@ every problem otherwise.
 |---|---|---|---|
 `
 
-// writeReference writes docs/configuration.md, the configuration reference in Markdown: Load's rules
+// writeReference writes docs/configuration.md, the configuration reference in Markdown: FromEnv's rules
 // and Usage's table. TestConfigurationReference keeps the file up to date.
 func writeReference(w io.Writer) error {
 	var b strings.Builder

@@ -68,18 +68,11 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestLoadReadsUsageVariables checks that Load looks up exactly the variables Usage lists, in its order.
-func TestLoadReadsUsageVariables(t *testing.T) {
+// TestVariablesAreUsages checks that Variables names exactly the variables Usage lists, in its order.
+func TestVariablesAreUsages(t *testing.T) {
 	t.Parallel()
 	keys, _, _ := usageRows(t)
-	var read []string
-	config.Load(func(key string) (string, bool) {
-		if !slices.Contains(read, key) {
-			read = append(read, key)
-		}
-		return "", false
-	})
-	if !slices.Equal(read, keys) {
-		t.Errorf("Load reads\n%v\nUsage lists\n%v", read, keys)
+	if read := config.Variables(); !slices.Equal(read, keys) {
+		t.Errorf("Variables are\n%v\nUsage lists\n%v", read, keys)
 	}
 }

@@ -116,7 +116,7 @@ func TestNATSClusterConfig(t *testing.T) {
 		"BRIDGE_PASSWORD", "BRIDGE_INSECURE_HTTP", "BRIDGE_NATS_URL", "BRIDGE_HTTP_ADDR", "BRIDGE_SHUTDOWN_TIMEOUT"} {
 		env[k] = simEnv[k]
 	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cfg, err := loadConfig(t, env)
 	if err != nil {
 		t.Fatalf("bridge-1's configuration: %v", err)
 	}

@@ -239,7 +239,7 @@ func TestCompose(t *testing.T) {
 			t.Errorf("the bridge service sets %s, which the bridge does not read", k)
 		}
 	}
-	cfg, err := loadConfig(env)
+	cfg, err := loadConfig(t, env)
 	if err != nil {
 		t.Fatalf("the bridge service's environment does not load:\n%v", err)
 	}
@@ -475,7 +475,7 @@ func TestComposeHA(t *testing.T) {
 			}
 		}
 		checkReplicaVars(t, name, env, len(ha.nats))
-		cfg, err := loadConfig(env)
+		cfg, err := loadConfig(t, env)
 		if err != nil {
 			t.Fatalf("%s: the environment does not load:\n%v", name, err)
 		}

@@ -108,7 +108,7 @@ func configVars(t *testing.T) []configVar {
 	}
 	known, _ := bridgeVars(t)
 	if len(vars) != len(known) {
-		t.Fatalf("config.Usage lists %d variables, config.Load reads %d: the test no longer reads Usage right", len(vars), len(known))
+		t.Fatalf("config.Usage lists %d variables, config.Variables names %d: the test no longer reads Usage right", len(vars), len(known))
 	}
 	return vars
 }

@@ -403,7 +403,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 		}
 		loadEnv[name] = f
 	}
-	cfg, err := loadConfig(loadEnv)
+	cfg, err := loadConfig(t, loadEnv)
 	if err != nil {
 		t.Fatalf("%s: the configuration does not load:\n%v", where, err)
 	}

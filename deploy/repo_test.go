@@ -41,15 +41,17 @@ func readRepo(t *testing.T, rel string) string {
 	return string(b)
 }
 
-// bridgeVars returns the variables the bridge reads, as config.Load asks for them (BRIDGE_X and
-// BRIDGE_X_FILE for a secret), and the secrets among them: the secret variables, their _FILE variants,
-// and the files that hold keys. A secret must reach the bridge as a file, never as a value.
+// bridgeVars returns the variables the bridge reads, config.Variables (BRIDGE_X and BRIDGE_X_FILE for a
+// secret), and the secrets among them: the secret variables, their _FILE variants, and the files that
+// hold keys. A secret must reach the bridge as a file, never as a value.
 func bridgeVars(t *testing.T) (known, secret map[string]bool) {
 	t.Helper()
 	known = map[string]bool{}
-	config.Load(func(k string) (string, bool) { known[k] = true; return "", false })
+	for _, k := range config.Variables() {
+		known[k] = true
+	}
 	if len(known) < 10 {
-		t.Fatalf("config.Load asked for %d variables", len(known))
+		t.Fatalf("config.Variables names %d variables", len(known))
 	}
 	secret = map[string]bool{"BRIDGE_NATS_CREDS_FILE": true, "BRIDGE_NATS_NKEY_SEED_FILE": true, "BRIDGE_NATS_KEY_FILE": true}
 	for k := range known {
@@ -65,9 +67,21 @@ func bridgeVars(t *testing.T) (known, secret map[string]bool) {
 	return known, secret
 }
 
-// loadConfig runs config.Load over env, as the bridge would see it.
-func loadConfig(env map[string]string) (*config.Config, error) {
-	return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+// loadConfig runs config.FromEnv with exactly the BRIDGE_* variables of env set in the process
+// environment, as the bridge would see them: every other BRIDGE_* variable is unset for the test. Tests
+// that call it cannot run in parallel (t.Setenv).
+func loadConfig(t *testing.T, env map[string]string) (*config.Config, error) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.Prefix+"_") {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	return config.FromEnv()
 }
 
 // nameRef finds the BRIDGE_* names a file mentions (BRIDGE_*_FILE, a pattern, is none).

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/bridgetest"
 	"github.com/tracking-bridge/tracking-bridge/tracking"
@@ -54,7 +55,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // binding percent-encodes comes back as it was); a malformed event is an error holding its message, and
 // the next call goes on; a second consumer of the same durable name starts after what was acknowledged.
 func TestEventConsumerNext(t *testing.T) {
-	b := bridgetest.Start(t, bridgetest.Options{Env: map[string]string{"BRIDGE_CE_SOURCE": "urn:test:bridge 1"}})
+	b := bridgetest.Start(t, bridgetest.Options{Configure: func(c *config.Config) { c.CESource = "urn:test:bridge 1" }})
 	_, js := connect(t, b)
 	oddID := `unit 7 "gate" 50% ü`
 	inject(b, "ev-1", "GATE_IN", "")

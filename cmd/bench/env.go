@@ -260,7 +260,7 @@ func (s *benchSim) stop(log io.Writer) {
 }
 
 // bridgeEnv is the environment of a 'bridge run' child: this process's environment without BRIDGE_*
-// variables, plus the benchmark's.
+// variables, plus those that give it the benchmark's configuration (config.Config.Environ).
 func (e *benchEnv) bridgeEnv(s *benchSim, prefix string) ([]string, error) {
 	httpAddr, err := bench.FreeAddr()
 	if err != nil {
@@ -272,35 +272,36 @@ func (e *benchEnv) bridgeEnv(s *benchSim, prefix string) ([]string, error) {
 			env = append(env, kv)
 		}
 	}
-	for k, v := range e.bridgeVars(s, prefix, httpAddr) {
-		env = append(env, k+"="+v)
+	vars, err := e.bridgeConfig(s, prefix, httpAddr).Environ()
+	if err != nil {
+		return nil, err
 	}
-	return env, nil
+	return append(env, vars...), nil
 }
 
-func (e *benchEnv) bridgeVars(s *benchSim, prefix, httpAddr string) map[string]string {
-	vars := map[string]string{
-		"BRIDGE_UPSTREAM_URL":  s.base + sim.DefaultBasePath,
-		"BRIDGE_TOKEN_URL":     s.tokenURL(),
-		"BRIDGE_CLIENT_ID":     sim.DefaultClientID,
-		"BRIDGE_USERNAME":      "demo",
-		"BRIDGE_PASSWORD":      "demo",
-		"BRIDGE_INSECURE_HTTP": "true",
-		"BRIDGE_NATS_URL":      e.natsURL,
-		"BRIDGE_HTTP_ADDR":     httpAddr,
-		"BRIDGE_LOG_LEVEL":     "warn",
-		// A fresh set of streams per run: the simulator's ids repeat from run to run.
-		"BRIDGE_SUBJECT_PREFIX": prefix,
-		// The yardstick's duplicate window, so that the server's deduplication work is the same.
-		"BRIDGE_DUPLICATE_WINDOW": "2m",
-	}
+// bridgeConfig is the configuration of a bridge under test, in-process (profile) or as a child
+// (bridgeEnv): the defaults, with the simulator and NATS of this run.
+func (e *benchEnv) bridgeConfig(s *benchSim, prefix, httpAddr string) *config.Config {
+	c := config.Default()
+	c.UpstreamURL = s.base + sim.DefaultBasePath
+	c.TokenURL = s.tokenURL()
+	c.ClientID = sim.DefaultClientID
+	c.Username, c.Password = "demo", "demo"
+	c.InsecureHTTP = true
+	c.NATSURL = e.natsURL
+	c.HTTPAddr = httpAddr
+	c.LogLevel = "warn"
+	// A fresh set of streams per run: the simulator's ids repeat from run to run.
+	c.SubjectPrefix = prefix
+	// The yardstick's duplicate window, so that the server's deduplication work is the same.
+	c.DuplicateWindow = 2 * time.Minute
 	if e.o.window > 0 {
-		vars["BRIDGE_PUBLISH_WINDOW"] = strconv.Itoa(e.o.window)
+		c.PublishWindow = e.o.window
 	}
 	if e.o.cluster {
-		vars["BRIDGE_STREAM_REPLICAS"] = strconv.Itoa(benchReplicas)
+		c.StreamReplicas = benchReplicas
 	}
-	return vars
+	return c
 }
 
 func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, s *benchSim, prefix string) (*bench.Child, error) {

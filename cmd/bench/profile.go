@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
@@ -42,9 +41,8 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	vars := e.bridgeVars(s, prefix, httpAddr)
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
+	cfg := e.bridgeConfig(s, prefix, httpAddr)
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	b, err := daemon.New(cfg, logging.New(e.log, "text", cfg.SlogLevel()), daemon.BuildInfo{})

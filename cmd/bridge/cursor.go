@@ -50,7 +50,7 @@ func cursorCommand(ctx context.Context, args []string, stdout io.Writer) error {
 	case sub == "restart" && (*after == "") == !*beginning:
 		return usageError{errors.New("cursor restart: give exactly one of -after ID and -from-beginning")}
 	}
-	cfg, err := config.LoadFromEnv()
+	cfg, err := config.FromEnv()
 	if err != nil {
 		return usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}

@@ -62,7 +62,10 @@ func TestRunItLocally(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^export (BRIDGE_[A-Z_]+)=(\S+)$`).FindAllStringSubmatch(section, -1) {
 		env[m[1]] = m[2]
 	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	cfg, err := config.FromEnv()
 	if err != nil {
 		t.Fatalf("README's environment block is not a valid configuration:\n%v", err)
 	}

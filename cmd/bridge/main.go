@@ -199,7 +199,7 @@ func loadConfig(cmd string, args []string) (*config.Config, error) {
 	if len(args) > 0 {
 		return nil, usageError{fmt.Errorf("%s takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)", cmd)}
 	}
-	cfg, err := config.LoadFromEnv()
+	cfg, err := config.FromEnv()
 	if err != nil {
 		return nil, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}

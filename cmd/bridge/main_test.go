@@ -285,15 +285,17 @@ func TestCheckConfig(t *testing.T) {
 		t.Errorf("check-config of a valid configuration printed\nstdout: %q\nstderr: %q", out, &stderr)
 	}
 
-	// Two problems at once, both reported.
+	// Problems at once, all reported: the two http:// URLs, a value, a misspelt name.
 	t.Setenv("BRIDGE_INSECURE_HTTP", "false")
 	t.Setenv("BRIDGE_LOG_LEVEL", "loud")
+	t.Setenv("BRIDGE_NATS_UR", "nats://127.0.0.1:4222")
 	stdout.Reset()
 	stderr.Reset()
 	if code := run(context.Background(), []string{"check-config"}, &stdout, &stderr); code != 2 {
 		t.Errorf("check-config of an invalid configuration = %d, want 2", code)
 	}
-	for _, want := range []string{"invalid configuration", "BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_LOG_LEVEL"} {
+	for _, want := range []string{"invalid configuration", "BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_LOG_LEVEL",
+		"BRIDGE_NATS_UR: is not a variable of the bridge; did you mean BRIDGE_NATS_URL?"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("check-config of an invalid configuration: stderr lacks %q:\n%s", want, &stderr)
 		}

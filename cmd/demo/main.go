@@ -188,25 +188,20 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	defer func() { stopSim(); <-simDone }()
 	base := "http://" + ln.Addr().String()
 
-	// The bridge, configured as a user would with BRIDGE_* variables.
-	httpAddr := httpAddress(o.httpAddr, o.httpAddr == defaultHTTPAddr)
-	env := map[string]string{
-		"BRIDGE_UPSTREAM_URL":  base + sim.DefaultBasePath,
-		"BRIDGE_TOKEN_URL":     base + "/auth/token",
-		"BRIDGE_CLIENT_ID":     sim.DefaultClientID,
-		"BRIDGE_USERNAME":      "demo",
-		"BRIDGE_PASSWORD":      "demo",
-		"BRIDGE_INSECURE_HTTP": "true",
-		"BRIDGE_NATS_URL":      ns.ClientURL(),
-		"BRIDGE_HTTP_ADDR":     httpAddr,
-		"BRIDGE_LOG_FORMAT":    "text",
-		// Alone in its account (demoAccounts), with its own inboxes apart from any caller's.
-		"BRIDGE_NATS_USER":         demoBridgeUser,
-		"BRIDGE_NATS_PASSWORD":     demoBridgePassword,
-		"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
-	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
+	// The bridge, configured in Go from the defaults, as bridge run would be with these BRIDGE_* variables.
+	cfg := config.Default()
+	cfg.UpstreamURL = base + sim.DefaultBasePath
+	cfg.TokenURL = base + "/auth/token"
+	cfg.ClientID = sim.DefaultClientID
+	cfg.Username, cfg.Password = "demo", "demo"
+	cfg.InsecureHTTP = true
+	cfg.NATSURL = ns.ClientURL()
+	cfg.HTTPAddr = httpAddress(o.httpAddr, o.httpAddr == defaultHTTPAddr)
+	cfg.LogFormat = "text"
+	// Alone in its account (demoAccounts), with its own inboxes apart from any caller's.
+	cfg.NATSUser, cfg.NATSPassword = demoBridgeUser, demoBridgePassword
+	cfg.NATSInboxPrefix = "_INBOX_bridge"
+	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
 	b, err := daemon.New(cfg, log.With("process", "bridge"), daemon.BuildInfo{}) // its parts add "component"
@@ -222,7 +217,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
   call the API      nats req %s.api.orders.list '' --server %s --user %s --password %s
   Ctrl-C stops the demo.
 
-`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(httpAddr), cfg.SubjectPrefix, ns.ClientURL(), demoClientUser,
+`, ns.ClientURL(), base+sim.DefaultBasePath, httpURL(cfg.HTTPAddr), cfg.SubjectPrefix, ns.ClientURL(), demoClientUser,
 		demoClientPassword, cfg.SubjectPrefix, ns.ClientURL(), demoClientUser, demoClientPassword)
 
 	w, err := newWatcher(ns.ClientURL(), cfg.SubjectPrefix, stdout, o.quiet)

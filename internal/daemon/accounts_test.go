@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -104,15 +105,16 @@ func (f *accFootprints) check(t *testing.T, url string) {
 }
 
 // accLeading starts a bridge as the shipped tracking-bridge user and waits until it leads.
-func accLeading(t *testing.T, ns *testutil.NATS, up *simtest.Upstream, extra map[string]string) *opsBridge {
+func accLeading(t *testing.T, ns *testutil.NATS, up *simtest.Upstream, set ...func(*config.Config)) *opsBridge {
 	t.Helper()
-	env := up.Env(ns.URL(), secBridgeEnv)
-	// A lease a busy machine's pauses do not end: these tests check that the leader is never disturbed.
-	env["BRIDGE_LEASE_TTL"] = "6s"
-	for k, v := range extra {
-		env[k] = v
+	cfg := up.Config(ns.URL(), secBridgeUser, func(c *config.Config) {
+		// A lease a busy machine's pauses do not end: these tests check that the leader is never disturbed.
+		c.LeaseTTL = 6 * time.Second
+	})
+	for _, f := range set {
+		f(cfg)
 	}
-	ob := opsStartBridge(t, env)
+	ob := opsStartBridge(t, cfg)
 	ob.waitReady(t, 60*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	testutil.EventuallyState(t, 30*time.Second, "leading", func() (bool, string) {
 		st := ob.status(t)
@@ -148,7 +150,7 @@ func TestAccountsReportProducerReplies(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	ob := accLeading(t, ns, up, nil)
+	ob := accLeading(t, ns, up)
 	watch := accWatch(t, ns.URL())
 
 	producer, err := nats.Connect(ns.URL(), append(secClient("report-producer"),
@@ -227,7 +229,7 @@ func TestAccountsEventsReader(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	ob := accLeading(t, ns, up, nil)
+	ob := accLeading(t, ns, up)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 
@@ -414,7 +416,7 @@ func TestAccountsAPICallers(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), secBridgeEnv))
+	ob := opsStartBridge(t, up.Config(ns.URL(), secBridgeUser))
 	ob.waitReady(t, 15*time.Second, http.StatusOK)
 
 	connect := func(user string) *nats.Conn {

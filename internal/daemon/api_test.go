@@ -23,7 +23,7 @@ func TestAPIServiceWired(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SUBJECT_PREFIX": "acme.tracking"}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.SubjectPrefix = "acme.tracking" }))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, "api_service: ok")
 	nc := ns.Connect()
 
@@ -54,7 +54,7 @@ func TestAPIServiceWired(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	off := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_API_ENABLED": "false"}))
+	off := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.APIEnabled = false }))
 	if body := off.waitReady(t, 15*time.Second, http.StatusOK); strings.Contains(body, "api_service") {
 		t.Errorf("/readyz with BRIDGE_API_ENABLED=false:\n%s", body)
 	}
@@ -70,10 +70,10 @@ func TestAPIServiceTrustWired(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
-		"BRIDGE_API_ENDPOINTS":      "orders.list,orders.delete",
-		"BRIDGE_API_REPLY_PREFIXES": "_INBOX.,_INBOX_erp",
-		"BRIDGE_API_MAX_BODY_BYTES": "1024",
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) {
+		c.APIEndpoints = "orders.list,orders.delete"
+		c.APIReplyPrefixes = "_INBOX.,_INBOX_erp"
+		c.APIMaxBodyBytes = 1024
 	}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK)
 	for _, reason := range []string{"no_reply", "reply_invalid"} {
@@ -131,7 +131,7 @@ func TestAPIFloodSparesEventConnection(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	ob.waitReady(t, 15*time.Second, http.StatusOK)
 	body := []byte(`{"x":"` + strings.Repeat("x", 900_000) + `"}`)
 	var flooders []*nats.Conn

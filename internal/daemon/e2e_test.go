@@ -29,10 +29,11 @@ import (
 )
 
 // TestMain lets the test binary act as the bridge process (for the kill -9 test): with
-// BRIDGE_TEST_AS_BRIDGE=1 it runs the daemon as 'bridge run' does, configured from the environment, and
-// exits 0 after a stop by SIGTERM, non-zero on failure.
+// DAEMON_TEST_AS_BRIDGE=1 it runs the daemon as 'bridge run' does, configured from the environment, and
+// exits 0 after a stop by SIGTERM, non-zero on failure. The switch is not named BRIDGE_*: the bridge
+// refuses a BRIDGE_* variable it does not know.
 func TestMain(m *testing.M) {
-	if os.Getenv("BRIDGE_TEST_AS_BRIDGE") == "1" {
+	if os.Getenv("DAEMON_TEST_AS_BRIDGE") == "1" {
 		os.Exit(runAsBridge())
 	}
 	os.Exit(m.Run())
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 func runAsBridge() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := config.LoadFromEnv()
+	cfg, err := config.FromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -60,17 +61,17 @@ func runAsBridge() int {
 const testPassword = "s3cret-Pa55word-do-not-log"
 
 // harness is one end-to-end set-up: the simulator over HTTP on loopback, an embedded nats-server with
-// JetStream, and the configuration of a bridge between them.
+// JetStream, and the configuration of a bridge between them, which a test adjusts before it starts one.
 type harness struct {
 	t    *testing.T
 	sim  *sim.Server
 	http *httptest.Server
 	ns   *testutil.NATS
-	env  map[string]string
+	cfg  *config.Config
 	logs *testutil.Buffer
 	// bridge is the one startBridge started last.
 	bridge *Daemon
-	// loginRetry, when set, replaces BRIDGE_LOGIN_RETRY after validation: tests measure the pace of
+	// loginRetry, when set, replaces LoginRetry after validation: tests measure the pace of
 	// rejected logins in seconds, below the config.MinLoginRetry users may set.
 	loginRetry time.Duration
 }
@@ -86,25 +87,22 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = h.sim.Run(ctx) }()
 	h.ns = testutil.StartNATS(t, nil)
-	h.env = map[string]string{
-		"BRIDGE_UPSTREAM_URL":        h.http.URL + sim.DefaultBasePath,
-		"BRIDGE_TOKEN_URL":           h.http.URL + sim.TokenPath,
-		"BRIDGE_CLIENT_ID":           sim.DefaultClientID,
-		"BRIDGE_USERNAME":            "demo",
-		"BRIDGE_PASSWORD":            testPassword,
-		"BRIDGE_INSECURE_HTTP":       "true",
-		"BRIDGE_NATS_URL":            h.ns.URL(),
-		"BRIDGE_HTTP_ADDR":           "127.0.0.1:0",
-		"BRIDGE_RECONNECT_MIN":       "10ms",
-		"BRIDGE_RECONNECT_MAX":       "200ms",
-		"BRIDGE_STREAM_IDLE_TIMEOUT": "5s",
-		"BRIDGE_LOG_LEVEL":           "debug",
-		// Short, so that JetStream's deduplication cannot hide a second publish of an event from the
-		// exactly-once checks: the bridge's own cursor and skip lists must keep the stream exact.
-		"BRIDGE_DUPLICATE_WINDOW": "100ms",
-		// A bridge stopped without releasing the lease (a crash) is replaced after this.
-		"BRIDGE_LEASE_TTL": "2s",
-	}
+	h.cfg = config.Default()
+	h.cfg.UpstreamURL = h.http.URL + sim.DefaultBasePath
+	h.cfg.TokenURL = h.http.URL + sim.TokenPath
+	h.cfg.ClientID = sim.DefaultClientID
+	h.cfg.Username, h.cfg.Password = "demo", testPassword
+	h.cfg.InsecureHTTP = true
+	h.cfg.NATSURL = h.ns.URL()
+	h.cfg.HTTPAddr = "127.0.0.1:0"
+	h.cfg.ReconnectMin, h.cfg.ReconnectMax = 10*time.Millisecond, 200*time.Millisecond
+	h.cfg.StreamIdleTimeout = 5 * time.Second
+	h.cfg.LogLevel = "debug"
+	// Short, so that JetStream's deduplication cannot hide a second publish of an event from the
+	// exactly-once checks: the bridge's own cursor and skip lists must keep the stream exact.
+	h.cfg.DuplicateWindow = 100 * time.Millisecond
+	// A bridge stopped without releasing the lease (a crash) is replaced after this.
+	h.cfg.LeaseTTL = 2 * time.Second
 	t.Cleanup(func() {
 		cancel()
 		h.sim.Close()
@@ -118,14 +116,14 @@ func newHarness(t *testing.T, o sim.Options) *harness {
 
 func (h *harness) config() *config.Config {
 	h.t.Helper()
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := h.env[k]; return v, ok })
-	if err != nil {
+	cfg := *h.cfg
+	if err := cfg.Validate(); err != nil {
 		h.t.Fatal(err)
 	}
 	if h.loginRetry > 0 {
 		cfg.LoginRetry = h.loginRetry
 	}
-	return cfg
+	return &cfg
 }
 
 // startBridge runs a bridge in-process; stop cancels it and waits for Run to return.
@@ -419,7 +417,7 @@ func TestEndToEndRestartAfterMessageWithoutID(t *testing.T) {
 func TestEndToEndReconnectAfterMessageWithoutID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sim.Options{Heartbeat: -1})
-	h.env["BRIDGE_STREAM_IDLE_TIMEOUT"] = "1s"
+	h.cfg.StreamIdleTimeout = time.Second
 	h.startBridge()
 	h.sim.Inject("demo", "ev-a", "GATE_IN", []byte(`{"id":"ev-a","type":"GATE_IN"}`))
 	h.waitResumeAfter("ev-a")
@@ -448,19 +446,19 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 	// it to tens of MB, so that the buffers on the way (with the bridge's send buffer, 4 MB at most) hold
 	// a few MB: what the bridge writes after the freeze outruns them several times over.
 	const n = 1000
-	frozen := func(t *testing.T, publishTimeout string) (*harness, *testutil.Proxy, func() error) {
+	frozen := func(t *testing.T, publishTimeout time.Duration) (*harness, *testutil.Proxy, func() error) {
 		h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n, EventSize: 30000})
 		px := testutil.StartProxy(t, h.ns.URL())
 		px.LimitReceiveBuffer(64 << 10)
-		h.env["BRIDGE_NATS_URL"] = px.URL()
-		h.env["BRIDGE_PUBLISH_TIMEOUT"] = publishTimeout
-		h.env["BRIDGE_SHUTDOWN_TIMEOUT"] = "2s"
+		h.cfg.NATSURL = px.URL()
+		h.cfg.PublishTimeout = publishTimeout
+		h.cfg.ShutdownTimeout = 2 * time.Second
 		// A window of more events than the test sends: nothing but the frozen server stops the writes.
-		h.env["BRIDGE_PUBLISH_WINDOW"] = "4096"
+		h.cfg.PublishWindow = 4096
 		// What the bridge wrote before the freeze waits in the frozen server's socket buffer and is
 		// stored when it thaws, possibly after the bridge sent it again: only the duplicate window tells
 		// those apart (as in front of a real frozen server).
-		h.env["BRIDGE_DUPLICATE_WINDOW"] = "1m"
+		h.cfg.DuplicateWindow = time.Minute
 		stop := h.startBridge()
 		h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
 		px.Freeze()
@@ -470,7 +468,7 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 	t.Run("the endpoints answer", func(t *testing.T) {
 		t.Parallel()
 		// A long write timeout: the lock stays held for the whole freeze.
-		h, px, _ := frozen(t, "30s")
+		h, px, _ := frozen(t, 30*time.Second)
 		addr := h.bridge.ops.httpAddr()
 		get := func(path string, within time.Duration) error {
 			client := &http.Client{Timeout: within}
@@ -521,7 +519,7 @@ func TestEndToEndFrozenNATS(t *testing.T) {
 
 	t.Run("a stop keeps to the shutdown timeout", func(t *testing.T) {
 		t.Parallel()
-		h, px, stop := frozen(t, "2s")
+		h, px, stop := frozen(t, 2*time.Second)
 		testutil.Eventually(t, 20*time.Second, "the write to the frozen server timed out", func() bool {
 			return h.bridge.natsSt.Status() != nats.CONNECTED
 		})
@@ -549,17 +547,24 @@ func TestEndToEndKill9(t *testing.T) {
 	}
 	const n = 20000
 	h := newHarness(t, sim.Options{EventRate: -1, EventLimit: n})
-	h.env["BRIDGE_LOG_LEVEL"] = "info"
+	h.cfg.LogLevel = "info"
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := func() *exec.Cmd {
 		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), "BRIDGE_TEST_AS_BRIDGE=1")
-		for k, v := range h.env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		cmd.Env = []string{"DAEMON_TEST_AS_BRIDGE=1"}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, config.Prefix+"_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
 		}
+		vars, err := h.config().Environ()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, vars...)
 		cmd.Stdout, cmd.Stderr = h.logs, h.logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -592,13 +597,13 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 	t.Parallel()
 	newRefusalHarness := func(t *testing.T, o sim.Options) *harness {
 		h := newHarness(t, o)
-		h.env["BRIDGE_LEASE_TTL"] = "10s"
+		h.cfg.LeaseTTL = 10 * time.Second
 		return h
 	}
 	t.Run("wrong password", func(t *testing.T) {
 		t.Parallel()
 		h := newRefusalHarness(t, sim.Options{EventRate: 5})
-		h.env["BRIDGE_PASSWORD"] = "wrong-" + testPassword
+		h.cfg.Password = "wrong-" + testPassword
 		h.loginRetry = time.Second
 		start := time.Now()
 		h.startBridge()
@@ -625,8 +630,8 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		dead := ln.Addr().String()
 		ln.Close()
-		h.env["BRIDGE_TOKEN_URL"] = "http://" + dead + "/auth/token"
-		h.env["BRIDGE_RECONNECT_MIN"], h.env["BRIDGE_RECONNECT_MAX"] = "100ms", "400ms"
+		h.cfg.TokenURL = "http://" + dead + "/auth/token"
+		h.cfg.ReconnectMin, h.cfg.ReconnectMax = 100*time.Millisecond, 400*time.Millisecond
 		start := time.Now()
 		h.startBridge()
 		testutil.Eventually(t, 10*time.Second, "three attempts after the first failure", func() bool {
@@ -650,7 +655,7 @@ func TestEndToEndUpstreamRefusals(t *testing.T) {
 	t.Run("stream forbidden", func(t *testing.T) {
 		t.Parallel()
 		h := newRefusalHarness(t, sim.Options{EventRate: 5, Faults: sim.Faults{StreamStatus: 403}})
-		h.env["BRIDGE_UNAVAILABLE_RETRY"] = "500ms"
+		h.cfg.UnavailableRetry = 500 * time.Millisecond
 		start := time.Now()
 		h.startBridge()
 		testutil.Eventually(t, 10*time.Second, "a second stream request", func() bool {

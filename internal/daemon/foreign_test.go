@@ -23,10 +23,10 @@ func TestSameAccountAcknowledgementSteering(t *testing.T) {
 	const n = 3000
 	h := newHarness(t, sim.Options{EventRate: 250, EventLimit: n})
 	// A lease that a busy machine's pauses do not end: the test is about foreign writes, not the clock.
-	h.env["BRIDGE_LEASE_TTL"] = "6s"
-	a := opsStartBridge(t, h.env)
+	h.cfg.LeaseTTL = 6 * time.Second
+	a := opsStartBridge(t, h.cfg)
 	testutil.Eventually(t, 20*time.Second, "the first bridge leads", a.b.events.leading)
-	b := opsStartBridge(t, h.env)
+	b := opsStartBridge(t, h.cfg)
 	h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
 
 	producer := h.ns.Connect()

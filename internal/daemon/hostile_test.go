@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
@@ -95,7 +96,7 @@ func TestHostileReplySubjects(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	ob := accLeading(t, ns, up, nil)
+	ob := accLeading(t, ns, up)
 	watch := accWatch(t, ns.URL())
 	admin, err := nats.Connect(ns.URL(), secAdmin)
 	if err != nil {
@@ -202,9 +203,9 @@ func TestHostileInputs(t *testing.T) {
 	t.Parallel()
 	ns := secPermissionedNATS(t)
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	env := up.Env(ns.URL(), secBridgeEnv)
-	env["BRIDGE_API_ENDPOINTS"] = "locations.search,orders.list,orders.create,orders.get,orders.update,tracking.query,tracking.report"
-	ob := opsStartBridge(t, env)
+	ob := opsStartBridge(t, up.Config(ns.URL(), secBridgeUser, func(c *config.Config) {
+		c.APIEndpoints = "locations.search,orders.list,orders.create,orders.get,orders.update,tracking.query,tracking.report"
+	}))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	nc := hostileConnect(t, ns.URL(), "api-writer")
 	testutil.EventuallyState(t, 5*time.Second, "the API served", func() (bool, string) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -23,10 +24,10 @@ func TestTwoBridgesOneLeader(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	const n = 3000
 	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
-	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
-	a := opsStartBridge(t, env)
+	cfg := up.Config(ns.URL(), func(c *config.Config) { c.DuplicateWindow = 100 * time.Millisecond; c.LeaseTTL = 5 * time.Second })
+	a := opsStartBridge(t, cfg)
 	a.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
-	b := opsStartBridge(t, env)
+	b := opsStartBridge(t, cfg)
 	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 
 	leader, standby := a, b
@@ -100,14 +101,14 @@ func TestCursorShowAndRestart(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	const n = 200
 	up := simtest.Start(t, false, sim.Options{EventRate: 400, EventLimit: n})
-	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": "5s"})
-	b := opsStartBridge(t, env)
+	cfg := up.Config(ns.URL(), func(c *config.Config) { c.DuplicateWindow = 100 * time.Millisecond; c.LeaseTTL = 5 * time.Second })
+	b := opsStartBridge(t, cfg)
 	b.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	last := sim.EventID(n) // the simulator generates it later: GeneratedEvent would still say ""
 	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
 		return b.status(t).Stream.ResumeAfter == last, b.status(t).Stream.ResumeAfter
 	})
-	cfg := b.b.cfg
+	cfg = b.b.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	c, err := ShowCursor(ctx, cfg)
@@ -179,9 +180,9 @@ func TestForeignLeaseValue(t *testing.T) {
 	}
 	const n = 1500
 	up := simtest.Start(t, false, sim.Options{EventRate: 200, EventLimit: n})
-	env := up.Env(ns.URL(), map[string]string{"BRIDGE_DUPLICATE_WINDOW": "100ms", "BRIDGE_LEASE_TTL": ttl.String()})
+	cfg := up.Config(ns.URL(), func(c *config.Config) { c.DuplicateWindow = 100 * time.Millisecond; c.LeaseTTL = ttl })
 	written := forge("{}")
-	b := opsStartBridge(t, env)
+	b := opsStartBridge(t, cfg)
 	testutil.EventuallyState(t, 2*ttl+3*time.Second, "the bridge leads despite the value found", func() (bool, string) {
 		return b.status(t).Role == "leader", ""
 	})

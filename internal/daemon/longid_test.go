@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -59,10 +60,11 @@ func TestLongEventIDNotResumedNorQuoted(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	env := up.Env(ns.URL(), map[string]string{
-		"BRIDGE_UPSTREAM_URL": srv.URL + sim.DefaultBasePath, "BRIDGE_TOKEN_URL": srv.URL + sim.TokenPath,
+	cfg := up.Config(ns.URL(), func(c *config.Config) {
+		c.UpstreamURL = srv.URL + sim.DefaultBasePath
+		c.TokenURL = srv.URL + sim.TokenPath
 	})
-	ob := opsStartBridge(t, env)
+	ob := opsStartBridge(t, cfg)
 	testutil.EventuallyState(t, 20*time.Second, "the long-id event stored and the stream served again", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return n >= 2 && served.Load() > 0, fmt.Sprintf("stored %d, served %d, refused %d", n, served.Load(), refused.Load())

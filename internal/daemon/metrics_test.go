@@ -26,7 +26,7 @@ func TestMetricsPage(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().Inject("demo", "ev-1", "GATE_IN", []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-01-02T03:04:05Z"}`))
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	// A labelled series is there once used: the event type's once the event is stored.
 	testutil.Eventually(t, 15*time.Second, "the event counted", func() bool {
 		return ob.counter(t, "bridge_events_published_total", map[string]string{"type": "GATE_IN"}) == 1

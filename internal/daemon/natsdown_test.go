@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -28,7 +29,7 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 	natsURL := strings.Replace(ns.URL(), "nats://", "nats://bridge:"+natsPassword+"@", 1)
 	shownURL := strings.Replace(ns.URL(), "nats://", "nats://xxxxx@", 1)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, up.Env(natsURL, map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": "json"}))
+	ob := opsStartBridge(t, up.Config(natsURL, func(c *config.Config) { c.LogLevel = "info"; c.LogFormat = "json" }))
 
 	const failed = "NATS connection failed; retrying"
 	failures := func() []map[string]any {

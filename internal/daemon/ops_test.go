@@ -30,7 +30,7 @@ import (
 // The helpers of the operations tests carry an "ops" prefix: other test files of this package have
 // their own.
 
-// opsBridge is a bridge running in the test, configured through BRIDGE_* variables as a user would.
+// opsBridge is a bridge running in the test, configured in Go (simtest.Upstream.Config).
 type opsBridge struct {
 	b      *Daemon
 	logs   *testutil.Buffer
@@ -41,27 +41,27 @@ type opsBridge struct {
 	beforeStop []func()
 }
 
-// opsStartBridge builds and runs a bridge; it waits until its HTTP endpoint listens. The bridge is
-// stopped at the end of the test.
-func opsStartBridge(t *testing.T, env map[string]string) *opsBridge {
+// opsStartBridge validates a copy of cfg, builds and runs a bridge with it; it waits until its HTTP
+// endpoint listens. The bridge is stopped at the end of the test.
+func opsStartBridge(t *testing.T, cfg *config.Config) *opsBridge {
 	t.Helper()
-	return opsStartBridgeWith(t, env, nil)
+	return opsStartBridgeWith(t, cfg, nil)
 }
 
 // opsStartBridgeWith is opsStartBridge with a hook called between New and Run.
-func opsStartBridgeWith(t *testing.T, env map[string]string, hook func(*opsBridge)) *opsBridge {
+func opsStartBridgeWith(t *testing.T, c *config.Config, hook func(*opsBridge)) *opsBridge {
 	t.Helper()
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
+	cfg := *c // the caller's may start another bridge
+	if err := cfg.Validate(); err != nil {
 		t.Fatalf("configuration: %v", err)
 	}
 	cfg.LoginRetry = time.Second // below config.MinLoginRetry, which guards users: tests wait seconds
-	if _, ok := env["BRIDGE_LEASE_TTL"]; !ok {
+	if cfg.LeaseTTL == config.Default().LeaseTTL {
 		cfg.LeaseTTL = 2 * time.Second // a bridge stopped without releasing the lease is replaced after this
 	}
 	logs := &testutil.Buffer{}
 	log := logging.New(logs, cfg.LogFormat, cfg.SlogLevel())
-	b, err := New(cfg, log, BuildInfo{})
+	b, err := New(&cfg, log, BuildInfo{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -209,7 +209,7 @@ func TestReadyzFollowsNATS(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	ob.requireAlive(t)
@@ -241,7 +241,7 @@ func TestReadyzStreamUnavailable(t *testing.T) {
 			t.Parallel()
 			ns := testutil.StartNATS(t, nil)
 			up := simtest.Start(t, false, sim.Options{EventRate: 20, Faults: sim.Faults{StreamStatus: code}})
-			ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_UNAVAILABLE_RETRY": "300ms"}))
+			ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.UnavailableRetry = 300 * time.Millisecond }))
 			ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "nats: ok",
 				fmt.Sprintf("upstream_stream: not ready: unavailable: tracking stream not available to this account: HTTP %d", code))
 			ob.requireAlive(t)
@@ -261,7 +261,7 @@ func TestReadyzFollowsUpstreamStream(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 
 	// 503 to new stream connections; the open one is dropped after its next event.
@@ -327,7 +327,7 @@ func TestMetricsCountEvents(t *testing.T) {
 	// An upstream that reuses an id: JetStream does not store it again, and it is not counted as published.
 	up.Sim().Inject("demo", "ev-1", "GATE_IN", []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-01-02T03:04:05Z"}`))
 	up.Sim().Inject("demo", "bad-1", "", []byte("not json"))
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 
 	testutil.EventuallyState(t, 15*time.Second, "every event counted", func() (bool, string) {
 		got := ob.counter(t, "bridge_events_received_total", nil)
@@ -403,9 +403,8 @@ func TestHTTPAddrInUse(t *testing.T) {
 	defer taken.Close()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
-	env := up.Env(ns.URL(), map[string]string{"BRIDGE_HTTP_ADDR": strings.TrimPrefix(taken.URL, "http://")})
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
+	cfg := up.Config(ns.URL(), func(c *config.Config) { c.HTTPAddr = strings.TrimPrefix(taken.URL, "http://") })
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	b, err := New(cfg, slog.New(slog.DiscardHandler), BuildInfo{})
@@ -423,7 +422,7 @@ func TestHealthzMethods(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	resp, err := http.Post("http://"+ob.addr+"/readyz", "text/plain", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +446,7 @@ func TestLogsOneLinePerStateChange(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	const n = 3000
 	up := simtest.Start(t, false, sim.Options{EventRate: -1, EventLimit: n})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info", "BRIDGE_LOG_FORMAT": ""}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.LogLevel = "info" }))
 	testutil.EventuallyState(t, 30*time.Second, "every event stored", func() (bool, string) {
 		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got == n, fmt.Sprint(got)
@@ -552,7 +551,7 @@ func TestMetricsCountReports(t *testing.T) {
 		}
 		return 0, nil, false
 	}})
-	ob := opsStartBridgeWith(t, up.Env(ns.URL(), nil), func(ob *opsBridge) { opsWireConsumer(t, ob) })
+	ob := opsStartBridgeWith(t, up.Config(ns.URL()), func(ob *opsBridge) { opsWireConsumer(t, ob) })
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 
 	reports := [][]byte{opsReport(up, 1), opsReport(up, 2), opsReport(up, 3), opsReport(up, 99), []byte(`{"event":{}}`)}
@@ -596,7 +595,7 @@ func TestReadyzWhileTokenExpiresUnused(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 20, AccessTTL: time.Second})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	testutil.EventuallyState(t, 10*time.Second, "the access token expired", func() (bool, string) {
 		return !ob.b.token.src.Valid(), "still valid"
@@ -620,7 +619,7 @@ func TestStopDuringNATSOutageKeepsShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 200})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "2s"}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.ShutdownTimeout = 2 * time.Second }))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	testutil.EventuallyState(t, 10*time.Second, "events flowing", func() (bool, string) {
 		n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -118,7 +119,7 @@ func TestOpsPortFlood(t *testing.T) {
 	)
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{EventRate: 0})
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{"BRIDGE_LOG_LEVEL": "info"}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.LogLevel = "info" }))
 	maxConns := ob.b.cfg.HTTPMaxConns // the default
 	ob.waitReady(t, 20*time.Second, http.StatusOK)
 	probe := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

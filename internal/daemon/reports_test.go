@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -21,8 +22,8 @@ func TestStopTimeoutHandsReportsBack(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().SetFaults(sim.Faults{ReportLatency: 10 * time.Minute})
-	env := up.Env(ns.URL(), map[string]string{"BRIDGE_SHUTDOWN_TIMEOUT": "1s"})
-	first := opsStartBridge(t, env)
+	cfg := up.Config(ns.URL(), func(c *config.Config) { c.ShutdownTimeout = time.Second })
+	first := opsStartBridge(t, cfg)
 	first.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2)})
 	testutil.EventuallyState(t, 10*time.Second, "both reports waiting on the upstream", func() (bool, string) {
@@ -46,7 +47,7 @@ func TestStopTimeoutHandsReportsBack(t *testing.T) {
 
 	up.Sim().SetFaults(sim.Faults{})
 	restart := time.Now()
-	opsStartBridge(t, env)
+	opsStartBridge(t, cfg)
 	testutil.EventuallyState(t, 30*time.Second, "both reports accepted by the next bridge", func() (bool, string) {
 		n := len(up.Sim().Reports("demo"))
 		return n == 2, fmt.Sprint(n, " accepted")

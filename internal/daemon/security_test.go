@@ -64,9 +64,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
 	})
 	up := simtest.Start(t, false, sim.Options{Users: users, EventRate: 50})
-	a := opsStartBridge(t, up.Env(natsA.URL(), map[string]string{
-		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secUpstreamPassword,
-		"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
+	a := opsStartBridge(t, up.Config(natsA.URL(), func(c *config.Config) {
+		c.Username = "alice"
+		c.Password = config.Secret(secUpstreamPassword)
+		c.NATSUser = "bridge"
+		c.NATSPassword = config.Secret(secNATSPassword)
 	}))
 	a.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 
@@ -97,8 +99,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// B: a wrong password, NATS token authentication.
 	natsB := testutil.StartNATS(t, func(o *server.Options) { o.Authorization = secNATSToken })
-	b := opsStartBridge(t, up.Env(natsB.URL(), map[string]string{
-		"BRIDGE_USERNAME": "alice", "BRIDGE_PASSWORD": secWrongPassword, "BRIDGE_NATS_TOKEN": secNATSToken,
+	b := opsStartBridge(t, up.Config(natsB.URL(), func(c *config.Config) {
+		c.Username = "alice"
+		c.Password = config.Secret(secWrongPassword)
+		c.NATSToken = config.Secret(secNATSToken)
 	}))
 	body := b.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "upstream_token: not ready: no valid access token: login rejected")
 	outputs = append(outputs, body)
@@ -159,9 +163,7 @@ func TestTokenURLSecretNeverShows(t *testing.T) {
 	}), ReadHeaderTimeout: 5 * time.Second}
 	t.Cleanup(func() { front.Close() })
 
-	ob := opsStartBridge(t, up.Env(ns.URL(), map[string]string{
-		"BRIDGE_TOKEN_URL": "http://" + addr + sim.TokenPath + "?client_secret=" + secret,
-	}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.TokenURL = "http://" + addr + sim.TokenPath + "?client_secret=" + secret }))
 	var outputs []string
 	snapshot := func() {
 		for _, p := range []string{"/status", "/readyz", "/metrics"} {
@@ -228,13 +230,13 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 	t.Parallel()
 	up := simtest.Start(t, true, sim.Options{EventRate: 50})
 	caFile := secWritePEM(t, "upstream-ca.pem", up.Srv.Certificate())
-	tlsEnv := func(natsURL, ca string) map[string]string {
-		return up.Env(natsURL, map[string]string{"BRIDGE_INSECURE_HTTP": "false", "BRIDGE_UPSTREAM_CA_FILE": ca})
+	tlsConfig := func(natsURL, ca string) *config.Config {
+		return up.Config(natsURL, func(c *config.Config) { c.InsecureHTTP = false; c.UpstreamCAFile = ca })
 	}
 
 	t.Run("with the CA file", func(t *testing.T) {
 		ns := testutil.StartNATS(t, nil)
-		ob := opsStartBridge(t, tlsEnv(ns.URL(), caFile))
+		ob := opsStartBridge(t, tlsConfig(ns.URL(), caFile))
 		ob.waitReady(t, 15*time.Second, http.StatusOK, allReady...)
 		testutil.EventuallyState(t, 10*time.Second, "events stored", func() (bool, string) {
 			n := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
@@ -243,7 +245,7 @@ func TestUpstreamTLSPrivateCA(t *testing.T) {
 	})
 	t.Run("without it", func(t *testing.T) {
 		ns := testutil.StartNATS(t, nil)
-		ob := opsStartBridge(t, tlsEnv(ns.URL(), ""))
+		ob := opsStartBridge(t, tlsConfig(ns.URL(), ""))
 		body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable,
 			"upstream_token: not ready: no valid access token: token endpoint unavailable",
 			"certificate signed by unknown authority")
@@ -365,18 +367,18 @@ func TestNATSAuthentication(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		configure func(*server.Options)
-		env       map[string]string
+		set       func(*config.Config)
 		wantErr   []string // empty: the bridge becomes ready
 	}{
 		{"user and password", userPass,
-			map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword}, nil},
-		{"nkey", nkey, map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": seedFile}, nil},
+			func(c *config.Config) { c.NATSUser, c.NATSPassword = "bridge", secNATSPassword }, nil},
+		{"nkey", nkey, func(c *config.Config) { c.NATSNKeySeedFile = seedFile }, nil},
 		{"token", func(o *server.Options) { o.Authorization = secNATSToken },
-			map[string]string{"BRIDGE_NATS_TOKEN": secNATSToken}, nil},
+			func(c *config.Config) { c.NATSToken = secNATSToken }, nil},
 		{"wrong password", userPass,
-			map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": "not-" + secNATSPassword},
+			func(c *config.Config) { c.NATSUser, c.NATSPassword = "bridge", "not-"+secNATSPassword },
 			[]string{"authorization violation", "BRIDGE_NATS_USER and BRIDGE_NATS_PASSWORD"}},
-		{"unknown nkey", nkey, map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": otherSeedFile},
+		{"unknown nkey", nkey, func(c *config.Config) { c.NATSNKeySeedFile = otherSeedFile },
 			[]string{"authorization violation", "BRIDGE_NATS_NKEY_SEED_FILE"}},
 		{"no credentials", userPass, nil,
 			[]string{"authorization violation", "none is set"}},
@@ -385,7 +387,7 @@ func TestNATSAuthentication(t *testing.T) {
 			t.Parallel()
 			ns := testutil.StartNATS(t, tc.configure)
 			up := simtest.Start(t, false, sim.Options{})
-			ob := opsStartBridge(t, up.Env(ns.URL(), tc.env))
+			ob := opsStartBridge(t, up.Config(ns.URL(), tc.set))
 			if len(tc.wantErr) == 0 {
 				ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
 				return
@@ -414,8 +416,7 @@ func TestNATSCredentialsRevoked(t *testing.T) {
 		o.Users = []*server.User{{Username: "bridge", Password: secNATSPassword}}
 	})
 	up := simtest.Start(t, false, sim.Options{})
-	ob := opsStartBridge(t, up.Env(ns.URL(),
-		map[string]string{"BRIDGE_NATS_USER": "bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword}))
+	ob := opsStartBridge(t, up.Config(ns.URL(), func(c *config.Config) { c.NATSUser = "bridge"; c.NATSPassword = config.Secret(secNATSPassword) }))
 	ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok")
 
 	ns.Stop()
@@ -504,13 +505,15 @@ func TestNATSTLSClientCertificate(t *testing.T) {
 	url := strings.Replace(ns.URL(), "nats://", "tls://", 1)
 
 	t.Run("with the client certificate", func(t *testing.T) {
-		ob := opsStartBridge(t, up.Env(url, map[string]string{
-			"BRIDGE_NATS_CA_FILE": ca.certFile, "BRIDGE_NATS_CERT_FILE": client.certFile, "BRIDGE_NATS_KEY_FILE": client.keyFile,
+		ob := opsStartBridge(t, up.Config(url, func(c *config.Config) {
+			c.NATSCAFile = ca.certFile
+			c.NATSCertFile = client.certFile
+			c.NATSKeyFile = client.keyFile
 		}))
 		ob.waitReady(t, 15*time.Second, http.StatusOK, "nats: ok", "jetstream_streams: ok")
 	})
 	t.Run("without it", func(t *testing.T) {
-		ob := opsStartBridge(t, up.Env(url, map[string]string{"BRIDGE_NATS_CA_FILE": ca.certFile}))
+		ob := opsStartBridge(t, up.Config(url, func(c *config.Config) { c.NATSCAFile = ca.certFile }))
 		body := ob.waitReady(t, 10*time.Second, http.StatusServiceUnavailable, "nats: not ready:")
 		t.Logf("/readyz:\n%s", body)
 		ob.requireAlive(t)
@@ -527,10 +530,11 @@ var secUserPasswords = map[string]string{
 	"NATS_API_WRITER_PASSWORD":    "api-writer-" + secNATSPassword,
 }
 
-// secBridgeEnv is what a bridge needs to connect as deploy/nats/nats-accounts.conf's tracking-bridge user.
-var secBridgeEnv = map[string]string{
-	"BRIDGE_NATS_USER": "tracking-bridge", "BRIDGE_NATS_PASSWORD": secNATSPassword,
-	"BRIDGE_NATS_INBOX_PREFIX": "_INBOX_bridge",
+// secBridgeUser sets what a bridge needs to connect as deploy/nats/nats-accounts.conf's tracking-bridge
+// user.
+func secBridgeUser(c *config.Config) {
+	c.NATSUser, c.NATSPassword = "tracking-bridge", secNATSPassword
+	c.NATSInboxPrefix = "_INBOX_bridge"
 }
 
 // secClient returns the options of a client connecting as the example user name (events-reader,
@@ -604,9 +608,9 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	admin := secAdmin
 
 	up := simtest.Start(t, false, sim.Options{EventRate: 50})
-	env := up.Env(ns.URL(), secBridgeEnv)
+	cfg := up.Config(ns.URL(), secBridgeUser)
 	wire := func(ob *opsBridge) { opsWireConsumer(t, ob) }
-	ob := opsStartBridgeWith(t, env, wire)
+	ob := opsStartBridgeWith(t, cfg, wire)
 	ob.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	up.Sim().Inject("demo", "not-json-1", "", []byte("not json"))
 	opsPublishReports(t, ns.URL(), [][]byte{opsReport(up, 1), opsReport(up, 2), []byte(`{"not":"a report"}`)},
@@ -626,7 +630,7 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 	}
 
 	// A restart reads the resume cursor from the stream's tail.
-	ob2 := opsStartBridgeWith(t, env, wire)
+	ob2 := opsStartBridgeWith(t, cfg, wire)
 	ob2.waitReady(t, 15*time.Second, http.StatusOK, append(allReady, "report_consumer: ok")...)
 	before := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS", admin)
 	testutil.EventuallyState(t, 10*time.Second, "events after the restart", func() (bool, string) {

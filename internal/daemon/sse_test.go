@@ -33,8 +33,8 @@ func TestReusedIDsCountAsDuplicates(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	injectIDs(up.Sim(), 1, n)
-	env := up.Env(ns.URL(), nil)
-	first := opsStartBridge(t, env)
+	cfg := up.Config(ns.URL())
+	first := opsStartBridge(t, cfg)
 	testutil.EventuallyState(t, 15*time.Second, "the events stored", func() (bool, string) {
 		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got == n, fmt.Sprintf("%d stored", got)
@@ -45,7 +45,7 @@ func TestReusedIDsCountAsDuplicates(t *testing.T) {
 
 	up.Sim().Close()
 	up.Replace(sim.New(sim.Options{}))
-	ob := opsStartBridge(t, env)
+	ob := opsStartBridge(t, cfg)
 	testutil.Eventually(t, 15*time.Second, "the bridge connected to the new upstream", func() bool {
 		return up.Sim().Stats().StreamConnects > 0
 	})
@@ -79,7 +79,7 @@ func TestEmptyDataDeadLettered(t *testing.T) {
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().Inject("demo", "empty-1", "GATE_IN", nil) // the simulator writes "data: " for empty data
 	injectIDs(up.Sim(), 1, 1)
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	testutil.EventuallyState(t, 15*time.Second, "the dead letter and the event", func() (bool, string) {
 		dlq, events := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ"), opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return dlq == 1 && events == 1, fmt.Sprintf("%d dead letters, %d events", dlq, events)
@@ -99,7 +99,7 @@ func TestHugeContentTypeCutShort(t *testing.T) {
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	up.Sim().SetFaults(sim.Faults{StreamContentType: "text/html; x=" + strings.Repeat("a", 1<<20)})
-	ob := opsStartBridge(t, up.Env(ns.URL(), nil))
+	ob := opsStartBridge(t, up.Config(ns.URL()))
 	var lastErr string
 	testutil.EventuallyState(t, 15*time.Second, "the stream's error on /status", func() (bool, string) {
 		lastErr = ob.status(t).Stream.LastError

@@ -1,6 +1,6 @@
 // Package bridgetest runs a whole tracking-bridge inside a test or a runnable example: an embedded
 // nats-server with JetStream, the upstream simulator over HTTP on loopback, and the daemon between them,
-// configured from BRIDGE_* variables as 'go run ./cmd/demo' does. The tests and examples of package
+// configured in Go from config.Default as 'go run ./cmd/demo' does. The tests and examples of package
 // tracking and of the example programs use it; production code never imports it.
 package bridgetest
 
@@ -40,8 +40,9 @@ type Options struct {
 	// Sim configures the simulator; its Users default to User/Password, and its EventRate of 0 generates
 	// no events (Sim().Inject adds some).
 	Sim sim.Options
-	// Env adds BRIDGE_* variables to the bridge's configuration, or removes one with "".
-	Env map[string]string
+	// Configure, when set, adjusts the bridge's configuration (config.Config's fields) before it is
+	// validated.
+	Configure func(*config.Config)
 	// NATS adjusts the nats-server's options (a smaller max_payload, say).
 	NATS func(*server.Options)
 	// Log receives the bridge's logs (JSON, debug level); nil discards them.
@@ -123,29 +124,21 @@ func Launch(o Options) (b *Bridge, err error) {
 	up := httptest.NewServer(b.sim.Handler())
 	b.stops = append(b.stops, func() { b.sim.Close(); up.CloseClientConnections(); up.Close() })
 
-	env := map[string]string{
-		"BRIDGE_UPSTREAM_URL":     up.URL + sim.DefaultBasePath,
-		"BRIDGE_TOKEN_URL":        up.URL + sim.TokenPath,
-		"BRIDGE_CLIENT_ID":        sim.DefaultClientID,
-		"BRIDGE_USERNAME":         User,
-		"BRIDGE_PASSWORD":         Password,
-		"BRIDGE_INSECURE_HTTP":    "true",
-		"BRIDGE_NATS_URL":         b.NATSURL,
-		"BRIDGE_HTTP_ADDR":        "127.0.0.1:0",
-		"BRIDGE_RECONNECT_MIN":    "50ms",
-		"BRIDGE_RECONNECT_MAX":    "500ms",
-		"BRIDGE_SHUTDOWN_TIMEOUT": "5s",
-		"BRIDGE_LOG_LEVEL":        "debug",
+	cfg := config.Default()
+	cfg.UpstreamURL = up.URL + sim.DefaultBasePath
+	cfg.TokenURL = up.URL + sim.TokenPath
+	cfg.ClientID = sim.DefaultClientID
+	cfg.Username, cfg.Password = User, Password
+	cfg.InsecureHTTP = true
+	cfg.NATSURL = b.NATSURL
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 500*time.Millisecond
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.LogLevel = "debug"
+	if o.Configure != nil {
+		o.Configure(cfg)
 	}
-	for k, v := range o.Env {
-		if v == "" {
-			delete(env, k)
-		} else {
-			env[k] = v
-		}
-	}
-	cfg, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	b.Prefix = cfg.SubjectPrefix

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
@@ -91,8 +93,32 @@ func (u *Upstream) Sim() *sim.Server { return u.cur.Load() }
 // Replace serves s from now on.
 func (u *Upstream) Replace(s *sim.Server) { u.cur.Store(s) }
 
+// Config returns the configuration of a bridge against this upstream and NATS at natsURL, with short
+// reconnect delays, for a bridge run in-process: config.Default with the settings of Env, then each of
+// set (but nil) applied. It is not validated.
+func (u *Upstream) Config(natsURL string, set ...func(*config.Config)) *config.Config {
+	c := config.Default()
+	c.UpstreamURL = u.Srv.URL + sim.DefaultBasePath
+	c.TokenURL = u.Srv.URL + sim.TokenPath
+	c.ClientID = sim.DefaultClientID
+	c.Username, c.Password = "demo", "demo"
+	c.InsecureHTTP = true
+	c.NATSURL = natsURL
+	c.HTTPAddr = "127.0.0.1:0"
+	c.LogLevel = "debug"
+	c.ReconnectMin, c.ReconnectMax = 100*time.Millisecond, 500*time.Millisecond
+	c.ShutdownTimeout = 5 * time.Second
+	for _, f := range set {
+		if f != nil {
+			f(c)
+		}
+	}
+	return c
+}
+
 // Env returns the BRIDGE_* variables of a bridge against this upstream and NATS at natsURL, with short
-// reconnect delays; extra overrides them ("" removes one).
+// reconnect delays, for a bridge run as a child process (Config's settings); extra overrides them (""
+// removes one).
 func (u *Upstream) Env(natsURL string, extra map[string]string) map[string]string {
 	env := map[string]string{
 		"BRIDGE_UPSTREAM_URL":     u.Srv.URL + sim.DefaultBasePath,
