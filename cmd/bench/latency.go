@@ -17,9 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // benchLatResult is one latency run.
@@ -157,8 +156,8 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
 		e.seq++
 		prefix := fmt.Sprintf("bench%d", e.seq)
-		layout := streams.Layout{Prefix: prefix}
-		r, err := e.latencyRun(ctx, "bridge", subjects.Events(prefix), total, func(s *benchSim) (*bench.Child, error) {
+		layout := layout.Streams{Prefix: prefix}
+		r, err := e.latencyRun(ctx, "bridge", layout.EventsSubject(), total, func(s *benchSim) (*bench.Child, error) {
 			return e.startBridge(ctx, fmt.Sprintf("bridge-latency-%d", i), s, prefix)
 		}, false)
 		e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())

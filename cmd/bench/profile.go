@@ -18,8 +18,8 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // profile runs the bridge once in this process under the CPU profiler: the simulator and nats-server stay
@@ -27,7 +27,7 @@ import (
 func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := streams.Layout{Prefix: prefix}
+	layout := layout.Streams{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	rate, n := -1.0, e.o.n
 	if e.o.latency { // profile at the latency test's rate instead of a flood

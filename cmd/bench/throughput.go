@@ -14,8 +14,8 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // benchTPResult is one throughput run.
@@ -95,13 +95,13 @@ func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string
 func (e *benchEnv) throughputBridge(ctx context.Context, run int) (benchTPResult, error) {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := streams.Layout{Prefix: prefix}
+	layout := layout.Streams{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	r := benchTPResult{pipeline: "bridge"}
 	if e.o.cluster {
 		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.
 		layout.Replicas, layout.DuplicateWindow = benchReplicas, 2*time.Minute
-		if err := streams.Ensure(ctx, e.js, layout, true, slog.New(slog.DiscardHandler)); err != nil {
+		if err := layout.Ensure(ctx, e.js, true, slog.New(slog.DiscardHandler)); err != nil {
 			return r, err
 		}
 	}
@@ -155,7 +155,7 @@ const benchReplicas = 3
 // fenceMarkers waits for the bridge's first message in the events stream and returns how many fence
 // markers a leader stores before its events (docs/replicas.md#the-fence): publish.FenceWidth
 // when that first message is one, 0 for a build without fencing.
-func (e *benchEnv) fenceMarkers(ctx context.Context, layout streams.Layout) (uint64, error) {
+func (e *benchEnv) fenceMarkers(ctx context.Context, layout layout.Streams) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
 	defer cancel()
 	st, err := bench.WaitStream(ctx, e.js, layout.Events(), 1, benchPoll, nil)

@@ -21,7 +21,7 @@
 // max-deliveries advisory to watch); the optional MaxAge, measured from the report's JetStream
 // timestamp, is the only limit. The classification of upstream answers is upstream.Classify; this
 // package only decides what to do with its outcome (a delivery.Outcome), and builds dead letters with
-// the headers and size bounds of internal/deadletter. A report is checked by internal/validate, the
+// the headers and size bounds of internal/layout. A report is checked by internal/validate, the
 // check the API service and package tracking's Reporter share. It imports neither internal/publish nor
 // internal/upstream.
 //

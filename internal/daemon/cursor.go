@@ -12,10 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
@@ -35,14 +34,14 @@ type Cursor struct {
 // ShowCursor reads the resume cursor from the events stream's tail, as a new leader would, and the lease's
 // holder. It changes nothing.
 func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
-	nc, js, layout, err := operatorConn(ctx, cfg)
+	nc, js, streams, err := operatorConn(ctx, cfg)
 	if err != nil {
 		return Cursor{}, err
 	}
 	defer nc.Close()
-	c := Cursor{Stream: layout.Events()}
-	p, err := publish.New(nc, publish.Config{Prefix: cfg.SubjectPrefix, EventsStream: layout.Events(),
-		DLQStream: layout.DLQ(), FenceSubject: layout.FenceSubject(), Window: cfg.PublishWindow,
+	c := Cursor{Stream: streams.Events()}
+	p, err := publish.New(nc, publish.Config{Prefix: cfg.SubjectPrefix, EventsStream: streams.Events(),
+		DLQStream: streams.DLQ(), FenceSubject: streams.FenceSubject(), Window: cfg.PublishWindow,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return c, err
@@ -51,17 +50,17 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 	if c.ResumeAfter, err = p.Resume(ctx); err != nil {
 		return c, err
 	}
-	s, err := js.Stream(ctx, layout.Events())
+	s, err := js.Stream(ctx, streams.Events())
 	if err != nil {
 		return c, err
 	}
-	switch m, err := s.GetLastMsgForSubject(ctx, subjects.Events(cfg.SubjectPrefix)); {
+	switch m, err := s.GetLastMsgForSubject(ctx, layout.Events(cfg.SubjectPrefix)); {
 	case err == nil:
 		c.LastEvent = m.Header.Get(publish.HeaderEventID)
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return c, err
 	}
-	h, ok, err := lease.Read(ctx, js, layout.Leases(), "")
+	h, ok, err := lease.Read(ctx, js, streams.Leases(), "")
 	if err != nil {
 		return c, err
 	}
@@ -81,13 +80,13 @@ func RequestRestart(ctx context.Context, cfg *config.Config, after string, begin
 	if err := publish.CheckRestart(after, beginning); err != nil { // before the leader steps down
 		return "", err
 	}
-	nc, js, layout, err := operatorConn(ctx, cfg)
+	nc, js, streams, err := operatorConn(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
 	defer nc.Close()
 	host, _ := os.Hostname()
-	prev, held, rev, err := lease.Seize(ctx, js, layout.Leases(), "operator@"+host, cfg.LeaseTTL)
+	prev, held, rev, err := lease.Seize(ctx, js, streams.Leases(), "operator@"+host, cfg.LeaseTTL)
 	if err != nil {
 		return "", err
 	}
@@ -95,24 +94,24 @@ func RequestRestart(ctx context.Context, cfg *config.Config, after string, begin
 	if held {
 		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
-	seq, rerr := publish.RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(), after, beginning)
+	seq, rerr := publish.RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
 	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
-	if err := lease.Release(context.WithoutCancel(ctx), js, layout.Leases(), rev); err != nil && rerr == nil {
+	if err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); err != nil && rerr == nil {
 		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
 	}
 	if rerr != nil {
 		return msg, rerr
 	}
 	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there",
-		msg, layout.FenceSubject()+".restart", seq), nil
+		msg, streams.FenceSubject()+".restart", seq), nil
 }
 
 // operatorConn connects to NATS for an operator's command, failing rather than waiting for a server.
-func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, streams.Layout, error) {
-	layout := streams.Layout{Prefix: cfg.SubjectPrefix}
+func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, layout.Streams, error) {
+	streams := layout.Streams{Prefix: cfg.SubjectPrefix}
 	nc, _, err := connectNATS(cfg, natsName, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, nil, layout, err
+		return nil, nil, streams, err
 	}
 	connected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(connected)
@@ -125,12 +124,12 @@ func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstrea
 	}
 	if !nc.IsConnected() {
 		nc.Close()
-		return nil, nil, layout, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
+		return nil, nil, streams, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, layout, err
+		return nil, nil, streams, err
 	}
-	return nc, js, layout, nil
+	return nc, js, streams, nil
 }

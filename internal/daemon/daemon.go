@@ -20,10 +20,10 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -40,7 +40,7 @@ type Daemon struct {
 	info   BuildInfo
 	nc     *nats.Conn
 	natsSt *natsState // nc's state, readable without its lock
-	layout streams.Layout
+	layout layout.Streams
 	// The components (component.Component) besides events, reports and api.
 	conn  *natsWatch // the NATS connection
 	token *tokens    // the token source
@@ -77,11 +77,11 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		info.Commit = "unknown"
 	}
 	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
-		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
+		layout: layout.Streams{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
 			Replicas: cfg.StreamReplicas, MaxEventBytes: cfg.StreamMaxEventBytes, MaxReportBytes: cfg.ReportMaxBytes,
-			EventsLimits:  streams.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
-			ReportsLimits: streams.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
-			DLQLimits:     streams.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
+			EventsLimits:  layout.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
+			ReportsLimits: layout.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
+			DLQLimits:     layout.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
 		streamsLog: log.With("component", "streams")}
 	d.ops = newOps(d, log.With("component", "http"))
 
@@ -356,7 +356,7 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 	log := d.streamsLog
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := streams.Ensure(cctx, js, d.layout, d.cfg.CreateStreams, log)
+		err := d.layout.Ensure(cctx, js, d.cfg.CreateStreams, log)
 		cancel()
 		if err == nil {
 			return nil
@@ -371,7 +371,7 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 			if why := d.natsSt.NotConnected(); why != "" {
 				err = fmt.Errorf("%w (NATS %s)", err, why)
 			}
-			if errors.Is(err, streams.ErrNoRoom) {
+			if errors.Is(err, layout.ErrNoRoom) {
 				err = fmt.Errorf("%w: lower BRIDGE_EVENTS_STREAM_MAX_BYTES, BRIDGE_REPORTS_STREAM_MAX_BYTES and "+
 					"BRIDGE_DLQ_STREAM_MAX_BYTES, or raise the server's max_file_store", err)
 			}

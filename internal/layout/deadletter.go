@@ -1,9 +1,4 @@
-// Package deadletter owns what the event path (internal/publish) and the report path (internal/consume)
-// share about dead letters: the Bridge-* header names of
-// docs/subjects.md#dead-letters, the size NATS counts for a message,
-// and making a dead letter small enough that NATS stores it. Neither path imports the other; both import
-// this package. deadletter.go has the headers and Fit, size.go the sizes and limits NATS applies.
-package deadletter
+package layout
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package deadletter_test
+package layout_test
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -28,7 +28,7 @@ func TestTooLarge(t *testing.T) {
 		{errors.New("message size exceeds maximum allowed"), false},
 		{nil, false},
 	} {
-		if got := deadletter.TooLarge(tc.err); got != tc.want {
+		if got := layout.TooLarge(tc.err); got != tc.want {
 			t.Errorf("TooLarge(%v) = %v", tc.err, got)
 		}
 	}
@@ -39,7 +39,7 @@ func TestMaxMessage(t *testing.T) {
 		{1 << 20, -1, 1 << 20}, {1 << 20, 0, 1 << 20}, {1 << 20, 2048, 2048}, {1024, 2048, 1024},
 		{0, 2048, 2048}, {0, -1, 0},
 	} {
-		if got := deadletter.MaxMessage(tc.payload, tc.stream); got != tc.want {
+		if got := layout.MaxMessage(tc.payload, tc.stream); got != tc.want {
 			t.Errorf("MaxMessage(%d, %d) = %d, want %d", tc.payload, tc.stream, got, tc.want)
 		}
 	}
@@ -51,9 +51,9 @@ func TestMsgSize(t *testing.T) {
 	const max = 4096
 	nc := testutil.StartNATS(t, func(o *server.Options) { o.MaxPayload = max }).Connect()
 	m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{"A": {"1"}, "Bee": {"x", "yy"}}}
-	m.Data = make([]byte, max-deadletter.MsgSize(m))
-	if deadletter.MsgSize(m) != max {
-		t.Fatalf("MsgSize = %d", deadletter.MsgSize(m))
+	m.Data = make([]byte, max-layout.MsgSize(m))
+	if layout.MsgSize(m) != max {
+		t.Fatalf("MsgSize = %d", layout.MsgSize(m))
 	}
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatalf("a message of exactly max_payload: %v", err)
@@ -69,15 +69,15 @@ func TestMsgSize(t *testing.T) {
 func TestFitAlwaysFits(t *testing.T) {
 	for _, max := range []int64{2 << 10, 4 << 10, 16 << 10} {
 		m := &nats.Msg{Subject: "tracking.dlq.events", Header: nats.Header{
-			jetstream.MsgIDHeader: {"x"}, deadletter.HeaderError: {logging.Clip(strings.Repeat("<&>", 5000), deadletter.MaxErrorHeader)}}, Data: make([]byte, max)}
-		if !deadletter.Fit(m, max, "x") {
+			jetstream.MsgIDHeader: {"x"}, layout.HeaderError: {logging.Clip(strings.Repeat("<&>", 5000), layout.MaxErrorHeader)}}, Data: make([]byte, max)}
+		if !layout.Fit(m, max, "x") {
 			t.Fatalf("max %d: not replaced", max)
 		}
-		if size := deadletter.MsgSize(m); size > int(max) {
+		if size := layout.MsgSize(m); size > int(max) {
 			t.Errorf("max %d: the dead letter is still %d bytes", max, size)
 		}
-		if !strings.Contains(m.Header.Get(deadletter.HeaderError), "the data was dropped") {
-			t.Errorf("max %d: Bridge-Error does not say the data was dropped: %.80q…", max, m.Header.Get(deadletter.HeaderError))
+		if !strings.Contains(m.Header.Get(layout.HeaderError), "the data was dropped") {
+			t.Errorf("max %d: Bridge-Error does not say the data was dropped: %.80q…", max, m.Header.Get(layout.HeaderError))
 		}
 	}
 }

@@ -1,8 +1,4 @@
-// Package streams owns the layout of the bridge's three JetStream streams (docs/subjects.md#streams) and the
-// name of the lease bucket (docs/replicas.md#the-lease): their names, subjects and
-// configuration, creating them at start-up, and reading a stream's message size bound. The daemon, the event
-// publisher (internal/publish) and the report consumer (internal/consume) all use it.
-package streams
+package layout
 
 import (
 	"context"
@@ -15,14 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
-// Layout names the bridge's three JetStream streams and their subjects (docs/subjects.md#streams), and the
+// Streams names the bridge's three JetStream streams and their subjects (docs/subjects.md#streams), and the
 // lease bucket (docs/replicas.md#the-lease). Its bounds and limits apply when Ensure creates
 // a stream; their zero values mean no bound, as in a layout used only for its names.
-type Layout struct {
+type Streams struct {
 	Prefix string // P, e.g. "tracking"
 	// DuplicateWindow of the events and dead-letter streams.
 	DuplicateWindow time.Duration
@@ -50,10 +44,10 @@ const HeaderRoom = 64 << 10
 
 // MsgSizes returns the max_msg_size of the events, reports and dead-letter streams: the data bound of
 // what each stores plus HeaderRoom. A dead letter holds an event or a report (anything larger is replaced
-// by a short description, see internal/deadletter), so the dead-letter stream's bound is the larger of
+// by a short description, see Fit), so the dead-letter stream's bound is the larger of
 // the two. Zero: no bound (the data bound is zero, or the sum exceeds what JetStream's int32 holds, which
 // config.Validate rules out).
-func (l Layout) MsgSizes() (events, reports, dlq int32) {
+func (l Streams) MsgSizes() (events, reports, dlq int32) {
 	size := func(data int) int32 {
 		if data <= 0 || int64(data)+HeaderRoom > math.MaxInt32 {
 			return 0
@@ -68,29 +62,32 @@ func (l Layout) MsgSizes() (events, reports, dlq int32) {
 }
 
 // StreamName returns PFX_<KIND>: the prefix upper-cased, characters other than [A-Z0-9] as "_"
-// (internal/subjects names them all).
-func (l Layout) StreamName(kind string) string { return subjects.Stream(l.Prefix, kind) }
+// (Stream names them all).
+func (l Streams) StreamName(kind string) string { return Stream(l.Prefix, kind) }
 
 // Events, Reports and DLQ are the stream names.
-func (l Layout) Events() string  { return subjects.EventsStream(l.Prefix) }
-func (l Layout) Reports() string { return subjects.ReportsStream(l.Prefix) }
-func (l Layout) DLQ() string     { return subjects.DLQStream(l.Prefix) }
+func (l Streams) Events() string  { return EventsStream(l.Prefix) }
+func (l Streams) Reports() string { return ReportsStream(l.Prefix) }
+func (l Streams) DLQ() string     { return DLQStream(l.Prefix) }
 
 // Leases is the key-value bucket of the leader lease, PFX_LEASES.
-func (l Layout) Leases() string { return subjects.LeaseBucket(l.Prefix) }
+func (l Streams) Leases() string { return LeaseBucket(l.Prefix) }
 
 // FenceSubject is P.leader, the base of the events stream's fence subjects P.leader.<n> (see
 // publish.FenceWidth) and P.leader.restart: every new leader stores a marker on each, and every event it
 // publishes is stored only while its marker is still the last message of the subject it checks, so a
 // former leader that was paused or cut off cannot add an event after another took over. They lie outside
 // P.events.>, so event consumers filtering on that never see them.
-func (l Layout) FenceSubject() string { return subjects.Fence(l.Prefix) }
+func (l Streams) FenceSubject() string { return Fence(l.Prefix) }
+
+// EventsSubject is P.events.>, every event of every type.
+func (l Streams) EventsSubject() string { return Events(l.Prefix) }
 
 // ReportsSubject is P.reports, where producers publish reports.
-func (l Layout) ReportsSubject() string { return subjects.Reports(l.Prefix) }
+func (l Streams) ReportsSubject() string { return Reports(l.Prefix) }
 
 // ReportsDLQSubject is P.dlq.reports, where rejected reports go.
-func (l Layout) ReportsDLQSubject() string { return subjects.DLQReports(l.Prefix) }
+func (l Streams) ReportsDLQSubject() string { return DLQReports(l.Prefix) }
 
 // Configs returns the wanted configuration of the three streams. The events and dead-letter streams
 // discard their oldest messages when full (DiscardOld), so neither the event path nor a flood of dead
@@ -98,7 +95,7 @@ func (l Layout) ReportsDLQSubject() string { return subjects.DLQReports(l.Prefix
 // a producer learns at publishing that its report was not taken, and none is removed without a trace.
 // The events stream allows rollups (Nats-Rollup), with which each fence marker replaces the one before
 // it on its subject (see FenceSubject).
-func (l Layout) Configs() []jetstream.StreamConfig {
+func (l Streams) Configs() []jetstream.StreamConfig {
 	dup := l.DuplicateWindow
 	if dup <= 0 {
 		dup = 2 * time.Minute
@@ -106,7 +103,7 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 	replicas := max(l.Replicas, 1)
 	events, reports, dlq := l.MsgSizes()
 	return []jetstream.StreamConfig{
-		{Name: l.Events(), Subjects: []string{subjects.Events(l.Prefix), subjects.FenceFilter(l.Prefix)},
+		{Name: l.Events(), Subjects: []string{Events(l.Prefix), FenceFilter(l.Prefix)},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			MaxMsgSize: events, MaxBytes: limit(l.EventsLimits.MaxBytes), MaxAge: l.EventsLimits.MaxAge,
 			Discard: jetstream.DiscardOld, AllowRollup: true,
@@ -116,7 +113,7 @@ func (l Layout) Configs() []jetstream.StreamConfig {
 			MaxMsgSize: reports, MaxBytes: limit(l.ReportsLimits.MaxBytes), MaxAge: l.ReportsLimits.MaxAge,
 			Discard:     jetstream.DiscardNew,
 			Description: "tracking event reports waiting to be sent upstream"},
-		{Name: l.DLQ(), Subjects: []string{subjects.DLQ(l.Prefix)}, Retention: jetstream.LimitsPolicy,
+		{Name: l.DLQ(), Subjects: []string{DLQ(l.Prefix)}, Retention: jetstream.LimitsPolicy,
 			Storage: jetstream.FileStorage, Duplicates: dup, Replicas: replicas,
 			MaxMsgSize: dlq, MaxBytes: limit(l.DLQLimits.MaxBytes), MaxAge: l.DLQLimits.MaxAge,
 			Discard:     jetstream.DiscardOld,
@@ -140,7 +137,7 @@ func limit(n int64) int64 {
 // exists with another configuration is used as it is and the differences are logged, except that an
 // events stream made before the fence gets what the fence needs (see upgradeEvents). Without create, a
 // missing stream, or an events stream without what the fence needs, is an error.
-func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, log *slog.Logger) error {
+func (l Streams) Ensure(ctx context.Context, js jetstream.JetStream, create bool, log *slog.Logger) error {
 	var errs []error
 	for _, want := range l.Configs() {
 		s, err := js.Stream(ctx, want.Name)
@@ -189,11 +186,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout, create bool, 
 // manages the streams: the subjects P.leader.>, and rollups (allow_rollup_hdrs), with which each marker
 // replaces the one before it on its subject. Without them no leader can publish, or the markers pile up
 // (1,024 more with every change of leader). It returns the stream's configuration as it is then.
-func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, l Layout, create bool,
+func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.StreamConfig, l Streams, create bool,
 	log *slog.Logger) (jetstream.StreamConfig, error) {
 	var missing []string
-	if !slices.Contains(have.Subjects, subjects.FenceFilter(l.Prefix)) {
-		missing = append(missing, "the subjects "+subjects.FenceFilter(l.Prefix))
+	if !slices.Contains(have.Subjects, FenceFilter(l.Prefix)) {
+		missing = append(missing, "the subjects "+FenceFilter(l.Prefix))
 	}
 	if !have.AllowRollup {
 		missing = append(missing, "rollups (allow_rollup_hdrs)")
@@ -212,8 +209,8 @@ func upgradeEvents(ctx context.Context, js jetstream.JetStream, have jetstream.S
 	}
 	upd := have
 	upd.Subjects = slices.Clone(have.Subjects)
-	if !slices.Contains(upd.Subjects, subjects.FenceFilter(l.Prefix)) {
-		upd.Subjects = append(upd.Subjects, subjects.FenceFilter(l.Prefix))
+	if !slices.Contains(upd.Subjects, FenceFilter(l.Prefix)) {
+		upd.Subjects = append(upd.Subjects, FenceFilter(l.Prefix))
 	}
 	upd.AllowRollup = true
 	s, err := js.UpdateStream(ctx, upd)

@@ -1,4 +1,4 @@
-package streams_test
+package layout_test
 
 import (
 	"context"
@@ -12,9 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -26,12 +24,12 @@ func TestStreamNames(t *testing.T) {
 		{"trück", "TR_CK"},
 	}
 	for _, tt := range tests {
-		l := streams.Layout{Prefix: tt.prefix}
+		l := layout.Streams{Prefix: tt.prefix}
 		if l.Events() != tt.want+"_EVENTS" || l.Reports() != tt.want+"_REPORTS" || l.DLQ() != tt.want+"_DLQ" {
 			t.Errorf("prefix %q: %s %s %s, want %s_*", tt.prefix, l.Events(), l.Reports(), l.DLQ(), tt.want)
 		}
 	}
-	l := streams.Layout{Prefix: "tracking"}
+	l := layout.Streams{Prefix: "tracking"}
 	if l.ReportsSubject() != "tracking.reports" || l.ReportsDLQSubject() != "tracking.dlq.reports" {
 		t.Errorf("subjects %s %s", l.ReportsSubject(), l.ReportsDLQSubject())
 	}
@@ -43,7 +41,7 @@ func FuzzStreamName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, prefix string) {
-		got := streams.Layout{Prefix: prefix}.Events()
+		got := layout.Streams{Prefix: prefix}.Events()
 		if strings.TrimFunc(got, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' }) != "" {
 			t.Errorf("prefix %q gives stream name %q: not [A-Z0-9_]+", prefix, got)
 		}
@@ -51,12 +49,12 @@ func FuzzStreamName(f *testing.F) {
 }
 
 // limitedLayout is a layout with the bounds and limits the daemon derives from the defaults.
-func limitedLayout() streams.Layout {
-	return streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1,
+func limitedLayout() layout.Streams {
+	return layout.Streams{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1,
 		MaxEventBytes: 1 << 20, MaxReportBytes: 256 << 10,
-		EventsLimits:  streams.Limits{MaxBytes: 4 << 30},
-		ReportsLimits: streams.Limits{MaxBytes: 1 << 30},
-		DLQLimits:     streams.Limits{MaxBytes: 1 << 30, MaxAge: 720 * time.Hour}}
+		EventsLimits:  layout.Limits{MaxBytes: 4 << 30},
+		ReportsLimits: layout.Limits{MaxBytes: 1 << 30},
+		DLQLimits:     layout.Limits{MaxBytes: 1 << 30, MaxAge: 720 * time.Hour}}
 }
 
 func jsFor(t *testing.T) jetstream.JetStream {
@@ -76,7 +74,7 @@ func TestEnsureCreatesLimitedStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	l := limitedLayout()
-	if err := streams.Ensure(ctx, js, l, true, slog.New(slog.DiscardHandler)); err != nil {
+	if err := l.Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []struct {
@@ -118,7 +116,7 @@ func TestLimitsRefuseAtThePublisher(t *testing.T) {
 	l.MaxEventBytes, l.MaxReportBytes = 100_000, 1000
 	l.ReportsLimits.MaxBytes = 230_000
 	l.DLQLimits.MaxBytes = 350_000
-	if err := streams.Ensure(ctx, js, l, true, slog.New(slog.DiscardHandler)); err != nil {
+	if err := l.Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	publish := func(subject string, data, header int) error {
@@ -130,20 +128,20 @@ func TestLimitsRefuseAtThePublisher(t *testing.T) {
 		_, err := js.PublishMsg(ctx, m)
 		return err
 	}
-	if err := publish(l.ReportsSubject(), 2_000_000, 0); !deadletter.TooLarge(err) {
+	if err := publish(l.ReportsSubject(), 2_000_000, 0); !layout.TooLarge(err) {
 		t.Errorf("a 2 MB report: %v, want refused as too large", err)
 	}
-	if err := publish(l.ReportsSubject(), 1000+streams.HeaderRoom+1, 0); !deadletter.TooLarge(err) {
+	if err := publish(l.ReportsSubject(), 1000+layout.HeaderRoom+1, 0); !layout.TooLarge(err) {
 		t.Errorf("a report past its bound plus the header room: %v, want refused as too large", err)
 	}
 	for i := range 3 { // within the bound, with the largest header block JetStream stores
-		if err := publish(l.ReportsSubject(), 1000, deadletter.MaxHeaderBlock-100); err != nil {
+		if err := publish(l.ReportsSubject(), 1000, layout.MaxHeaderBlock-100); err != nil {
 			t.Fatalf("report %d at its bound with large headers: %v", i, err)
 		}
 	}
 	var api *jetstream.APIError
 	// 10077: "maximum bytes exceeded", JetStream's answer to a publish into a full DiscardNew stream.
-	if err := publish(l.ReportsSubject(), 1000, deadletter.MaxHeaderBlock-100); !errors.As(err, &api) || api.ErrorCode != 10077 {
+	if err := publish(l.ReportsSubject(), 1000, layout.MaxHeaderBlock-100); !errors.As(err, &api) || api.ErrorCode != 10077 {
 		t.Errorf("a report into a full reports stream: %v, want refused with 10077", err)
 	}
 	if n := testutil.StreamMsgs(t, js, l.Reports()); n != 3 {
@@ -178,14 +176,14 @@ func TestEnsureUpgradesEventsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err := streams.Ensure(ctx, js, l, false, slog.New(slog.DiscardHandler))
-	if !errors.Is(err, streams.ErrNoFence) || !strings.Contains(err.Error(), "tracking.leader.>") ||
+	err := l.Ensure(ctx, js, false, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, layout.ErrNoFence) || !strings.Contains(err.Error(), "tracking.leader.>") ||
 		!strings.Contains(err.Error(), "allow_rollup_hdrs") {
 		t.Errorf("without BRIDGE_CREATE_STREAMS: %v; want ErrNoFence naming the subjects and rollups", err)
 	}
 
 	logs := &testutil.Logs{}
-	if err := streams.Ensure(ctx, js, l, true, slog.New(logs)); err != nil {
+	if err := l.Ensure(ctx, js, true, slog.New(logs)); err != nil {
 		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, l.Events())
@@ -209,8 +207,8 @@ func TestEnsureUpgradesEventsStream(t *testing.T) {
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	err = streams.Ensure(ctx, js, l, true, slog.New(slog.DiscardHandler))
-	if !errors.Is(err, streams.ErrNoFence) || !strings.Contains(err.Error(), "deny_purge") {
+	err = l.Ensure(ctx, js, true, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, layout.ErrNoFence) || !strings.Contains(err.Error(), "deny_purge") {
 		t.Errorf("a stream denying purges: %v; want ErrNoFence naming deny_purge", err)
 	}
 }
@@ -225,8 +223,8 @@ func TestEnsureNoRoom(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
-	err = streams.Ensure(ctx, js, limitedLayout(), true, slog.New(slog.DiscardHandler)) // 4 + 1 + 1 GiB
-	if !errors.Is(err, streams.ErrNoRoom) || !strings.Contains(err.Error(), "TRACKING_DLQ") ||
+	err = limitedLayout().Ensure(ctx, js, true, slog.New(slog.DiscardHandler)) // 4 + 1 + 1 GiB
+	if !errors.Is(err, layout.ErrNoRoom) || !strings.Contains(err.Error(), "TRACKING_DLQ") ||
 		strings.Contains(err.Error(), "TRACKING_REPORTS") {
 		t.Errorf("Ensure on a 5 GiB store: %v; want ErrNoRoom for the dead-letter stream only", err)
 	}

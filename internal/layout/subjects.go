@@ -1,11 +1,4 @@
-// Package subjects is the one place that names the bridge's NATS subjects, JetStream streams and lease
-// bucket (docs/subjects.md, docs/api.md#endpoints), and maps an event's type to its subject token. The
-// daemon's packages and the public package tracking all use it, so a producer or consumer built on tracking
-// names exactly what the bridge serves.
-//
-// It is a leaf that imports only the standard library's strings: every program that imports tracking
-// compiles it.
-package subjects
+package layout
 
 import "strings"
 

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -106,11 +106,11 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	if err := json.Unmarshal(dlq[0].Data, &d); err != nil {
 		t.Fatalf("dead letter 0 is not a description: %v (%d bytes)", err, len(dlq[0].Data))
 	}
-	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", deadletter.DataPrefix) ||
+	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", layout.DataPrefix) ||
 		!strings.Contains(d.Reason, "not a JSON object") {
 		t.Errorf("description = %+v", d)
 	}
-	if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_payload") {
+	if got := dlq[0].Header.Get(layout.HeaderError); !strings.Contains(got, "max_payload") {
 		t.Errorf("Bridge-Error = %q", got)
 	}
 	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > MaxSSEEventHeader {
@@ -193,7 +193,7 @@ func (e *testEnv) deadLetters(n int, max int64) []*jetstream.RawStreamMsg {
 		e.t.Fatalf("dead letters = %d, want %d", len(dlq), n)
 	}
 	for i, m := range dlq {
-		if size := deadletter.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
+		if size := layout.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
 			e.t.Errorf("dead letter %d: %d bytes, over the %d bytes NATS stores", i, size, max)
 		}
 	}

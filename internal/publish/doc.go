@@ -1,5 +1,5 @@
 // Package publish owns JetStream publishing of tracking events. It knows nothing about HTTP; the stream
-// layout comes from internal/streams and the dead-letter headers and size bounds from internal/deadletter.
+// layout, the dead-letter headers and the size bounds come from internal/layout.
 //
 // # The walk of one event
 //

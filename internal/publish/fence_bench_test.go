@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -40,10 +40,10 @@ func BenchmarkPublisherFence(b *testing.B) {
 				}
 				b.Run(name, func(b *testing.B) {
 					run++
-					layout := streams.Layout{Prefix: fmt.Sprintf("b%d", run), DuplicateWindow: time.Minute, Replicas: replicas}
+					layout := layout.Streams{Prefix: fmt.Sprintf("b%d", run), DuplicateWindow: time.Minute, Replicas: replicas}
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 					defer cancel()
-					if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+					if err := layout.Ensure(ctx, js, true, discard()); err != nil {
 						b.Fatal(err)
 					}
 					cfg := Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -90,7 +90,7 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				!strings.Contains(d.Error, "max_msg_size") {
 				t.Errorf("dead letter 0 = %s (%v)", dlq[0].Data, err)
 			}
-			if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_msg_size") {
+			if got := dlq[0].Header.Get(layout.HeaderError); !strings.Contains(got, "max_msg_size") {
 				t.Errorf("Bridge-Error = %q", got)
 			}
 			if id := dlq[1].Header.Get(HeaderMsgID); id != "raw-3" || !strings.Contains(string(dlq[1].Data), "data_prefix") {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 )
 
 // Publisher publishes tracking events to JetStream. It implements upstream.Sink: Handle publishes
@@ -58,7 +58,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		js:   js,
 		log:  cfg.Logger,
 		dups: cfg.Observer.(*duplicateLog),
-		msgs: messages{events: subjects.EventBase(cfg.Prefix), dlq: subjects.DLQEvents(cfg.Prefix)},
+		msgs: messages{events: layout.EventBase(cfg.Prefix), dlq: layout.DLQEvents(cfg.Prefix)},
 		win:  newWindow(cfg.Window),
 		acks: a,
 	}

@@ -13,10 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
 	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -26,7 +24,7 @@ type testEnv struct {
 	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	layout streams.Layout
+	layout layout.Streams
 }
 
 func newEnv(t *testing.T, dup time.Duration) *testEnv {
@@ -37,12 +35,12 @@ func newEnv(t *testing.T, dup time.Duration) *testEnv {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: streams.Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: layout.Streams{Prefix: "tracking", DuplicateWindow: dup}}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
-	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -176,7 +174,7 @@ func TestPublishDeadLetters(t *testing.T) {
 		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object",
 		"event not ended within 1m0s (70 bytes so far) exceeds the time bound"} {
 		m := dlq[i]
-		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
+		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(layout.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
 		}
 	}
@@ -396,7 +394,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 				t.Fatal("every event taken while nothing could be stored")
 			default:
 			}
-			if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+			if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
@@ -443,7 +441,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 	const n = 3
 	handleRange(ctx, t, p, 0, n)
 	testutil.Eventually(t, 10*time.Second, "unanswered publishes sent again", func() bool { return obs.retried.Load() > 0 })
-	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the events stored and the resume id moved on", func() bool {

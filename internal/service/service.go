@@ -57,8 +57,8 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -231,7 +231,7 @@ func instanceID() string { return nuid.New().Next() }
 func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 
 // Subject is the subject the operation named op is served on.
-func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, op) }
+func (s *Service) Subject(op string) string { return layout.API(s.cfg.Prefix, op) }
 
 // Ready returns nil while the service is subscribed and answering, else why not.
 func (s *Service) Ready() error {
