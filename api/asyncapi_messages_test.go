@@ -18,8 +18,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -56,8 +54,8 @@ func (fakeCaller) Call(_ context.Context, r upstream.APIRequest) (*upstream.APIR
 // rejectSender refuses every report for good, as the upstream's 422 would.
 type rejectSender struct{}
 
-func (rejectSender) Send(context.Context, []byte, string) delivery.Outcome {
-	return delivery.Outcome{Kind: delivery.Reject, Status: http.StatusUnprocessableEntity, Messages: []string{"unknown order"}}
+func (rejectSender) Send(context.Context, []byte, string) upstream.Outcome {
+	return upstream.Outcome{Kind: upstream.Reject, Status: http.StatusUnprocessableEntity, Messages: []string{"unknown order"}}
 }
 
 // TestAsyncAPIMessages runs the bridge's own code against a real nats-server (the publisher, the report
@@ -98,18 +96,18 @@ func TestAsyncAPIMessages(t *testing.T) {
 	}
 	dlq, unknown := layout.DLQEvents(streams.Prefix), layout.Event(streams.Prefix, layout.UnknownType)
 	events := []struct {
-		ev           event.Event
+		ev           upstream.Event
 		subject      string
 		want, absent []string
 	}{
-		{event.Event{ID: "ev-1", ResumeID: "ev-1", Data: []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`)},
+		{upstream.Event{ID: "ev-1", ResumeID: "ev-1", Data: []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`)},
 			layout.Event(streams.Prefix, "GATE_IN"), []string{publish.HeaderEventType, "ce-time"}, nil},
-		{event.Event{ID: "ev-2", ResumeID: "ev-2", Data: []byte(`{"x":1}`)}, unknown, nil, []string{publish.HeaderEventType, "ce-time"}},
-		{event.Event{ResumeID: "ev-2", Data: []byte(`{"type":5,"timestamp":"2026-11-22T10:00:01Z"}`)}, unknown,
+		{upstream.Event{ID: "ev-2", ResumeID: "ev-2", Data: []byte(`{"x":1}`)}, unknown, nil, []string{publish.HeaderEventType, "ce-time"}},
+		{upstream.Event{ResumeID: "ev-2", Data: []byte(`{"type":5,"timestamp":"2026-11-22T10:00:01Z"}`)}, unknown,
 			[]string{"ce-time", publish.HeaderStreamID}, []string{publish.HeaderEventType}},
-		{event.Event{ID: "ev-4", ResumeID: "ev-4", Name: "tracking", Data: []byte("not json")}, dlq,
+		{upstream.Event{ID: "ev-4", ResumeID: "ev-4", Name: "tracking", Data: []byte("not json")}, dlq,
 			[]string{publish.HeaderSSEEvent}, nil},
-		{event.Event{ID: "ev-5", ResumeID: "ev-5", Data: []byte(`["GATE_IN"]`)}, dlq, nil, []string{publish.HeaderSSEEvent}},
+		{upstream.Event{ID: "ev-5", ResumeID: "ev-5", Data: []byte(`["GATE_IN"]`)}, dlq, nil, []string{publish.HeaderSSEEvent}},
 	}
 	for _, e := range events {
 		if err := p.Handle(ctx, e.ev); err != nil {

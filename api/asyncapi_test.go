@@ -18,10 +18,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"go.yaml.in/yaml/v4"
 )
 
@@ -449,7 +449,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
 			"/components/schemas/BridgeError":                                             layout.MaxErrorHeader,
 			"/components/schemas/ApiRequestHeaders/properties/Bridge-Timeout":             service.MaxTimeoutHeader,
-			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            delivery.MaxIdempotencyKeyBytes,
+			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
 			"/components/schemas/OrderId":                                                 service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/type":                  service.MaxValueBytes,
@@ -756,7 +756,7 @@ func resolvePointer(v any, pointer string) any {
 // The packages whose NATS messages the document describes: every header name in their code is one
 // a client sees, or one of internalHeaders.
 var headerPackages = []string{"../tracking", "../internal/publish", "../internal/layout", "../internal/consume",
-	"../internal/service", "../internal/delivery"}
+	"../internal/service"}
 
 // internalHeaders are header names of the code that no client sees: those of the fence markers on
 // P.leader.>.

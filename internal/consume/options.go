@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // Defaults of the Config fields left zero.
@@ -42,7 +42,7 @@ const (
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
 // implements it. Send must be safe for concurrent use and must return when ctx is done.
 type Sender interface {
-	Send(ctx context.Context, body []byte, key string) delivery.Outcome
+	Send(ctx context.Context, body []byte, key string) upstream.Outcome
 }
 
 // Observer receives the consumer's counts, for metrics. Its methods are called from many goroutines at

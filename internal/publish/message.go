@@ -8,10 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The second step of Handle: the NATS message of an event, with its subject and every header, or the
@@ -83,7 +83,7 @@ type messages struct {
 // build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>, or a dead letter
 // on P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
 // which for an event is messages.msg, valid until the next build.
-func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
+func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg {
 	if ev.Oversize > 0 {
 		d := struct {
 			Error string `json:"error"`
@@ -96,7 +96,7 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 		reason := fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)
 		switch {
 		case ev.ManyLines:
-			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", event.MaxLines)
+			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", upstream.MaxLines)
 			d.Error = reason + "; its data was dropped"
 		case ev.Slow > 0:
 			reason = fmt.Sprintf("event not ended within %s (%d bytes so far) exceeds the time bound", ev.Slow, ev.Oversize)

@@ -56,7 +56,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -376,9 +375,9 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		}
 	}
 	key, ok := c.header(hdr, IdempotencyKeyHeader)
-	if ok && !delivery.ValidIdempotencyKey(key) {
+	if ok && !upstream.ValidIdempotencyKey(key) {
 		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
-			strQuote(key), len(key), delivery.MaxIdempotencyKeyBytes)
+			strQuote(key), len(key), upstream.MaxIdempotencyKeyBytes)
 	}
 	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	if len(problems) > 0 {

@@ -1,7 +1,8 @@
-// Package event defines the unit handed from the upstream stream reader to the publisher: one Server-Sent
-// Events message as received, before any interpretation of its data. It exists so that the HTTP side
-// (internal/upstream) and the NATS side (internal/publish) share a type without importing each other.
-package event
+package upstream
+
+// The event is the unit the stream reader hands the event path (internal/publish): one Server-Sent
+// Events message as received, before any interpretation of its data. The NATS side imports this package
+// for it; this package imports nothing of NATS.
 
 import "time"
 

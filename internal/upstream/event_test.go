@@ -1,11 +1,11 @@
-package event_test
+package upstream_test
 
 import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // TestResumable: exactly the ids Go's HTTP client sends unchanged as Last-Event-ID are resumable,
@@ -26,8 +26,8 @@ func TestResumable(t *testing.T) {
 			resp.Body.Close()
 			sentUnchanged = <-got == id
 		}
-		if event.Resumable(id) != sentUnchanged {
-			t.Errorf("Resumable(%q) = %v, but the id sent unchanged: %v (err %v)", id, event.Resumable(id), sentUnchanged, err)
+		if upstream.Resumable(id) != sentUnchanged {
+			t.Errorf("Resumable(%q) = %v, but the id sent unchanged: %v (err %v)", id, upstream.Resumable(id), sentUnchanged, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package delivery
+package upstream
 
 // MaxIdempotencyKeyBytes bounds the Idempotency-Key the bridge sends upstream with a report.
 const MaxIdempotencyKeyBytes = 256

@@ -1,7 +1,7 @@
-// Package delivery holds the outcome of one attempt to deliver a tracking report to the upstream. The
-// report client (internal/upstream) produces it and the report consumer (internal/consume) acts on it;
-// the type lives here so that the consumer need not import the HTTP side, as internal/event does for events.
-package delivery
+package upstream
+
+// The outcome of one attempt to deliver a tracking report to the upstream: the report client produces
+// it, and the report consumer (internal/consume) and the API service (internal/service) act on it.
 
 import (
 	"fmt"
