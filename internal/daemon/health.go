@@ -1,16 +1,17 @@
-// Package health serves the bridge's liveness (/healthz) and readiness (/readyz) endpoints.
+package daemon
+
+// The health checks behind the liveness (/healthz) and readiness (/readyz) endpoints.
 //
 // Readiness is built from each component's own view of its state, in the manner of the Prometheus
-// Pushgateway's handlers: a Check per component, each asked on every request (Cached bounds the cost of
-// the ones that make a request of their own). The answer is 200 when every check passes and 503
-// otherwise, with one line per check in a fixed order (the first three of the daemon's, for example):
+// Pushgateway's handlers: a healthCheck per component, each asked on every request (cachedCheck bounds
+// the cost of the ones that make a request of their own). The answer is 200 when every check passes and
+// 503 otherwise, with one line per check in a fixed order (the first three of the daemon's, for example):
 //
 //	nats: ok
 //	jetstream_streams: ok
 //	upstream_token: not ready: no valid access token: token endpoint unavailable: login: HTTP 503
 //
-// Liveness is one Check: the process loop is running and has not hit a state only a restart fixes.
-package health
+// Liveness is one healthCheck: the process loop is running and has not hit a state only a restart fixes.
 
 import (
 	"context"
@@ -22,29 +23,29 @@ import (
 	"time"
 )
 
-// Check is one named condition. Func returns nil when the condition holds and otherwise an error whose
+// healthCheck is one named condition. Func returns nil when the condition holds and otherwise an error whose
 // text says why not; it must return within the context's deadline and be safe for concurrent use.
-type Check struct {
+type healthCheck struct {
 	Name string
 	Func func(ctx context.Context) error
 }
 
-// Result is the outcome of one Check.
-type Result struct {
+// checkResult is the outcome of one healthCheck.
+type checkResult struct {
 	Name string
 	Err  error // nil: ok
 }
 
-// Checks is an ordered set of checks.
-type Checks struct {
+// healthChecks is an ordered set of checks.
+type healthChecks struct {
 	mu     sync.RWMutex
-	checks []Check
+	checks []healthCheck
 	// Timeout bounds one evaluation of all checks; 0 means 5 s.
 	Timeout time.Duration
 }
 
-// Add appends a check. Checks may be added at any time; a name added twice replaces the earlier check.
-func (c *Checks) Add(name string, f func(ctx context.Context) error) {
+// Add appends a check. healthChecks may be added at any time; a name added twice replaces the earlier check.
+func (c *healthChecks) Add(name string, f func(ctx context.Context) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.checks {
@@ -53,15 +54,15 @@ func (c *Checks) Add(name string, f func(ctx context.Context) error) {
 			return
 		}
 	}
-	c.checks = append(c.checks, Check{Name: name, Func: f})
+	c.checks = append(c.checks, healthCheck{Name: name, Func: f})
 }
 
 // Evaluate runs every check, concurrently, and returns their results in the order they were added. It
 // returns by the timeout even when a check does not (one stuck on a lock its context cannot interrupt):
 // such a check fails with "no answer within", and its late answer is dropped.
-func (c *Checks) Evaluate(ctx context.Context) []Result {
+func (c *healthChecks) Evaluate(ctx context.Context) []checkResult {
 	c.mu.RLock()
-	checks := append([]Check(nil), c.checks...)
+	checks := append([]healthCheck(nil), c.checks...)
 	c.mu.RUnlock()
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -74,10 +75,10 @@ func (c *Checks) Evaluate(ctx context.Context) []Result {
 		err error
 	}
 	answers := make(chan answer, len(checks)) // buffered: a late check never blocks
-	out := make([]Result, len(checks))
+	out := make([]checkResult, len(checks))
 	for i, ch := range checks {
-		out[i] = Result{Name: ch.Name, Err: errNoAnswer}
-		go func() { answers <- answer{i, run(ctx, ch.Func)} }()
+		out[i] = checkResult{Name: ch.Name, Err: errNoAnswer}
+		go func() { answers <- answer{i, runCheck(ctx, ch.Func)} }()
 	}
 	for range checks {
 		select {
@@ -98,8 +99,8 @@ func (c *Checks) Evaluate(ctx context.Context) []Result {
 // errNoAnswer marks a result whose check has not returned yet.
 var errNoAnswer = errors.New("no answer")
 
-// run calls f, turning a panic into an error: a broken check must not take the process down.
-func run(ctx context.Context, f func(context.Context) error) (err error) {
+// runCheck calls f, turning a panic into an error: a broken check must not take the process down.
+func runCheck(ctx context.Context, f func(context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("check failed: %v", r)
@@ -108,8 +109,8 @@ func run(ctx context.Context, f func(context.Context) error) (err error) {
 	return f(ctx)
 }
 
-// Ready reports whether every result is ok.
-func Ready(rs []Result) bool {
+// allPass reports whether every result is ok.
+func allPass(rs []checkResult) bool {
 	for _, r := range rs {
 		if r.Err != nil {
 			return false
@@ -120,7 +121,7 @@ func Ready(rs []Result) bool {
 
 // Handler answers 200 when every check passes and 503 otherwise; the plain-text body has one line per
 // check: "name: ok" or "name: not ready: reason". It answers GET and HEAD.
-func (c *Checks) Handler() http.Handler {
+func (c *healthChecks) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -130,17 +131,17 @@ func (c *Checks) Handler() http.Handler {
 		rs := c.Evaluate(r.Context())
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if Ready(rs) {
+		if allPass(rs) {
 			w.WriteHeader(http.StatusOK)
 		} else {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_, _ = w.Write([]byte(Format(rs)))
+		_, _ = w.Write([]byte(formatResults(rs)))
 	})
 }
 
-// Format renders results one per line, as the handler's body.
-func Format(rs []Result) string {
+// formatResults renders results one per line, as the handler's body.
+func formatResults(rs []checkResult) string {
 	var b strings.Builder
 	for _, r := range rs {
 		b.WriteString(r.Name)
@@ -165,9 +166,9 @@ func oneLine(s string) string {
 	}, s)
 }
 
-// Cached returns f with its result remembered for ttl, so that frequent probes do not each make a
+// cachedCheck returns f with its result remembered for ttl, so that frequent probes do not each make a
 // request of their own. Concurrent callers share one evaluation.
-func Cached(ttl time.Duration, f func(context.Context) error) func(context.Context) error {
+func cachedCheck(ttl time.Duration, f func(context.Context) error) func(context.Context) error {
 	var (
 		mu   sync.Mutex
 		at   time.Time

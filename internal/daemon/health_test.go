@@ -1,4 +1,4 @@
-package health_test
+package daemon
 
 import (
 	"context"
@@ -9,12 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/health"
 )
 
 func TestHandler(t *testing.T) {
-	var c health.Checks
+	var c healthChecks
 	var natsDown atomic.Bool
 	c.Add("nats", func(context.Context) error {
 		if natsDown.Load() {
@@ -53,22 +51,22 @@ func TestHandler(t *testing.T) {
 }
 
 func TestPanickingCheckIsNotReady(t *testing.T) {
-	var c health.Checks
+	var c healthChecks
 	c.Add("broken", func(context.Context) error { panic("boom") })
 	rs := c.Evaluate(context.Background())
-	if health.Ready(rs) || health.Format(rs) != "broken: not ready: check failed: boom\n" {
-		t.Errorf("got %q", health.Format(rs))
+	if allPass(rs) || formatResults(rs) != "broken: not ready: check failed: boom\n" {
+		t.Errorf("got %q", formatResults(rs))
 	}
 }
 
 func TestEvaluateTimeout(t *testing.T) {
-	c := health.Checks{Timeout: 50 * time.Millisecond}
+	c := healthChecks{Timeout: 50 * time.Millisecond}
 	c.Add("slow", func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
 	start := time.Now()
-	if rs := c.Evaluate(context.Background()); health.Ready(rs) {
+	if rs := c.Evaluate(context.Background()); allPass(rs) {
 		t.Error("a check past the deadline passed")
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -79,13 +77,13 @@ func TestEvaluateTimeout(t *testing.T) {
 // TestEvaluateStuckCheck: a check that ignores its context (stuck on a lock) does not hold the answer:
 // it fails as unanswered at the timeout, and the other checks' results stand.
 func TestEvaluateStuckCheck(t *testing.T) {
-	c := health.Checks{Timeout: 50 * time.Millisecond}
+	c := healthChecks{Timeout: 50 * time.Millisecond}
 	release := make(chan struct{})
 	defer close(release)
 	c.Add("ok", func(context.Context) error { return nil })
 	c.Add("stuck", func(context.Context) error { <-release; return nil })
 	c.Add("down", func(context.Context) error { return errors.New("down") })
-	done := make(chan []health.Result, 1)
+	done := make(chan []checkResult, 1)
 	go func() { done <- c.Evaluate(context.Background()) }()
 	select {
 	case rs := <-done:
@@ -102,7 +100,7 @@ func TestEvaluateStuckCheck(t *testing.T) {
 
 func TestCached(t *testing.T) {
 	var calls atomic.Int32
-	f := health.Cached(time.Hour, func(context.Context) error {
+	f := cachedCheck(time.Hour, func(context.Context) error {
 		calls.Add(1)
 		return errors.New("no")
 	})
@@ -114,7 +112,7 @@ func TestCached(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("%d calls, want 1", calls.Load())
 	}
-	g := health.Cached(0, func(context.Context) error { calls.Add(1); return nil })
+	g := cachedCheck(0, func(context.Context) error { calls.Add(1); return nil })
 	_ = g(context.Background())
 	_ = g(context.Background())
 	if calls.Load() != 3 {
