@@ -1,6 +1,6 @@
-// Package simserve serves the upstream simulator over HTTP for the commands that host it (cmd/sim and
-// cmd/demo). The daemon never imports it.
-package simserve
+package sim
+
+// Serving the simulator over HTTP, for the commands that host it (cmd/sim and cmd/demo).
 
 import (
 	"context"
@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
 // Serve serves s on ln, and runs its event generator, until ctx is done or the server fails.
-func Serve(ctx context.Context, s *sim.Server, ln net.Listener) error {
+func Serve(ctx context.Context, s *Server, ln net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- s.Run(ctx) }()
