@@ -1,4 +1,4 @@
-package failover
+package main
 
 import (
 	"context"

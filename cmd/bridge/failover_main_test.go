@@ -1,4 +1,21 @@
-package failover
+package main
+
+// The replica failover tests (docs/delivery.md, docs/replicas.md), in the failover_*_test.go files: two
+// or three bridges run as child processes of the built cmd/bridge binary, against real nats-servers (one,
+// or a 3-node cluster with R3 streams) and the upstream simulator over loopback. The tests kill, stop,
+// pause and cut off the leader, kill the NATS node that leads the events stream, roll an update and
+// restart the cursor, and then check the delivery promise on what JetStream and the simulator hold: every
+// event exactly once, every event stored under the fence marker of the leader in office, every report
+// accepted upstream once.
+//
+// They run with the command's other tests:
+//
+//	go test -race -count=1 ./cmd/bridge/
+//
+// (-short skips the slowest parts). FAILOVER_LOG_DIR, when set, names a directory that receives every
+// bridge's full log of every run. The bridge binary is built with -race when the tests run with it;
+// FAILOVER_BRIDGE_RACE=0 or 1 overrides that. The binary is built from this package's sources, which
+// go test's cache sees: a cached result is tied to the daemon's sources through this package's imports.
 
 import (
 	"fmt"
@@ -7,10 +24,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-
-	// The bridge runs as a child built from cmd/bridge, which go test's cache cannot see: importing the
-	// daemon ties a cached result to the daemon's sources (cmd/bridge itself is wiring only).
-	_ "github.com/tracking-bridge/tracking-bridge/internal/daemon"
 )
 
 // binDir holds the bridge binary, built once per test binary by bridgeBinary.
