@@ -1,4 +1,7 @@
-package daemon
+package publish
+
+// The operator's commands on the event path (`bridge cursor show`, `bridge cursor restart`), on a NATS
+// connection the caller made.
 
 import (
 	"context"
@@ -11,10 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
-	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 )
 
 // Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
@@ -31,17 +32,16 @@ type Cursor struct {
 	Holder *lease.Holder `json:"holder"`
 }
 
-// ShowCursor reads the resume cursor from the events stream's tail, as a new leader would, and the lease's
-// holder. It changes nothing.
-func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
-	nc, js, streams, err := operatorConn(ctx, cfg)
-	if err != nil {
-		return Cursor{}, err
-	}
-	defer nc.Close()
+// ShowCursor reads the resume cursor from the events stream's tail, as a new leader would with a publish
+// window of window, and the lease's holder. It changes nothing.
+func ShowCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, window int) (Cursor, error) {
 	c := Cursor{Stream: streams.Events()}
-	p, err := publish.New(nc, publish.Config{Prefix: cfg.SubjectPrefix, EventsStream: streams.Events(),
-		DLQStream: streams.DLQ(), FenceSubject: streams.FenceSubject(), Window: cfg.PublishWindow,
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return c, err
+	}
+	p, err := New(nc, Config{Prefix: streams.Prefix, EventsStream: streams.Events(),
+		DLQStream: streams.DLQ(), FenceSubject: streams.FenceSubject(), Window: window,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return c, err
@@ -54,9 +54,9 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 	if err != nil {
 		return c, err
 	}
-	switch m, err := s.GetLastMsgForSubject(ctx, layout.Events(cfg.SubjectPrefix)); {
+	switch m, err := s.GetLastMsgForSubject(ctx, streams.EventsSubject()); {
 	case err == nil:
-		c.LastEvent = m.Header.Get(publish.HeaderEventID)
+		c.LastEvent = m.Header.Get(HeaderEventID)
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
 		return c, err
 	}
@@ -70,23 +70,24 @@ func ShowCursor(ctx context.Context, cfg *config.Config) (Cursor, error) {
 	return c, nil
 }
 
-// RequestRestart makes the next leader resume the upstream stream after the event id after, or from the
+// RestartCursor makes the next leader resume the upstream stream after the event id after, or from the
 // beginning. It goes through the lease: it seizes the lease (the leader in office stops leading), stores a
 // full set of fence markers (which fence out anything the former leader still has in flight) and then the
 // directive, and releases the lease; whichever bridge leads next reads the directive as its cursor. No
 // bridge can lead between the markers and the directive, so no event is stored after it before a leader
-// has taken it.
-func RequestRestart(ctx context.Context, cfg *config.Config, after string, beginning bool) (string, error) {
-	if err := publish.CheckRestart(after, beginning); err != nil { // before the leader steps down
+// has taken it. It returns what happened, for the operator. The arguments are checked (CheckRestart)
+// before anything changes; the caller may check them before connecting.
+func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, leaseTTL time.Duration, after string,
+	beginning bool) (string, error) {
+	if err := CheckRestart(after, beginning); err != nil { // before the leader steps down
 		return "", err
 	}
-	nc, js, streams, err := operatorConn(ctx, cfg)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return "", err
 	}
-	defer nc.Close()
 	host, _ := os.Hostname()
-	prev, held, rev, err := lease.Seize(ctx, js, streams.Leases(), "operator@"+host, cfg.LeaseTTL)
+	prev, held, rev, err := lease.Seize(ctx, js, streams.Leases(), "operator@"+host, leaseTTL)
 	if err != nil {
 		return "", err
 	}
@@ -94,7 +95,7 @@ func RequestRestart(ctx context.Context, cfg *config.Config, after string, begin
 	if held {
 		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
-	seq, rerr := publish.RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
+	seq, rerr := RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
 	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
 	if err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); err != nil && rerr == nil {
 		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
@@ -104,32 +105,4 @@ func RequestRestart(ctx context.Context, cfg *config.Config, after string, begin
 	}
 	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there",
 		msg, streams.FenceSubject()+".restart", seq), nil
-}
-
-// operatorConn connects to NATS for an operator's command, failing rather than waiting for a server.
-func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, jetstream.JetStream, layout.Streams, error) {
-	streams := layout.Streams{Prefix: cfg.SubjectPrefix}
-	nc, _, err := connectNATS(cfg, natsName, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, nil, streams, err
-	}
-	connected := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(connected)
-	if !nc.IsConnected() {
-		select {
-		case <-connected:
-		case <-time.After(10 * time.Second):
-		case <-ctx.Done():
-		}
-	}
-	if !nc.IsConnected() {
-		nc.Close()
-		return nil, nil, streams, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, streams, err
-	}
-	return nc, js, streams, nil
 }
