@@ -59,7 +59,7 @@ type Observer interface {
 
 // Config configures a Consumer.
 type Config struct {
-	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (streams.Ensure).
+	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (layout.Streams.Ensure).
 	Stream string
 	// Durable is the name of the durable pull consumer, created or updated by Run.
 	Durable string
