@@ -18,13 +18,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -58,8 +54,8 @@ func (fakeCaller) Call(_ context.Context, r upstream.APIRequest) (*upstream.APIR
 // rejectSender refuses every report for good, as the upstream's 422 would.
 type rejectSender struct{}
 
-func (rejectSender) Send(context.Context, []byte, string) delivery.Outcome {
-	return delivery.Outcome{Kind: delivery.Reject, Status: http.StatusUnprocessableEntity, Messages: []string{"unknown order"}}
+func (rejectSender) Send(context.Context, []byte, string) upstream.Outcome {
+	return upstream.Outcome{Kind: upstream.Reject, Status: http.StatusUnprocessableEntity, Messages: []string{"unknown order"}}
 }
 
 // TestAsyncAPIMessages runs the bridge's own code against a real nats-server (the publisher, the report
@@ -82,14 +78,14 @@ func TestAsyncAPIMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	discard := slog.New(slog.DiscardHandler)
-	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute}
-	if err := streams.Ensure(ctx, js, layout, true, discard); err != nil {
+	streams := layout.Streams{Prefix: "tracking", DuplicateWindow: time.Minute}
+	if err := streams.Ensure(ctx, js, true, discard); err != nil {
 		t.Fatal(err)
 	}
 	var all []seen
 
 	// Events and their dead letters, through the publisher.
-	p, err := publish.New(nc, publish.Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
+	p, err := publish.New(nc, publish.Config{Prefix: streams.Prefix, EventsStream: streams.Events(), DLQStream: streams.DLQ(),
 		Window: 8, Timeout: 5 * time.Second, Source: "https://upstream.test/v1.0/tracking/events/stream", Logger: discard})
 	if err != nil {
 		t.Fatal(err)
@@ -98,20 +94,20 @@ func TestAsyncAPIMessages(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dlq, unknown := subjects.DLQEvents(layout.Prefix), subjects.Event(layout.Prefix, subjects.UnknownType)
+	dlq, unknown := layout.DLQEvents(streams.Prefix), layout.Event(streams.Prefix, layout.UnknownType)
 	events := []struct {
-		ev           event.Event
+		ev           upstream.Event
 		subject      string
 		want, absent []string
 	}{
-		{event.Event{ID: "ev-1", ResumeID: "ev-1", Data: []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`)},
-			subjects.Event(layout.Prefix, "GATE_IN"), []string{publish.HeaderEventType, "ce-time"}, nil},
-		{event.Event{ID: "ev-2", ResumeID: "ev-2", Data: []byte(`{"x":1}`)}, unknown, nil, []string{publish.HeaderEventType, "ce-time"}},
-		{event.Event{ResumeID: "ev-2", Data: []byte(`{"type":5,"timestamp":"2026-11-22T10:00:01Z"}`)}, unknown,
+		{upstream.Event{ID: "ev-1", ResumeID: "ev-1", Data: []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`)},
+			layout.Event(streams.Prefix, "GATE_IN"), []string{publish.HeaderEventType, "ce-time"}, nil},
+		{upstream.Event{ID: "ev-2", ResumeID: "ev-2", Data: []byte(`{"x":1}`)}, unknown, nil, []string{publish.HeaderEventType, "ce-time"}},
+		{upstream.Event{ResumeID: "ev-2", Data: []byte(`{"type":5,"timestamp":"2026-11-22T10:00:01Z"}`)}, unknown,
 			[]string{"ce-time", publish.HeaderStreamID}, []string{publish.HeaderEventType}},
-		{event.Event{ID: "ev-4", ResumeID: "ev-4", Name: "tracking", Data: []byte("not json")}, dlq,
+		{upstream.Event{ID: "ev-4", ResumeID: "ev-4", Name: "tracking", Data: []byte("not json")}, dlq,
 			[]string{publish.HeaderSSEEvent}, nil},
-		{event.Event{ID: "ev-5", ResumeID: "ev-5", Data: []byte(`["GATE_IN"]`)}, dlq, nil, []string{publish.HeaderSSEEvent}},
+		{upstream.Event{ID: "ev-5", ResumeID: "ev-5", Data: []byte(`["GATE_IN"]`)}, dlq, nil, []string{publish.HeaderSSEEvent}},
 	}
 	for _, e := range events {
 		if err := p.Handle(ctx, e.ev); err != nil {
@@ -121,7 +117,7 @@ func TestAsyncAPIMessages(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil { // waits for every acknowledgement
 		t.Fatal(err)
 	}
-	stored := append(testutil.StreamContents(t, js, layout.Events()), testutil.StreamContents(t, js, layout.DLQ())...)
+	stored := append(testutil.StreamContents(t, js, streams.Events()), testutil.StreamContents(t, js, streams.DLQ())...)
 	for _, e := range events {
 		i := slices.IndexFunc(stored, func(m *jetstream.RawStreamMsg) bool { return string(m.Data) == string(e.ev.Data) })
 		if i < 0 {
@@ -129,7 +125,7 @@ func TestAsyncAPIMessages(t *testing.T) {
 		}
 		m := stored[i]
 		name := "trackingEvent"
-		if m.Subject == subjects.DLQEvents(layout.Prefix) {
+		if m.Subject == layout.DLQEvents(streams.Prefix) {
 			name = "eventDeadLetter"
 		}
 		if want := e.subject; m.Subject != want {
@@ -141,8 +137,8 @@ func TestAsyncAPIMessages(t *testing.T) {
 
 	// Report dead letters, through the report consumer: one invalid, one refused by the upstream, and one
 	// refused that came without a Nats-Msg-Id (which the document asks for but does not require).
-	c := consume.New(js, rejectSender{}, consume.Config{Stream: layout.Reports(), Durable: "asyncapi-test",
-		Subject: layout.ReportsSubject(), DLQSubject: layout.ReportsDLQSubject(), DLQStream: layout.DLQ(),
+	c := consume.New(js, rejectSender{}, consume.Config{Stream: streams.Reports(), Durable: "asyncapi-test",
+		Subject: streams.ReportsSubject(), DLQSubject: streams.ReportsDLQSubject(), DLQStream: streams.DLQ(),
 		Logger: discard})
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -159,11 +155,11 @@ func TestAsyncAPIMessages(t *testing.T) {
 		want     []string
 	}{
 		{`{"x":1}`, "report-a", nil},
-		{fmt.Sprintf(valid, 0), "report-b", []string{deadletter.HeaderUpstreamStatus}},
-		{fmt.Sprintf(valid, 1), "", []string{deadletter.HeaderUpstreamStatus}},
+		{fmt.Sprintf(valid, 0), "report-b", []string{layout.HeaderUpstreamStatus}},
+		{fmt.Sprintf(valid, 1), "", []string{layout.HeaderUpstreamStatus}},
 	}
 	for _, r := range reports {
-		m := nats.NewMsg(layout.ReportsSubject())
+		m := nats.NewMsg(streams.ReportsSubject())
 		m.Data = []byte(r.body)
 		if r.id != "" {
 			m.Header.Set(jetstream.MsgIDHeader, r.id)
@@ -175,8 +171,8 @@ func TestAsyncAPIMessages(t *testing.T) {
 	}
 	var dead []*jetstream.RawStreamMsg
 	testutil.Eventually(t, 10*time.Second, "the reports dead-lettered", func() bool {
-		dead = slices.DeleteFunc(testutil.StreamContents(t, js, layout.DLQ()), func(m *jetstream.RawStreamMsg) bool {
-			return m.Subject != layout.ReportsDLQSubject()
+		dead = slices.DeleteFunc(testutil.StreamContents(t, js, streams.DLQ()), func(m *jetstream.RawStreamMsg) bool {
+			return m.Subject != streams.ReportsDLQSubject()
 		})
 		return len(dead) == len(reports)
 	})
@@ -190,7 +186,7 @@ func TestAsyncAPIMessages(t *testing.T) {
 	}
 
 	// Replies of the API service: a success, the upstream's failure, a refusal, an unusable answer.
-	svc := service.New(nc, fakeCaller{}, service.Config{Prefix: layout.Prefix, Version: "dev",
+	svc := service.New(nc, fakeCaller{}, service.Config{Prefix: streams.Prefix, Version: "dev",
 		Validator: service.NewOpenAPIValidator(256 << 10), Logger: discard})
 	wg.Go(func() {
 		if err := svc.Run(runCtx); err != nil {

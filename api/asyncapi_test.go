@@ -18,14 +18,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"go.yaml.in/yaml/v4"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+	"go.yaml.in/yaml/v4"
 )
 
 // asyncapi.yaml describes what NATS clients see of the bridge. TestAsyncAPIDrift holds it against the
@@ -246,16 +243,16 @@ func TestAsyncAPIDrift(t *testing.T) {
 
 	t.Run("subjects", func(t *testing.T) {
 		p := prefixParam
-		if got, want := subjects.Event(p, "GATE_IN"), subjects.EventBase(p)+"GATE_IN"; got != want {
-			t.Fatalf("subjects.Event = %q, want %q: the test builds the template from EventBase", got, want)
+		if got, want := layout.Event(p, "GATE_IN"), layout.EventBase(p)+"GATE_IN"; got != want {
+			t.Fatalf("layout.Event = %q, want %q: the test builds the template from EventBase", got, want)
 		}
-		code := []string{subjects.EventBase(p) + "{type}", subjects.Reports(p), subjects.DLQEvents(p), subjects.DLQReports(p)}
+		code := []string{layout.EventBase(p) + "{type}", layout.Reports(p), layout.DLQEvents(p), layout.DLQReports(p)}
 		var served []string
 		for _, op := range service.Operations {
-			code = append(code, subjects.API(p, op.Name))
+			code = append(code, layout.API(p, op.Name))
 			served = append(served, op.Name)
 		}
-		sameSet(t, "API operation", "the service's", subjects.APIOperations(), served)
+		sameSet(t, "API operation", "the service's", layout.APIOperations(), served)
 		var addrs []string
 		for _, c := range doc.Channels {
 			if c.Address != nil && !strings.HasPrefix(*c.Address, micro.APIPrefix+".") {
@@ -264,22 +261,27 @@ func TestAsyncAPIDrift(t *testing.T) {
 		}
 		sameSet(t, "subject", "a channel's address", addrs, code)
 
-		// Every subject internal/subjects names is above, a stream's (subtest streams) or internal.
+		// Every subject internal/layout names is above, a stream's (subtest streams) or internal; its other
+		// functions size streams and dead letters.
 		known := map[string]string{
 			"Event": "channel", "EventBase": "channel", "Reports": "channel", "DLQEvents": "channel",
 			"DLQReports": "channel", "API": "channel", "APIOperations": "channel (the API's endpoints)",
 			"Events": "stream", "DLQ": "stream", "EventsStream": "stream", "ReportsStream": "stream",
 			"DLQStream": "stream", "Stream": "stream", "TypeToken": "the type parameter",
 			"Fence": "internal", "FenceFilter": "internal (a subject of the events stream)", "LeaseBucket": "internal",
+			"MaxMsgSize": "no subject (a stream's bound)", "OriginalKey": "no subject (a dead letter's header)",
+			"Fit": "no subject (a dead letter's size)", "HeaderSize": "no subject (a message's size)",
+			"MsgSize": "no subject (a message's size)", "MaxMessage": "no subject (a stream's bound)",
+			"TooLarge": "no subject (a publish error)",
 		}
-		funcs, _ := exportedDecls(t, "../internal/subjects")
+		funcs, _ := exportedDecls(t, "../internal/layout")
 		for _, f := range funcs {
 			if _, ok := known[f]; !ok {
-				t.Errorf("subjects.%s is new: describe its subject in asyncapi.yaml and classify it here", f)
+				t.Errorf("layout.%s is new: describe its subject in asyncapi.yaml and classify it here", f)
 			}
 		}
-		if p := doc.parameter(t, asyncParameter{Ref: "#/components/parameters/prefix"}); p.Default != subjects.DefaultPrefix {
-			t.Errorf("the prefix parameter's default is %q, the code's %q", p.Default, subjects.DefaultPrefix)
+		if p := doc.parameter(t, asyncParameter{Ref: "#/components/parameters/prefix"}); p.Default != layout.DefaultPrefix {
+			t.Errorf("the prefix parameter's default is %q, the code's %q", p.Default, layout.DefaultPrefix)
 		}
 	})
 
@@ -289,11 +291,11 @@ func TestAsyncAPIDrift(t *testing.T) {
 		if rule == nil {
 			t.Fatal("the events channel's type parameter has no x-token-rule")
 		}
-		if rule.MaxLength != subjects.MaxTypeToken {
-			t.Errorf("maxLength %d, the code's %d", rule.MaxLength, subjects.MaxTypeToken)
+		if rule.MaxLength != layout.MaxTypeToken {
+			t.Errorf("maxLength %d, the code's %d", rule.MaxLength, layout.MaxTypeToken)
 		}
-		if rule.Missing != subjects.UnknownType || subjects.TypeToken("") != rule.Missing {
-			t.Errorf("missing %q, the code's %q", rule.Missing, subjects.UnknownType)
+		if rule.Missing != layout.UnknownType || layout.TypeToken("") != rule.Missing {
+			t.Errorf("missing %q, the code's %q", rule.Missing, layout.UnknownType)
 		}
 		pattern := regexp.MustCompile(rule.Pattern)
 		allowed := regexp.MustCompile("^" + rule.Allowed + "$")
@@ -303,30 +305,30 @@ func TestAsyncAPIDrift(t *testing.T) {
 			if allowed.MatchString(s) {
 				want = s
 			}
-			if got := subjects.TypeToken(s); got != want {
+			if got := layout.TypeToken(s); got != want {
 				t.Errorf("TypeToken(%q) = %q, the rule in asyncapi.yaml gives %q", s, got, want)
 			}
 		}
 		long := strings.Repeat("A", rule.MaxLength+10)
-		if got := subjects.TypeToken(long); got != long[:rule.MaxLength] {
+		if got := layout.TypeToken(long); got != long[:rule.MaxLength] {
 			t.Errorf("TypeToken of %d characters = %q, the rule cuts at %d", len(long), got, rule.MaxLength)
 		}
 		for _, s := range append([]string{"", "a.b", "*", ">", " ", "GATE IN", "Grüße", long, strings.Repeat("x.", 50)}, typ.Examples...) {
-			if got := subjects.TypeToken(s); !pattern.MatchString(got) {
+			if got := layout.TypeToken(s); !pattern.MatchString(got) {
 				t.Errorf("TypeToken(%q) = %q does not match the pattern %q", s, got, rule.Pattern)
 			}
 		}
 		for _, ex := range typ.Examples {
-			if got := subjects.TypeToken(ex); got != ex {
+			if got := layout.TypeToken(ex); got != ex {
 				t.Errorf("example %q is not a type token: TypeToken gives %q", ex, got)
 			}
 		}
 	})
 
 	t.Run("streams", func(t *testing.T) {
-		layout := streams.Layout{Prefix: "pfx"}
+		streams := layout.Streams{Prefix: "pfx"}
 		fill := strings.NewReplacer(pfxParam, "PFX", prefixParam, "pfx")
-		configs := layout.Configs()
+		configs := streams.Configs()
 		var docNames, codeNames []string
 		for _, s := range doc.Streams {
 			docNames = append(docNames, fill.Replace(s.Name))
@@ -335,7 +337,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			codeNames = append(codeNames, c.Name)
 		}
 		sameSet(t, "stream", "x-jetstream-streams", docNames, codeNames)
-		wantNames := []string{subjects.EventsStream("pfx"), subjects.ReportsStream("pfx"), subjects.DLQStream("pfx")}
+		wantNames := []string{layout.EventsStream("pfx"), layout.ReportsStream("pfx"), layout.DLQStream("pfx")}
 		sameSet(t, "stream", "x-jetstream-streams", docNames, wantNames)
 		jsonName := func(v any) string {
 			b, err := json.Marshal(v)
@@ -410,13 +412,13 @@ func TestAsyncAPIDrift(t *testing.T) {
 		}
 		_, names = headersOf("eventDeadLetter")
 		sameSet(t, "header", "eventDeadLetter", names, []string{publish.HeaderMsgID, publish.HeaderEventID,
-			deadletter.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent})
+			layout.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent})
 		_, names = headersOf("report")
 		sameSet(t, "header", "report", names, []string{jetstream.MsgIDHeader})
 		_, names = headersOf("reportDeadLetter")
-		sameSet(t, "header", "reportDeadLetter", names, []string{jetstream.MsgIDHeader, deadletter.HeaderError,
-			deadletter.HeaderUpstreamStatus, deadletter.HeaderReportSequence, deadletter.HeaderReportTime,
-			deadletter.HeaderDeliveries, deadletter.HeaderOriginalPrefix})
+		sameSet(t, "header", "reportDeadLetter", names, []string{jetstream.MsgIDHeader, layout.HeaderError,
+			layout.HeaderUpstreamStatus, layout.HeaderReportSequence, layout.HeaderReportTime,
+			layout.HeaderDeliveries, layout.HeaderOriginalPrefix})
 		apiErr, names := headersOf("apiError")
 		sameSet(t, "header", "apiError", names, []string{micro.ErrorHeader, micro.ErrorCodeHeader,
 			service.UpstreamStatusHeader, service.RetryAfterHeader})
@@ -441,13 +443,13 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// Every bound the document states (each maxLength), against the code's constant: a maxLength
 		// missing here fails, as does an entry here that the document lacks.
 		bounds := map[string]int{
-			"/components/parameters/type/x-token-rule":                                    subjects.MaxTypeToken,
+			"/components/parameters/type/x-token-rule":                                    layout.MaxTypeToken,
 			"/components/schemas/EventHeaders/properties/Tracking-Event-Type":             publish.MaxTypeHeader,
 			"/components/schemas/EventHeaders/properties/ce-time":                         publish.MaxTimeHeader,
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
-			"/components/schemas/BridgeError":                                             deadletter.MaxErrorHeader,
+			"/components/schemas/BridgeError":                                             layout.MaxErrorHeader,
 			"/components/schemas/ApiRequestHeaders/properties/Bridge-Timeout":             service.MaxTimeoutHeader,
-			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            delivery.MaxIdempotencyKeyBytes,
+			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
 			"/components/schemas/OrderId":                                                 service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/type":                  service.MaxValueBytes,
@@ -480,10 +482,10 @@ func TestAsyncAPIDrift(t *testing.T) {
 		required := map[string][]string{
 			"trackingEvent": {publish.HeaderMsgID, publish.HeaderEventID, "Content-Type", "ce-specversion", "ce-id",
 				"ce-source", "ce-type", "ce-datacontenttype"},
-			"eventDeadLetter": {publish.HeaderMsgID, publish.HeaderEventID, deadletter.HeaderError},
+			"eventDeadLetter": {publish.HeaderMsgID, publish.HeaderEventID, layout.HeaderError},
 			"report":          nil, // Nats-Msg-Id is asked for, not required: the bridge accepts a report without it
-			"reportDeadLetter": {jetstream.MsgIDHeader, deadletter.HeaderError, deadletter.HeaderReportSequence,
-				deadletter.HeaderReportTime, deadletter.HeaderDeliveries},
+			"reportDeadLetter": {jetstream.MsgIDHeader, layout.HeaderError, layout.HeaderReportSequence,
+				layout.HeaderReportTime, layout.HeaderDeliveries},
 			"apiError": {micro.ErrorHeader, micro.ErrorCodeHeader},
 		}
 		for name, m := range doc.Components.Messages {
@@ -529,9 +531,9 @@ func TestAsyncAPIDrift(t *testing.T) {
 				continue
 			}
 			addr := doc.Channels[refName(t, op.Channel.Ref, "#/channels/")].Address
-			name, ok := strings.CutPrefix(*addr, subjects.API(prefixParam, ""))
+			name, ok := strings.CutPrefix(*addr, layout.API(prefixParam, ""))
 			if !ok {
-				t.Errorf("operation %s is on %q, not under %s", id, *addr, subjects.API(prefixParam, ""))
+				t.Errorf("operation %s is on %q, not under %s", id, *addr, layout.API(prefixParam, ""))
 				continue
 			}
 			served = append(served, name)
@@ -753,8 +755,8 @@ func resolvePointer(v any, pointer string) any {
 
 // The packages whose NATS messages the document describes: every header name in their code is one
 // a client sees, or one of internalHeaders.
-var headerPackages = []string{"../tracking", "../internal/publish", "../internal/deadletter", "../internal/consume",
-	"../internal/service", "../internal/subjects", "../internal/streams", "../internal/delivery"}
+var headerPackages = []string{"../tracking", "../internal/publish", "../internal/layout", "../internal/consume",
+	"../internal/service"}
 
 // internalHeaders are header names of the code that no client sees: those of the fence markers on
 // P.leader.>.

@@ -36,8 +36,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // Prefix starts every variable's name, followed by "_".
@@ -71,8 +71,8 @@ const (
 const MaxAPIBodyBytes = 64 << 20
 
 // APIEndpointNames are the operations BRIDGE_API_ENDPOINTS may name, the subjects' tails after P.api.
-// (docs/api.md#endpoints), in its order: subjects.APIOperations, which the API service serves.
-var APIEndpointNames = subjects.APIOperations()
+// (docs/api.md#endpoints), in its order: layout.APIOperations, which the API service serves.
+var APIEndpointNames = layout.APIOperations()
 
 // AllEndpoints is the BRIDGE_API_ENDPOINTS value that serves every endpoint, its default.
 const AllEndpoints = "all"

@@ -10,7 +10,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 )
 
-// TestAPIEndpointNames: the names BRIDGE_API_ENDPOINTS accepts (subjects.APIOperations) are the API
+// TestAPIEndpointNames: the names BRIDGE_API_ENDPOINTS accepts (layout.APIOperations) are the API
 // service's endpoints, in its order.
 func TestAPIEndpointNames(t *testing.T) {
 	if got := service.EndpointNames(); !slices.Equal(config.APIEndpointNames, got) {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // maxQuoted bounds a value a problem quotes, in bytes.
@@ -212,7 +212,7 @@ func (c *Config) check() []error {
 // each stream's total size holds at least its largest message, an age is no shorter than the stream's
 // duplicate window, and the reports stream removes no report before the consumer dead-letters it.
 func (c *Config) checkStreamLimits(ck *checker) {
-	l := streams.Layout{MaxEventBytes: c.StreamMaxEventBytes, MaxReportBytes: c.ReportMaxBytes}
+	l := layout.Streams{MaxEventBytes: c.StreamMaxEventBytes, MaxReportBytes: c.ReportMaxBytes}
 	events, reports, dlq := l.MsgSizes()
 	for _, s := range []struct {
 		bytesKey, ageKey, dataKey string
@@ -224,14 +224,14 @@ func (c *Config) checkStreamLimits(ck *checker) {
 		{"BRIDGE_EVENTS_STREAM_MAX_BYTES", "BRIDGE_EVENTS_STREAM_MAX_AGE", "BRIDGE_STREAM_MAX_EVENT_BYTES",
 			c.EventsStreamMaxBytes, c.EventsStreamMaxAge, c.DuplicateWindow, c.StreamMaxEventBytes, events},
 		{"BRIDGE_REPORTS_STREAM_MAX_BYTES", "BRIDGE_REPORTS_STREAM_MAX_AGE", "BRIDGE_REPORT_MAX_BYTES",
-			c.ReportsStreamMaxBytes, c.ReportsStreamMaxAge, streams.ReportsDuplicateWindow, c.ReportMaxBytes, reports},
+			c.ReportsStreamMaxBytes, c.ReportsStreamMaxAge, layout.ReportsDuplicateWindow, c.ReportMaxBytes, reports},
 		{"BRIDGE_DLQ_STREAM_MAX_BYTES", "BRIDGE_DLQ_STREAM_MAX_AGE", "",
 			c.DLQStreamMaxBytes, c.DLQStreamMaxAge, c.DuplicateWindow, 0, dlq},
 	} {
 		positive(ck, s.bytesKey, s.bytes)
-		if s.data > 0 && int64(s.data)+streams.HeaderRoom > math.MaxInt32 {
+		if s.data > 0 && int64(s.data)+layout.HeaderRoom > math.MaxInt32 {
 			ck.add(s.dataKey, "must be at most %d (got %d): with %d bytes for headers it is the stream's largest "+
-				"message, which JetStream holds in 32 bits", math.MaxInt32-streams.HeaderRoom, s.data, streams.HeaderRoom)
+				"message, which JetStream holds in 32 bits", math.MaxInt32-layout.HeaderRoom, s.data, layout.HeaderRoom)
 		}
 		if s.bytes > 0 && s.msgSize > 0 && int64(s.bytes) < int64(s.msgSize) {
 			vars := []string{s.bytesKey, "BRIDGE_STREAM_MAX_EVENT_BYTES", "BRIDGE_REPORT_MAX_BYTES"}
@@ -239,7 +239,7 @@ func (c *Config) checkStreamLimits(ck *checker) {
 				vars = []string{s.bytesKey, s.dataKey}
 			}
 			ck.addVars(vars, "the stream's total size %v is below its largest message, %d bytes (the data bound "+
-				"plus %d for headers)", s.bytes, s.msgSize, streams.HeaderRoom)
+				"plus %d for headers)", s.bytes, s.msgSize, layout.HeaderRoom)
 		}
 		switch {
 		case s.age < 0:

@@ -439,7 +439,7 @@ func k8sCheck(t *testing.T, where string, app *k8sApp, howTo string) {
 		}
 	}
 	if p := c.ReadinessProbe; p != nil && time.Duration(p.TimeoutSeconds)*time.Second <= readyzTimeout(t) {
-		t.Errorf("%s: readinessProbe timeoutSeconds %d; /readyz may take %v (internal/health), want more",
+		t.Errorf("%s: readinessProbe timeoutSeconds %d; /readyz may take %v (internal/daemon/health.go), want more",
 			where, p.TimeoutSeconds, readyzTimeout(t))
 	}
 	if !slices.ContainsFunc(app.service.Spec.Ports, func(p corev1.ServicePort) bool { return toHTTP(p.TargetPort) }) {

@@ -112,12 +112,12 @@ func shutdownGrace(t *testing.T) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// readyzTimeout is the longest /readyz takes: internal/health's bound on one evaluation of the checks.
+// readyzTimeout is the longest /readyz takes: the daemon's bound on one evaluation of the checks.
 func readyzTimeout(t *testing.T) time.Duration {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^\s*timeout = (\d+) \* time\.Second$`).FindStringSubmatch(readRepo(t, "internal/health/health.go"))
+	m := regexp.MustCompile(`(?m)^\s*timeout = (\d+) \* time\.Second$`).FindStringSubmatch(readRepo(t, "internal/daemon/health.go"))
 	if m == nil {
-		t.Fatal("internal/health/health.go: no 'timeout = <n> * time.Second'; update readyzTimeout")
+		t.Fatal("internal/daemon/health.go: no 'timeout = <n> * time.Second'; update readyzTimeout")
 	}
 	n, _ := strconv.Atoi(m[1])
 	return time.Duration(n) * time.Second

@@ -20,7 +20,7 @@ func TestLightDependencies(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	const self = "github.com/tracking-bridge/tracking-bridge"
-	ownAllowed := []string{self + "/tracking", self + "/internal/subjects", self + "/internal/validate", self + "/internal/jsonscan",
+	ownAllowed := []string{self + "/tracking", self + "/internal/layout", self + "/internal/validate", self + "/internal/jsonscan",
 		self + "/internal/rfc3339", self + "/internal/logging"}
 	modsAllowed := []string{self, "github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
 		"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys"}

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/tracking"
 )
 
@@ -24,7 +24,7 @@ var typeSamples = []string{
 }
 
 // TestTypeToken: the tokens of docs/subjects.md#subjects (TypeToken is the bridge's own mapping,
-// internal/subjects).
+// internal/layout).
 func TestTypeToken(t *testing.T) {
 	for typ, want := range map[string]string{
 		"GATE_IN": "GATE_IN", "gate-out": "gate-out", "a.b": "a_b", "*": "_", ">": "_", "GATE IN": "GATE_IN",
@@ -54,7 +54,7 @@ func FuzzTypeToken(f *testing.F) {
 // mixed case.
 func TestSubjectsAgreeWithBridge(t *testing.T) {
 	for _, prefix := range []string{"tracking", "acme.tracking", "Acme-Track_9", "a.b-c"} {
-		s, l := tracking.Subjects{Prefix: prefix}, streams.Layout{Prefix: prefix}
+		s, l := tracking.Subjects{Prefix: prefix}, layout.Streams{Prefix: prefix}
 		configs := l.Configs()
 		for _, c := range []struct{ name, got, want string }{
 			{"events stream", s.EventsStream(), l.Events()},

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
-	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
@@ -27,7 +26,7 @@ type benchEnv struct {
 	self    string
 	dir     string
 	log     io.Writer
-	natsSrv *bench.Child
+	natsSrv *Child
 	natsURL string
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -89,7 +88,7 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 		e.bridges = []benchBridge{{name: "bridge", bin: bin}}
 	}
 
-	addr, err := bench.FreeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +97,7 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 	if o.cluster {
 		var peers, routes []string
 		for i := range 5 {
-			a, err := bench.FreeAddr()
+			a, err := FreeAddr()
 			if err != nil {
 				return nil, err
 			}
@@ -117,7 +116,7 @@ func newBenchEnv(ctx context.Context, o benchOptions, log io.Writer) (_ *benchEn
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := bench.WaitTCP(wctx, addr, e.natsSrv.Done()); err != nil {
+	if err := WaitTCP(wctx, addr, e.natsSrv.Done()); err != nil {
 		return nil, e.childFailed(e.natsSrv, fmt.Errorf("nats-server not accepting connections: %w", err))
 	}
 	e.natsURL = strings.Join(urls, ",")
@@ -191,7 +190,7 @@ func buildCommand(ctx context.Context, name, dir string) (string, error) {
 }
 
 // startChild starts cmd with its output in logs/<name>.log, unless cmd already has a Stdout.
-func (e *benchEnv) startChild(name string, cmd *exec.Cmd) (*bench.Child, error) {
+func (e *benchEnv) startChild(name string, cmd *exec.Cmd) (*Child, error) {
 	f, err := os.Create(e.logPath(name))
 	if err != nil {
 		return nil, err
@@ -201,13 +200,13 @@ func (e *benchEnv) startChild(name string, cmd *exec.Cmd) (*bench.Child, error) 
 		cmd.Stdout = f
 	}
 	cmd.Stderr = f
-	return bench.Start(name, cmd)
+	return Start(name, cmd)
 }
 
 func (e *benchEnv) logPath(name string) string { return filepath.Join(e.dir, "logs", name+".log") }
 
 // childFailed adds the tail of the child's log to err.
-func (e *benchEnv) childFailed(c *bench.Child, err error) error {
+func (e *benchEnv) childFailed(c *Child, err error) error {
 	b, _ := os.ReadFile(e.logPath(c.Name))
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > 15 {
@@ -222,7 +221,7 @@ func (e *benchEnv) childFailed(c *bench.Child, err error) error {
 
 // benchSim is a running simulator child.
 type benchSim struct {
-	*bench.Child
+	*Child
 	base string // http://127.0.0.1:port
 }
 
@@ -233,7 +232,7 @@ func (s *benchSim) tokenURL() string { return s.base + "/auth/token" }
 
 // startSim starts a fresh simulator child: a flood of n events, or rate events/s up to n.
 func (e *benchEnv) startSim(ctx context.Context, name string, rate float64, n int) (*benchSim, error) {
-	addr, err := bench.FreeAddr()
+	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +245,7 @@ func (e *benchEnv) startSim(ctx context.Context, name string, rate float64, n in
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := bench.WaitTCP(wctx, addr, c.Done()); err != nil {
+	if err := WaitTCP(wctx, addr, c.Done()); err != nil {
 		c.Kill()
 		return nil, e.childFailed(c, fmt.Errorf("simulator not listening: %w", err))
 	}
@@ -262,7 +261,7 @@ func (s *benchSim) stop(log io.Writer) {
 // bridgeEnv is the environment of a 'bridge run' child: this process's environment without BRIDGE_*
 // variables, plus those that give it the benchmark's configuration (config.Config.Environ).
 func (e *benchEnv) bridgeEnv(s *benchSim, prefix string) ([]string, error) {
-	httpAddr, err := bench.FreeAddr()
+	httpAddr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +303,7 @@ func (e *benchEnv) bridgeConfig(s *benchSim, prefix, httpAddr string) *config.Co
 	return c
 }
 
-func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, s *benchSim, prefix string) (*bench.Child, error) {
+func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, s *benchSim, prefix string) (*Child, error) {
 	env, err := e.bridgeEnv(s, prefix)
 	if err != nil {
 		return nil, err
@@ -318,7 +317,7 @@ func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, 
 const benchRSSInterval = 50 * time.Millisecond
 
 // startPipeline starts a measured child: like startChild, also tracking its peak RSS.
-func (e *benchEnv) startPipeline(name string, cmd *exec.Cmd) (*bench.Child, error) {
+func (e *benchEnv) startPipeline(name string, cmd *exec.Cmd) (*Child, error) {
 	c, err := e.startChild(name, cmd)
 	if err == nil {
 		c.TrackPeakRSS(benchRSSInterval)
@@ -326,7 +325,7 @@ func (e *benchEnv) startPipeline(name string, cmd *exec.Cmd) (*bench.Child, erro
 	return c, err
 }
 
-func (e *benchEnv) startRefpipe(ctx context.Context, name string, s *benchSim, n int, stdout io.Writer) (*bench.Child, error) {
+func (e *benchEnv) startRefpipe(ctx context.Context, name string, s *benchSim, n int, stdout io.Writer) (*Child, error) {
 	cmd := exec.CommandContext(ctx, e.refpipe, "-url", s.streamURL(), "-n", strconv.Itoa(n), "-nats", e.natsURL,
 		"-token-url", s.tokenURL(), "-user", "demo", "-pass", "demo", "-client-id", sim.DefaultClientID,
 		"-window", strconv.Itoa(e.o.refWindow))
@@ -352,7 +351,7 @@ func (e *benchEnv) deleteStreams(names ...string) {
 }
 
 func (e *benchEnv) serverCPU() time.Duration {
-	st, err := bench.ReadStat(e.natsSrv.Pid())
+	st, err := ReadStat(e.natsSrv.Pid())
 	if err != nil {
 		return 0
 	}

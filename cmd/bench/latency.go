@@ -16,16 +16,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 )
 
 // benchLatResult is one latency run.
 type benchLatResult struct {
 	pipeline string
-	sum      bench.LatencySummary
+	sum      LatencySummary
 	cpu      time.Duration // CPU between the first and the last event received
 	cpuN     int           // events received in that span
 	cpuNote  string
@@ -57,9 +55,9 @@ func benchUS(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.
 // latencyRun measures one pipeline at the configured rate: start is called with the simulator and must
 // start the pipeline; subject is where its events appear.
 func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total int,
-	start func(*benchSim) (*bench.Child, error), selfExits bool) (benchLatResult, error) {
+	start func(*benchSim) (*Child, error), selfExits bool) (benchLatResult, error) {
 	r := benchLatResult{pipeline: name}
-	rec := &bench.Recorder{}
+	rec := &Recorder{}
 	// Its own connection, so that nothing else queues in front of the messages measured.
 	nc, err := nats.Connect(e.natsURL, nats.Name("bridge-bench-latency"))
 	if err != nil {
@@ -95,12 +93,12 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 	for {
 		n := rec.Count()
 		if n > 0 && n0 == 0 {
-			if ps, err := bench.ReadStat(c.Pid()); err == nil {
+			if ps, err := ReadStat(c.Pid()); err == nil {
 				cpu0, n0 = ps.CPU(), n
 			}
 		}
 		if n >= total {
-			if ps, err := bench.ReadStat(c.Pid()); err == nil {
+			if ps, err := ReadStat(c.Pid()); err == nil {
 				cpu1, n1 = ps.CPU(), n
 			}
 			break
@@ -124,7 +122,7 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 		}
 	}
 	_ = sub.Unsubscribe()
-	var u bench.Usage
+	var u Usage
 	if selfExits {
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		u, err = c.Wait(wctx)
@@ -159,11 +157,11 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		for j, b := range e.bridges {
 			e.seq++
 			prefix := fmt.Sprintf("bench%d", e.seq)
-			layout := streams.Layout{Prefix: prefix}
-			r, err := e.latencyRun(ctx, b.name, subjects.Events(prefix), total, func(s *benchSim) (*bench.Child, error) {
+			lay := layout.Streams{Prefix: prefix}
+			r, err := e.latencyRun(ctx, b.name, lay.EventsSubject(), total, func(s *benchSim) (*Child, error) {
 				return e.startBridge(ctx, b, fmt.Sprintf("%s-latency-%d", b.name, i), s, prefix)
 			}, false)
-			e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
+			e.deleteStreams(lay.Events(), lay.Reports(), lay.DLQ())
 			if err != nil {
 				return fmt.Errorf("%s latency run %d: %w", b.name, i, err)
 			}
@@ -175,7 +173,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		}
 		var out benchOutput
 		e.deleteStreams(benchRefStream)
-		r, err := e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*bench.Child, error) {
+		r, err := e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*Child, error) {
 			return e.startRefpipe(ctx, fmt.Sprintf("%s-latency-%d", e.refName, i), s, total, &out)
 		}, true)
 		e.deleteStreams(benchRefStream)
@@ -207,7 +205,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		}
 	}
 	for j, b := range e.bridges {
-		p99 := time.Duration(bench.Median(bridgeP99[j]))
+		p99 := time.Duration(Median(bridgeP99[j]))
 		verdict := "met"
 		if p99 > benchTargetP99 {
 			verdict = "MISSED"
@@ -215,19 +213,19 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "\n%s p99 (median of %d run(s)) %s: target <= %v %s\n", b.name, len(bridgeP99[j]), benchUS(p99), benchTargetP99, verdict)
 	}
 	if len(refP99) > 0 {
-		fmt.Fprintf(stdout, "%s p99 (median of %d run(s)) %s\n", e.refName, len(refP99), benchUS(time.Duration(bench.Median(refP99))))
+		fmt.Fprintf(stdout, "%s p99 (median of %d run(s)) %s\n", e.refName, len(refP99), benchUS(time.Duration(Median(refP99))))
 	}
 	if len(sseP99) > 0 {
-		fmt.Fprintf(stdout, "SSE-only baseline p99 (median of %d run(s)) %s\n", len(sseP99), benchUS(time.Duration(bench.Median(sseP99))))
+		fmt.Fprintf(stdout, "SSE-only baseline p99 (median of %d run(s)) %s\n", len(sseP99), benchUS(time.Duration(Median(sseP99))))
 	}
 	if len(natsP99) > 0 {
-		fmt.Fprintf(stdout, "NATS-only baseline p99 (median of %d run(s)) %s\n", len(natsP99), benchUS(time.Duration(bench.Median(natsP99))))
+		fmt.Fprintf(stdout, "NATS-only baseline p99 (median of %d run(s)) %s\n", len(natsP99), benchUS(time.Duration(Median(natsP99))))
 	}
 	return nil
 }
 
 // writeCSV writes a run's latencies to <-latency-csv>/latency-<pipeline>-<n>.csv when asked to.
-func (e *benchEnv) writeCSV(pipeline string, rec *bench.Recorder) error {
+func (e *benchEnv) writeCSV(pipeline string, rec *Recorder) error {
 	if e.o.latencyCSV == "" {
 		return nil
 	}
@@ -276,7 +274,7 @@ func (e *benchEnv) sseLatency(ctx context.Context, total int) (benchLatResult, e
 	if resp.StatusCode != http.StatusOK {
 		return r, fmt.Errorf("stream: HTTP %d", resp.StatusCode)
 	}
-	rec := &bench.Recorder{}
+	rec := &Recorder{}
 	dec := eventsource.NewDecoder(resp.Body)
 	for rec.Count() < total {
 		ev, err := dec.Decode()
@@ -306,7 +304,7 @@ func (e *benchEnv) natsLatency(ctx context.Context, total int) (benchLatResult, 
 		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
 		return r, err
 	}
-	rec := &bench.Recorder{}
+	rec := &Recorder{}
 	subConn, err := nats.Connect(e.natsURL, nats.Name("bridge-bench-latency"))
 	if err != nil {
 		return r, err

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 )
 
@@ -176,7 +175,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "bench: interrupted")
 		return nil
 	}
-	if m, merr := bench.ReadMem(os.Getpid()); merr == nil {
+	if m, merr := ReadMem(os.Getpid()); merr == nil {
 		fmt.Fprintf(stdout, "this process's peak RSS %.1f MB (a child's ru_maxrss is at least this process's RSS peak at its start)\n",
 			benchMB(m.PeakRSS))
 	}

@@ -15,10 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/bench"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // profile runs the bridge once in this process under the CPU profiler: the simulator and nats-server stay
@@ -26,8 +25,8 @@ import (
 func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := streams.Layout{Prefix: prefix}
-	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
+	lay := layout.Streams{Prefix: prefix}
+	defer e.deleteStreams(lay.Events(), lay.Reports(), lay.DLQ())
 	rate, n := -1.0, e.o.n
 	if e.o.latency { // profile at the latency test's rate instead of a flood
 		rate, n = e.o.rate, int(e.o.rate*e.o.duration.Seconds())
@@ -37,7 +36,7 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	defer s.stop(e.log)
-	httpAddr, err := bench.FreeAddr()
+	httpAddr, err := FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -55,7 +54,7 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	}
 	defer f.Close()
 
-	cpu0, _ := bench.SelfUsage()
+	cpu0, _ := SelfUsage()
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return err
 	}
@@ -63,19 +62,19 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	done := make(chan error, 1)
 	go func() { done <- b.Run(rctx) }()
 	wctx, cancel := context.WithTimeout(ctx, e.o.timeout)
-	st, werr := bench.WaitStream(wctx, e.js, layout.Events(), uint64(n), benchPoll, nil)
+	st, werr := WaitStream(wctx, e.js, lay.Events(), uint64(n), benchPoll, nil)
 	cancel()
 	stop()
 	rerr := <-done
 	pprof.StopCPUProfile()
-	cpu1, maxRSS := bench.SelfUsage()
+	cpu1, maxRSS := SelfUsage()
 	if err := errors.Join(werr, rerr); err != nil {
 		return err
 	}
 	cpu := cpu1 - cpu0
 	fmt.Fprintf(stdout, "in-process bridge: %d events, %.0f events/s (store window), CPU of this process %.2f µs/event "+
 		"(includes the benchmark's polling), peak RSS of this process %.1f MB\nCPU profile: %s\n",
-		st.Msgs, bench.Rate(st), float64(cpu.Nanoseconds())/1e3/float64(max(st.Msgs, 1)), benchMB(maxRSS), e.o.cpuprofile)
+		st.Msgs, Rate(st), float64(cpu.Nanoseconds())/1e3/float64(max(st.Msgs, 1)), benchMB(maxRSS), e.o.cpuprofile)
 	if e.o.memprofile != "" {
 		mf, err := os.Create(e.o.memprofile)
 		if err != nil {

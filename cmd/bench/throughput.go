@@ -13,9 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
-	"github.com/tracking-bridge/tracking-bridge/internal/bench"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // benchTPResult is one throughput run.
@@ -28,7 +27,7 @@ type benchTPResult struct {
 	cpu       time.Duration // rusage at exit
 	startCPU  time.Duration // /proc CPU when the first message was seen stored
 	peakRSS   int64         // VmHWM, sampled
-	ruMaxRSS  int64         // ru_maxrss (includes this process's peak at the fork; see bench.Usage)
+	ruMaxRSS  int64         // ru_maxrss (includes this process's peak at the fork; see Usage)
 	serverCPU time.Duration // nats-server CPU during the run
 	stored    uint64        // bytes the stream holds
 	exitCode  int
@@ -61,14 +60,14 @@ func benchMB(b int64) float64 { return float64(b) / (1 << 20) }
 // waitStored polls stream until it holds n messages. It samples the child's CPU time when the first
 // message is seen stored. A child that exits is fine if the stream holds n messages afterwards (the
 // yardstick exits by itself once its publishes are acknowledged).
-func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string, n uint64) (jetstream.StreamState, time.Duration, time.Time, error) {
+func (e *benchEnv) waitStored(ctx context.Context, c *Child, stream string, n uint64) (jetstream.StreamState, time.Duration, time.Time, error) {
 	var startCPU time.Duration
 	errExited := errors.New("exited")
 	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
 	defer cancel()
-	st, err := bench.WaitStream(ctx, e.js, stream, n, benchPoll, func(st jetstream.StreamState) error {
+	st, err := WaitStream(ctx, e.js, stream, n, benchPoll, func(st jetstream.StreamState) error {
 		if st.Msgs > 0 && startCPU == 0 {
-			if ps, err := bench.ReadStat(c.Pid()); err == nil {
+			if ps, err := ReadStat(c.Pid()); err == nil {
 				startCPU = ps.CPU()
 			}
 		}
@@ -80,7 +79,7 @@ func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string
 	if errors.Is(err, errExited) {
 		// One more look: the last acknowledgements may have come in just before the exit.
 		qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err = bench.StreamState(qctx, e.js, stream)
+		st, err = StreamState(qctx, e.js, stream)
 		qcancel()
 		if err == nil && st.Msgs < n {
 			err = fmt.Errorf("exited with %d of %d events stored", st.Msgs, n)
@@ -95,13 +94,13 @@ func (e *benchEnv) waitStored(ctx context.Context, c *bench.Child, stream string
 func (e *benchEnv) throughputBridge(ctx context.Context, b benchBridge, run int) (benchTPResult, error) {
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
-	layout := streams.Layout{Prefix: prefix}
+	layout := layout.Streams{Prefix: prefix}
 	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
 	r := benchTPResult{pipeline: b.name}
 	if e.o.cluster {
 		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.
 		layout.Replicas, layout.DuplicateWindow = benchReplicas, 2*time.Minute
-		if err := streams.Ensure(ctx, e.js, layout, true, slog.New(slog.DiscardHandler)); err != nil {
+		if err := layout.Ensure(ctx, e.js, true, slog.New(slog.DiscardHandler)); err != nil {
 			return r, err
 		}
 	}
@@ -142,7 +141,7 @@ func (e *benchEnv) throughputBridge(ctx context.Context, b benchBridge, run int)
 		}
 	}
 	r.serverCPU = e.serverCPU() - srv0
-	if dlq, err := bench.StreamState(ctx, e.js, layout.DLQ()); err == nil && dlq.Msgs > 0 {
+	if dlq, err := StreamState(ctx, e.js, layout.DLQ()); err == nil && dlq.Msgs > 0 {
 		r.note = fmt.Sprintf("%d messages dead-lettered", dlq.Msgs)
 	}
 	r.fill(st, startCPU, u, seen.Sub(c.Started))
@@ -155,10 +154,10 @@ const benchReplicas = 3
 // fenceMarkers waits for the bridge's first message in the events stream and returns how many fence
 // markers a leader stores before its events (docs/replicas.md#the-fence): publish.FenceWidth
 // when that first message is one, 0 for a build without fencing.
-func (e *benchEnv) fenceMarkers(ctx context.Context, layout streams.Layout) (uint64, error) {
+func (e *benchEnv) fenceMarkers(ctx context.Context, layout layout.Streams) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
 	defer cancel()
-	st, err := bench.WaitStream(ctx, e.js, layout.Events(), 1, benchPoll, nil)
+	st, err := WaitStream(ctx, e.js, layout.Events(), 1, benchPoll, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -208,10 +207,10 @@ func (e *benchEnv) throughputRefpipe(ctx context.Context, run int) (benchTPResul
 	return r, nil
 }
 
-func (r *benchTPResult) fill(st jetstream.StreamState, startCPU time.Duration, u bench.Usage, e2e time.Duration) {
+func (r *benchTPResult) fill(st jetstream.StreamState, startCPU time.Duration, u Usage, e2e time.Duration) {
 	r.events = st.Msgs
 	r.stored = st.Bytes
-	r.rate = bench.Rate(st)
+	r.rate = Rate(st)
 	r.window = st.LastTime.Sub(st.FirstTime)
 	r.e2e = e2e
 	r.cpu = u.CPU()
@@ -267,7 +266,7 @@ func (e *benchEnv) throughputRuns(ctx context.Context, stdout io.Writer) error {
 		for i, r := range rs {
 			vs[i] = f(r)
 		}
-		return bench.Median(vs)
+		return Median(vs)
 	}
 	spread := func(rs []benchTPResult, f func(benchTPResult) float64, format string) string {
 		lo, hi := f(rs[0]), f(rs[0])

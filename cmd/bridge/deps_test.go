@@ -8,7 +8,7 @@ import (
 
 // TestNoOpenAPIAtStartUp: the daemon links no OpenAPI, YAML or JSON Schema library (validation checks
 // bodies against JSON Schema generated at build time, internal/validate), and none of the tools: the
-// simulator, the embedded nats-server, the benchmark.
+// simulator, the embedded nats-server (the benchmark is a command of its own, which nothing can import).
 func TestNoOpenAPIAtStartUp(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -24,7 +24,6 @@ func TestNoOpenAPIAtStartUp(t *testing.T) {
 			"gopkg.in/yaml", "github.com/go-openapi/", "golang.org/x/text",
 			"github.com/nats-io/nats-server", "github.com/tracking-bridge/tracking-bridge/api",
 			"github.com/tracking-bridge/tracking-bridge/internal/sim", "github.com/tracking-bridge/tracking-bridge/internal/embedded",
-			"github.com/tracking-bridge/tracking-bridge/internal/bench",
 		} {
 			if strings.HasPrefix(pkg, banned) {
 				t.Errorf("the daemon links %s", pkg)

@@ -31,7 +31,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/simserve"
 	"github.com/tracking-bridge/tracking-bridge/tracking"
 )
 
@@ -184,7 +183,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	}
 	simCtx, stopSim := context.WithCancel(context.Background())
 	simDone := make(chan error, 1)
-	go func() { simDone <- simserve.Serve(simCtx, s, ln) }()
+	go func() { simDone <- sim.Serve(simCtx, s, ln) }()
 	defer func() { stopSim(); <-simDone }()
 	base := "http://" + ln.Addr().String()
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/simserve"
 )
 
 func main() {
@@ -54,7 +53,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	base := "http://" + ln.Addr().String()
 	log.Info("simulator listening", "upstream_url", base+opts.BasePath, "token_url", base+"/auth/token",
 		"client_id", opts.ClientID)
-	if err := simserve.Serve(ctx, s, ln); err != nil {
+	if err := sim.Serve(ctx, s, ln); err != nil {
 		fmt.Fprintf(stderr, "sim: %v\n", err)
 		return 1
 	}

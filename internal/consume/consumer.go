@@ -34,7 +34,7 @@ import (
 //
 // A dead letter is the original body and headers (JetStream's own Nats-* headers renamed with
 // Bridge-Original-) on DLQSubject with Bridge-Error, Bridge-Upstream-Status when the upstream answered,
-// and Bridge-Report-Sequence, Bridge-Report-Time and Bridge-Deliveries (see internal/deadletter). It is
+// and Bridge-Report-Sequence, Bridge-Report-Time and Bridge-Deliveries (see internal/layout). It is
 // published with JetStream and its acknowledgement awaited before the report is acknowledged; its
 // Nats-Msg-Id is "<stream>-<sequence>-<timestamp>-dlq", so a crash in between gives a second dead letter
 // the DLQ stream's duplicate window drops, never a lost report. When the dead letter cannot be published,

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -154,20 +154,20 @@ func TestInvalidReportsDeadLettered(t *testing.T) {
 			if m == nil {
 				t.Fatal("no dead letter")
 			}
-			if got := m.Header.Get(deadletter.HeaderError); got != tt.want {
+			if got := m.Header.Get(layout.HeaderError); got != tt.want {
 				t.Errorf("Bridge-Error\n got %q\nwant %q", got, tt.want)
 			}
 			if m.Subject != "tracking.dlq.reports" || string(m.Data) != tt.body {
 				t.Errorf("subject %q, body %q; want the report verbatim on tracking.dlq.reports", m.Subject, m.Data)
 			}
-			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get(deadletter.HeaderUpstreamStatus) != "" {
+			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get(layout.HeaderUpstreamStatus) != "" {
 				t.Errorf("headers %v: want the original ones and no upstream status", m.Header)
 			}
 			if id := m.Header.Get(jetstream.MsgIDHeader); !strings.HasSuffix(id, "-dlq") {
 				t.Errorf("Nats-Msg-Id %q", id)
 			}
-			if m.Header.Get(deadletter.HeaderReportSequence) != fmt.Sprint(i+1) || m.Header.Get(deadletter.HeaderDeliveries) != "1" {
-				t.Errorf("sequence %q, deliveries %q", m.Header.Get(deadletter.HeaderReportSequence), m.Header.Get(deadletter.HeaderDeliveries))
+			if m.Header.Get(layout.HeaderReportSequence) != fmt.Sprint(i+1) || m.Header.Get(layout.HeaderDeliveries) != "1" {
+				t.Errorf("sequence %q, deliveries %q", m.Header.Get(layout.HeaderReportSequence), m.Header.Get(layout.HeaderDeliveries))
 			}
 		})
 	}
@@ -206,10 +206,10 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	dl := map[string]*jetstream.RawStreamMsg{} // by report sequence: reports are handled concurrently
 	for i, m := range e.deadLetters() {
-		if size := deadletter.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
+		if size := layout.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); size > max {
 			t.Errorf("dead letter %d: %d bytes", i, size)
 		}
-		dl[m.Header.Get(deadletter.HeaderReportSequence)] = m
+		dl[m.Header.Get(layout.HeaderReportSequence)] = m
 	}
 	if dl["1"] == nil || dl["2"] == nil {
 		t.Fatalf("dead letters of reports %v, want 1 and 2", slices.Sorted(maps.Keys(dl)))
@@ -224,7 +224,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 		d.Size != len(big) || d.Prefix != big[:256] {
 		t.Errorf("the large report's dead letter is not its description: %v: %.200s", err, dl["1"].Data)
 	}
-	if got := dl["1"].Header.Get(deadletter.HeaderError); !strings.Contains(got, "the data was dropped") {
+	if got := dl["1"].Header.Get(layout.HeaderError); !strings.Contains(got, "the data was dropped") {
 		t.Errorf("the large report's Bridge-Error: %q", got)
 	}
 	if got := dl["1"].Header.Get("Bridge-Original-Nats-Msg-Id"); got != "big-body" {
@@ -232,7 +232,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	}
 	// The small report with a large header: verbatim, without the report's headers.
 	if string(dl["2"].Data) != `{"not":"a report"` || dl["2"].Header.Get("Producer-Note") != "" ||
-		!strings.Contains(dl["2"].Header.Get(deadletter.HeaderError), "the report's headers were dropped") {
+		!strings.Contains(dl["2"].Header.Get(layout.HeaderError), "the report's headers were dropped") {
 		t.Errorf("the large-header report's dead letter: %.100s %v", dl["2"].Data, dl["2"].Header)
 	}
 }
@@ -252,16 +252,16 @@ func TestDeadLettersWithUnsendableHeaders(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "dead letters", func() bool { return len(e.deadLetters()) == 2 })
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 	for _, m := range e.deadLetters() {
-		if size := deadletter.HeaderSize(&nats.Msg{Header: m.Header}); size > deadletter.MaxHeaderBlock {
+		if size := layout.HeaderSize(&nats.Msg{Header: m.Header}); size > layout.MaxHeaderBlock {
 			t.Errorf("a dead letter's header block is %d bytes", size)
 		}
-		if m.Header.Get(deadletter.HeaderReportSequence) == "2" {
+		if m.Header.Get(layout.HeaderReportSequence) == "2" {
 			if m.Header.Get("Producer") != "scanner-7" || m.Header.Get("Trace/Id") != "" ||
-				!strings.Contains(m.Header.Get(deadletter.HeaderError), "1 report header(s) with names a NATS client cannot send") {
+				!strings.Contains(m.Header.Get(layout.HeaderError), "1 report header(s) with names a NATS client cannot send") {
 				t.Errorf("raw report's dead letter: %v", m.Header)
 			}
-		} else if m.Header.Get("Producer-Note") != "" || !strings.Contains(m.Header.Get(deadletter.HeaderError), "headers were dropped") {
-			t.Errorf("large-header report's dead letter kept its headers or does not say so: %.200s", m.Header.Get(deadletter.HeaderError))
+		} else if m.Header.Get("Producer-Note") != "" || !strings.Contains(m.Header.Get(layout.HeaderError), "headers were dropped") {
+			t.Errorf("large-header report's dead letter kept its headers or does not say so: %.200s", m.Header.Get(layout.HeaderError))
 		}
 	}
 }
@@ -380,7 +380,7 @@ func TestUpstreamRejectionDeadLettered(t *testing.T) {
 	}
 	for _, m := range e.deadLetters() {
 		id := m.Header.Get("Bridge-Original-Nats-Msg-Id")
-		status, reason := m.Header.Get(deadletter.HeaderUpstreamStatus), m.Header.Get(deadletter.HeaderError)
+		status, reason := m.Header.Get(layout.HeaderUpstreamStatus), m.Header.Get(layout.HeaderError)
 		if id == "strict" {
 			if status != "400" || !strings.Contains(reason, "reporter.address.country.code") {
 				t.Errorf("strict: status %q, reason %q", status, reason)
@@ -578,11 +578,11 @@ func TestMaxAgeDeadLetters(t *testing.T) {
 
 	testutil.Eventually(t, 10*time.Second, "dead letter", func() bool { return len(e.deadLetters()) == 1 })
 	m := e.deadLetters()[0]
-	reason := m.Header.Get(deadletter.HeaderError)
+	reason := m.Header.Get(layout.HeaderError)
 	if !strings.HasPrefix(reason, "the upstream still failed after") || !strings.Contains(reason, "max age 500ms") {
 		t.Errorf("Bridge-Error %q", reason)
 	}
-	if s := m.Header.Get(deadletter.HeaderUpstreamStatus); len(s) != 3 || s[0] != '5' {
+	if s := m.Header.Get(layout.HeaderUpstreamStatus); len(s) != 3 || s[0] != '5' {
 		t.Errorf("Bridge-Upstream-Status %q, want the last 5xx", s)
 	}
 	if m.Header.Get("Producer") != "scanner-7" {
@@ -616,7 +616,7 @@ func TestDeadLetterPublishFailureKeepsReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(deadletter.HeaderError) != "event.timestamp is missing; event.type is missing" {
+	if m.Header.Get(layout.HeaderError) != "event.timestamp is missing; event.type is missing" {
 		t.Errorf("dead letter %v", m.Header)
 	}
 	if n := e.logs.Count(slog.LevelWarn, "JetStream dead-letter publish failed; the report will be delivered again"); n != 1 {
@@ -705,10 +705,10 @@ func TestDeadLetterMsgBounds(t *testing.T) {
 	meta := &jetstream.MsgMetadata{Stream: "TRACKING_REPORTS", Sequence: jetstream.SequencePair{Stream: 7},
 		Timestamp: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC), NumDelivered: 1}
 	data := []byte(strings.Repeat("x", max-40<<10)) // with the headers, over max_payload
-	for n := deadletter.MaxHeaderBlock - 600; n <= deadletter.MaxHeaderBlock-100; n++ {
+	for n := layout.MaxHeaderBlock - 600; n <= layout.MaxHeaderBlock-100; n++ {
 		msg := stubMsg{data: data, h: nats.Header{"Producer-Note": {strings.Repeat("n", n)}}}
 		dl := deadLetterMsg("tracking.dlq.reports", msg, meta, 0, "report body is not JSON", max)
-		if hs, size := deadletter.HeaderSize(dl), deadletter.MsgSize(dl); hs > deadletter.MaxHeaderBlock || size > max {
+		if hs, size := layout.HeaderSize(dl), layout.MsgSize(dl); hs > layout.MaxHeaderBlock || size > max {
 			t.Fatalf("report header of %d bytes: dead letter header block %d bytes, message %d bytes", n, hs, size)
 		}
 	}
@@ -756,7 +756,7 @@ func TestDeadLettersFitStreamMaxMsgSize(t *testing.T) {
 			if len(dl) != 1 {
 				t.Fatalf("%d dead letters, want 1", len(dl))
 			}
-			if size := deadletter.MsgSize(&nats.Msg{Header: dl[0].Header, Data: dl[0].Data}); size > dlqMax {
+			if size := layout.MsgSize(&nats.Msg{Header: dl[0].Header, Data: dl[0].Data}); size > dlqMax {
 				t.Errorf("dead letter of %d bytes, over the stream's max_msg_size", size)
 			}
 			var d struct{ Size int }

@@ -9,10 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 )
 
 // deadLetter publishes the report to DLQSubject with its reason, then acknowledges it. When the publish
@@ -20,15 +18,15 @@ import (
 func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string) {
 	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit())
 	err := c.publishDeadLetter(dl)
-	if deadletter.TooLarge(err) {
+	if layout.TooLarge(err) {
 		// The limits changed since they were read (the stream's max_msg_size lowered, a failover to a
 		// server with a smaller max_payload): read them again and send a dead letter that fits.
 		c.readDLQLimit(context.Background())
 		limit := c.dlqLimit()
-		if limit <= 0 || limit >= int64(deadletter.MsgSize(dl)) {
-			limit = int64(deadletter.MsgSize(dl)) - 1 // refused for a reason the limits read do not show
+		if limit <= 0 || limit >= int64(layout.MsgSize(dl)) {
+			limit = int64(layout.MsgSize(dl)) - 1 // refused for a reason the limits read do not show
 		}
-		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, limit); deadletter.MsgSize(smaller) < deadletter.MsgSize(dl) {
+		if smaller := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, limit); layout.MsgSize(smaller) < layout.MsgSize(dl) {
 			err = c.publishDeadLetter(smaller)
 		}
 	}
@@ -76,9 +74,9 @@ func (c *Consumer) publishDeadLetter(dl *nats.Msg) error {
 	return err
 }
 
-// dlqLimit is the largest dead letter NATS stores (see deadletter.MaxMessage).
+// dlqLimit is the largest dead letter NATS stores (see layout.MaxMessage).
 func (c *Consumer) dlqLimit() int64 {
-	return deadletter.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
+	return layout.MaxMessage(c.js.Conn().MaxPayload(), c.dlqMax.Load())
 }
 
 // readDLQLimit reads the max_msg_size of DLQStream, keeping the last known value when it cannot.
@@ -88,7 +86,7 @@ func (c *Consumer) readDLQLimit(ctx context.Context) {
 	if c.cfg.DLQStream == "" {
 		return
 	}
-	if n, err := streams.MaxMsgSize(ctx, c.js, c.cfg.DLQStream); err == nil {
+	if n, err := layout.MaxMsgSize(ctx, c.js, c.cfg.DLQStream); err == nil {
 		c.dlqMax.Store(n)
 	} else {
 		c.log.Debug("dead-letter stream's max_msg_size unknown", "stream", c.cfg.DLQStream, "err", err)
@@ -98,8 +96,8 @@ func (c *Consumer) readDLQLimit(ctx context.Context) {
 // deadLetterMsg builds the dead letter of a report (see Consumer). It is always storable: headers whose
 // names nats.go cannot send are left out; when the report's headers would take the header block past
 // what JetStream stores, or the message past maxSize (the largest message the dead-letter stream stores,
-// see deadletter.MaxMessage; 0: no bound) even with a description in place of the report, the report's
-// headers go; a report too large with the headers is described (see deadletter.Fit). A dead
+// see layout.MaxMessage; 0: no bound) even with a description in place of the report, the report's
+// headers go; a report too large with the headers is described (see layout.Fit). A dead
 // letter that cannot be stored would be redelivered forever.
 func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadata, status int, reason string,
 	maxSize int64) *nats.Msg {
@@ -108,7 +106,7 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 	dl.Data = msg.Data()
 	left := 0
 	for k, vs := range msg.Headers() {
-		k = deadletter.OriginalKey(k)
+		k = layout.OriginalKey(k)
 		if !sendableHeaderKey(k) {
 			left++
 			continue
@@ -119,17 +117,17 @@ func deadLetterMsg(subject string, msg jetstream.Msg, meta *jetstream.MsgMetadat
 		reason += fmt.Sprintf("; %d report header(s) with names a NATS client cannot send were left out", left)
 	}
 	setDeadLetterHeaders(dl.Header, meta, status, reason)
-	if deadletter.HeaderSize(dl) <= deadletter.MaxHeaderBlock {
+	if layout.HeaderSize(dl) <= layout.MaxHeaderBlock {
 		// A description lengthens Bridge-Error, which may take the header block over after all.
-		fitted := deadletter.Fit(dl, maxSize, key)
-		if !fitted || int64(deadletter.MsgSize(dl)) <= maxSize && deadletter.HeaderSize(dl) <= deadletter.MaxHeaderBlock {
+		fitted := layout.Fit(dl, maxSize, key)
+		if !fitted || int64(layout.MsgSize(dl)) <= maxSize && layout.HeaderSize(dl) <= layout.MaxHeaderBlock {
 			return dl
 		}
 	}
 	dl.Header = nats.Header{}
 	dl.Data = msg.Data()
 	setDeadLetterHeaders(dl.Header, meta, status, reason+"; the report's headers were dropped: too large for a dead letter")
-	deadletter.Fit(dl, maxSize, key)
+	layout.Fit(dl, maxSize, key)
 	return dl
 }
 
@@ -150,14 +148,14 @@ func sendableHeaderKey(k string) bool {
 
 // setDeadLetterHeaders sets the bridge's headers of a report's dead letter.
 func setDeadLetterHeaders(h nats.Header, meta *jetstream.MsgMetadata, status int, reason string) {
-	h.Set(deadletter.HeaderError, logging.Clip(reason, deadletter.MaxErrorHeader))
+	h.Set(layout.HeaderError, logging.Clip(reason, layout.MaxErrorHeader))
 	if status != 0 {
-		h.Set(deadletter.HeaderUpstreamStatus, strconv.Itoa(status))
+		h.Set(layout.HeaderUpstreamStatus, strconv.Itoa(status))
 	} else {
-		h.Del(deadletter.HeaderUpstreamStatus)
+		h.Del(layout.HeaderUpstreamStatus)
 	}
-	h.Set(deadletter.HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
-	h.Set(deadletter.HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
-	h.Set(deadletter.HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	h.Set(layout.HeaderReportSequence, strconv.FormatUint(meta.Sequence.Stream, 10))
+	h.Set(layout.HeaderReportTime, meta.Timestamp.UTC().Format(time.RFC3339Nano))
+	h.Set(layout.HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
 	h.Set(jetstream.MsgIDHeader, reportKey(meta)+"-dlq")
 }

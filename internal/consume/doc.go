@@ -20,10 +20,11 @@
 // The consumer's MaxDeliver is unlimited, so JetStream never gives up on a report by itself (no
 // max-deliveries advisory to watch); the optional MaxAge, measured from the report's JetStream
 // timestamp, is the only limit. The classification of upstream answers is upstream.Classify; this
-// package only decides what to do with its outcome (a delivery.Outcome), and builds dead letters with
-// the headers and size bounds of internal/deadletter. A report is checked by internal/validate, the
-// check the API service and package tracking's Reporter share. It imports neither internal/publish nor
-// internal/upstream.
+// package only decides what to do with its outcome (an upstream.Outcome), and builds dead letters with
+// the headers and size bounds of internal/layout. A report is checked by internal/validate, the
+// check the API service and package tracking's Reporter share. It does not import internal/publish; of
+// internal/upstream it uses the Outcome of a report attempt and the idempotency-key check; the report
+// client is handed in as a Sender.
 //
 // Files: options.go (Config, defaults, the Sender and Observer interfaces), consumer.go (New, Run, the
 // durable consumer's set-up), pull.go (the pull loop, probes, fetch errors), circuit.go (holding fetches

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -30,7 +30,7 @@ type env struct {
 	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	layout streams.Layout
+	layout layout.Streams
 	sim    *sim.Server
 	http   *httptest.Server
 	rec    *recorder
@@ -49,13 +49,13 @@ func newEnv(tb testing.TB, record bool) *env {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(tb testing.TB, record bool, configure func(*server.Options)) *env {
 	tb.Helper()
-	e := &env{tb: tb, layout: streams.Layout{Prefix: "tracking"}, rec: &recorder{}, logs: &testutil.Logs{},
+	e := &env{tb: tb, layout: layout.Streams{Prefix: "tracking"}, rec: &recorder{}, logs: &testutil.Logs{},
 		ns: testutil.StartNATS(tb, configure)}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
-	if err := streams.Ensure(ctx, e.js, e.layout, true, slog.New(slog.DiscardHandler)); err != nil {
+	if err := e.layout.Ensure(ctx, e.js, true, slog.New(slog.DiscardHandler)); err != nil {
 		tb.Fatal(err)
 	}
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -64,20 +64,20 @@ func TestMalformedHeaderBlockDeadLettered(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "work queue empty", func() bool { return e.streamMsgs(e.layout.Reports()) == 0 })
 
 	dl := e.deadLetters()[0]
-	reason := dl.Header.Get(deadletter.HeaderError)
+	reason := dl.Header.Get(layout.HeaderError)
 	t.Logf("Bridge-Error: %s", reason)
 	for _, want := range []string{"header block could not be decoded", "stream sequence 1", `"this line has no colon"`} {
 		if !strings.Contains(reason, want) {
 			t.Errorf("Bridge-Error %q does not say %q", reason, want)
 		}
 	}
-	if got := dl.Header.Get(deadletter.HeaderOriginalPrefix + "Nats-Msg-Id"); got != "bad-1" {
+	if got := dl.Header.Get(layout.HeaderOriginalPrefix + "Nats-Msg-Id"); got != "bad-1" {
 		t.Errorf("Bridge-Original-Nats-Msg-Id = %q, want bad-1; headers %v", got, dl.Header)
 	}
 	if got := dl.Header.Get("X-Trace"); got != "abc" {
 		t.Errorf("X-Trace = %q, want abc", got)
 	}
-	if got := dl.Header.Get(deadletter.HeaderReportSequence); got != "1" {
+	if got := dl.Header.Get(layout.HeaderReportSequence); got != "1" {
 		t.Errorf("Bridge-Report-Sequence = %q, want 1", got)
 	}
 	if string(dl.Data) != string(report(1)) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // Defaults of the Config fields left zero.
@@ -42,7 +42,7 @@ const (
 // Sender delivers one report to the upstream and classifies the answer. *upstream.ReportClient
 // implements it. Send must be safe for concurrent use and must return when ctx is done.
 type Sender interface {
-	Send(ctx context.Context, body []byte, key string) delivery.Outcome
+	Send(ctx context.Context, body []byte, key string) upstream.Outcome
 }
 
 // Observer receives the consumer's counts, for metrics. Its methods are called from many goroutines at
@@ -59,7 +59,7 @@ type Observer interface {
 
 // Config configures a Consumer.
 type Config struct {
-	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (streams.Ensure).
+	// Stream is the work-queue stream of reports (TRACKING_REPORTS); it must exist (layout.Streams.Ensure).
 	Stream string
 	// Durable is the name of the durable pull consumer, created or updated by Run.
 	Durable string

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
@@ -62,18 +62,18 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	cancel()
 	sent()
 
-	if out.Kind == delivery.Retry && c.aborted.Err() != nil {
+	if out.Kind == upstream.Retry && c.aborted.Err() != nil {
 		c.circ.abandon(probe) // cut short: says nothing about the upstream
 		c.handBack(msg, meta)
 		return
 	}
 	switch out.Kind {
-	case delivery.Accepted:
+	case upstream.Accepted:
 		c.answered(probe)
 		c.stats.accepted.Add(1)
 		c.observe("accepted", out.Status)
 		c.ack(msg)
-	case delivery.Reject:
+	case upstream.Reject:
 		c.answered(probe)
 		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason())
 	default:
@@ -102,7 +102,7 @@ func (c *Consumer) answered(probe bool) {
 }
 
 // failed records a transient failure of the upstream.
-func (c *Consumer) failed(probe bool, out delivery.Outcome) {
+func (c *Consumer) failed(probe bool, out upstream.Outcome) {
 	opened, hold := c.circ.failure(probe, out.RetryAfter)
 	if opened {
 		c.stats.holds.Add(1)
@@ -112,7 +112,7 @@ func (c *Consumer) failed(probe bool, out delivery.Outcome) {
 }
 
 // retryLater hands a report back for a delayed redelivery, or dead-letters it once it is older than MaxAge.
-func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out delivery.Outcome) {
+func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out upstream.Outcome) {
 	age := time.Since(meta.Timestamp)
 	if c.cfg.MaxAge > 0 && age >= c.cfg.MaxAge {
 		c.deadLetter(msg, meta, "expired", out.Status, fmt.Sprintf(
@@ -196,9 +196,9 @@ func reportKey(meta *jetstream.MsgMetadata) string {
 }
 
 // idempotencyKey is the producer's Nats-Msg-Id when it is usable as an Idempotency-Key
-// (delivery.ValidIdempotencyKey), else reportKey: the same for every delivery of the report.
+// (upstream.ValidIdempotencyKey), else reportKey: the same for every delivery of the report.
 func idempotencyKey(msg jetstream.Msg, meta *jetstream.MsgMetadata) string {
-	if id := msg.Headers().Get(jetstream.MsgIDHeader); delivery.ValidIdempotencyKey(id) {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); upstream.ValidIdempotencyKey(id) {
 		return id
 	}
 	return reportKey(meta)

@@ -1,9 +1,9 @@
 // Package daemon is the bridge's daemon: it builds the components from the configuration and supervises
-// them (the event stream into JetStream, the report consumer towards the upstream, the API service),
-// serves the HTTP endpoints /metrics, /healthz, /readyz and /status, and owns the NATS connection. It
-// knows no protocol detail of a component: each keeps the contract of internal/component, and the daemon
-// runs them in one group, stops them by cancelling its context, and builds /readyz and /status from them
-// (component.go).
+// them (the event path under the lease, publish.Events; the report consumer towards the upstream; the API
+// service), serves the HTTP endpoints /metrics, /healthz, /readyz and /status, and owns the NATS
+// connections (also those of the operator's commands, operator.go). It knows no protocol detail of a
+// component: each keeps the contract of internal/component, and the daemon runs them in one group, stops
+// them by cancelling its context, and builds /readyz and /status from them (component.go).
 package daemon
 
 import (
@@ -20,10 +20,10 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -40,14 +40,12 @@ type Daemon struct {
 	info   BuildInfo
 	nc     *nats.Conn
 	natsSt *natsState // nc's state, readable without its lock
-	layout streams.Layout
+	layout layout.Streams
 	// The components (component.Component) besides events, reports and api.
 	conn  *natsWatch // the NATS connection
 	token *tokens    // the token source
-	// events runs the stream into JetStream while this bridge holds the lease (leader.go).
+	// events runs the stream into JetStream while this bridge holds the lease (publish.Events).
 	events *events
-	source string       // the CloudEvents source of published events
-	pubLog *slog.Logger // the publishers' (component "publish")
 	// reports is the report consumer (tracking.reports → operation reportTrackingEvent).
 	reports *reports
 	// api is the request-reply service of docs/api.md (P.api.* → the upstream's operations); nil when
@@ -77,11 +75,11 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		info.Commit = "unknown"
 	}
 	d := &Daemon{cfg: cfg, log: log.With("component", "daemon"), info: info,
-		layout: streams.Layout{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
+		layout: layout.Streams{Prefix: cfg.SubjectPrefix, DuplicateWindow: cfg.DuplicateWindow,
 			Replicas: cfg.StreamReplicas, MaxEventBytes: cfg.StreamMaxEventBytes, MaxReportBytes: cfg.ReportMaxBytes,
-			EventsLimits:  streams.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
-			ReportsLimits: streams.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
-			DLQLimits:     streams.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
+			EventsLimits:  layout.Limits{MaxBytes: int64(cfg.EventsStreamMaxBytes), MaxAge: cfg.EventsStreamMaxAge},
+			ReportsLimits: layout.Limits{MaxBytes: int64(cfg.ReportsStreamMaxBytes), MaxAge: cfg.ReportsStreamMaxAge},
+			DLQLimits:     layout.Limits{MaxBytes: int64(cfg.DLQStreamMaxBytes), MaxAge: cfg.DLQStreamMaxAge}},
 		streamsLog: log.With("component", "streams")}
 	d.ops = newOps(d, log.With("component", "http"))
 
@@ -106,20 +104,6 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		Logger:        log.With("component", "token"),
 		Observe:       d.tokenObserved,
 	})
-	watch := &streamWatch{StreamMetrics: d.ops.metrics.stream}
-	stream := upstream.NewStream(upstream.StreamConfig{
-		URL:              cfg.StreamURL(),
-		Tokens:           d.token.src,
-		Client:           streamClient,
-		IdleTimeout:      cfg.StreamIdleTimeout,
-		MaxEventBytes:    cfg.StreamMaxEventBytes,
-		ReconnectMin:     cfg.ReconnectMin,
-		ReconnectMax:     cfg.ReconnectMax,
-		UnavailableRetry: cfg.UnavailableRetry,
-		MaxRetryHint:     cfg.StreamRetryHintMax,
-		Logger:           log.With("component", "stream"),
-		Observer:         watch,
-	})
 
 	warnPlainCredentials(cfg, log.With("component", "nats"))
 	d.nc, d.natsSt, err = connectNATS(cfg, natsName, log.With("component", "nats"))
@@ -132,16 +116,42 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.nc.Close()
 		return nil, err
 	}
-	d.source = cfg.CESource
-	if d.source == "" {
-		d.source = ceSource(cfg.StreamURL())
+	source := cfg.CESource
+	if source == "" {
+		source = ceSource(cfg.StreamURL())
 	}
-	d.pubLog = log.With("component", "publish")
-	d.events, err = newEvents(d, js, stream, watch, d.ops.metrics.publish, log)
+	path, err := publish.NewEvents(publish.EventsConfig{
+		NC:      d.nc,
+		JS:      js,
+		Streams: d.layout,
+		Stream: upstream.StreamConfig{
+			URL:              cfg.StreamURL(),
+			Tokens:           d.token.src,
+			Client:           streamClient,
+			IdleTimeout:      cfg.StreamIdleTimeout,
+			MaxEventBytes:    cfg.StreamMaxEventBytes,
+			ReconnectMin:     cfg.ReconnectMin,
+			ReconnectMax:     cfg.ReconnectMax,
+			UnavailableRetry: cfg.UnavailableRetry,
+			MaxRetryHint:     cfg.StreamRetryHintMax,
+			Logger:           log.With("component", "stream"),
+		},
+		StreamMetrics:   d.ops.metrics.stream,
+		Metrics:         d.ops.metrics.publish,
+		Window:          cfg.PublishWindow,
+		Timeout:         cfg.PublishTimeout,
+		Source:          source,
+		LeaseTTL:        cfg.LeaseTTL,
+		Replicas:        cfg.StreamReplicas,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		ReconnectGrace:  2*cfg.ReconnectMin + 2*time.Second,
+		Logger:          log,
+	})
 	if err != nil {
 		d.nc.Close()
 		return nil, err
 	}
+	d.events = &events{Events: path, bucket: d.layout.Leases(), ttl: cfg.LeaseTTL}
 	reportClient := upstream.NewReportClient(upstream.ReportConfig{URL: cfg.ReportURL(), Tokens: d.token.src,
 		Client: apiClient, Logger: log.With("component", "report")})
 	d.reports = &reports{consume.New(js, reportClient, consume.Config{
@@ -206,26 +216,33 @@ type reports struct{ *consume.Consumer }
 
 func (r *reports) status(doc *statusDoc) { doc.Reports = &statusReports{Pending: r.Pending()} }
 
-// newPublisher returns a publisher of events, fenced on P.leader.>, observed by m; each term of
-// leadership gets its own.
-func (d *Daemon) newPublisher(m *publish.Metrics, confirm func(context.Context) (bool, error)) (*publish.Publisher, error) {
-	cfg := d.cfg
-	p, err := publish.New(d.nc, publish.Config{
-		Prefix:       cfg.SubjectPrefix,
-		EventsStream: d.layout.Events(),
-		DLQStream:    d.layout.DLQ(),
-		FenceSubject: d.layout.FenceSubject(),
-		Window:       cfg.PublishWindow,
-		Timeout:      cfg.PublishTimeout,
-		Source:       d.source,
-		Logger:       d.pubLog,
-		Observer:     m,
-		Confirm:      confirm,
-	})
-	if err != nil {
-		return nil, err
+// events is the event path under the lease, with its section of /status: the role, the lease and the
+// stream.
+type events struct {
+	*publish.Events
+	bucket string        // the lease's bucket
+	ttl    time.Duration // BRIDGE_LEASE_TTL
+}
+
+func (e *events) status(doc *statusDoc) {
+	st := e.Status()
+	doc.Stream.State = st.StreamState.String()
+	if st.StreamError != nil {
+		doc.Stream.LastError = st.StreamError.Error()
 	}
-	return p, nil
+	doc.Role = "standby"
+	if st.Leading {
+		doc.Role = "leader"
+	}
+	doc.Lease = statusLease{Bucket: e.bucket, TTL: e.ttl.String(),
+		Self: statusHolder{Name: st.Self.Name, PID: st.Self.PID, Instance: st.Self.Instance}}
+	if h := st.Holder; h != nil {
+		doc.Lease.Holder = &statusHolder{Name: h.Name, PID: h.PID, Instance: h.Instance, Epoch: h.Epoch}
+	}
+	doc.Stream.ResumeAfter = statusID(st.ResumeAfter)
+	doc.Stream.LastReceivedID = statusID(st.Activity.LastID)
+	doc.Stream.Duplicates = st.Duplicates
+	doc.Stream.LastEventAt, doc.Stream.LastBytesAt = optionalTime(st.Activity.LastEvent), optionalTime(st.Activity.LastBytes)
 }
 
 // tokenObserved is the token source's Observe hook: the readiness and metrics, and a new token ends
@@ -356,7 +373,7 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 	log := d.streamsLog
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := streams.Ensure(cctx, js, d.layout, d.cfg.CreateStreams, log)
+		err := d.layout.Ensure(cctx, js, d.cfg.CreateStreams, log)
 		cancel()
 		if err == nil {
 			return nil
@@ -371,7 +388,7 @@ func (d *Daemon) ensureStreams(ctx context.Context) error {
 			if why := d.natsSt.NotConnected(); why != "" {
 				err = fmt.Errorf("%w (NATS %s)", err, why)
 			}
-			if errors.Is(err, streams.ErrNoRoom) {
+			if errors.Is(err, layout.ErrNoRoom) {
 				err = fmt.Errorf("%w: lower BRIDGE_EVENTS_STREAM_MAX_BYTES, BRIDGE_REPORTS_STREAM_MAX_BYTES and "+
 					"BRIDGE_DLQ_STREAM_MAX_BYTES, or raise the server's max_file_store", err)
 			}

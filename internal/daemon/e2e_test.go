@@ -221,8 +221,7 @@ func (h *harness) waitStored(stream string, n int, stall time.Duration) {
 func (h *harness) waitResumeAfter(id string) {
 	h.t.Helper()
 	testutil.Eventually(h.t, 20*time.Second, "resume point "+id, func() bool {
-		p := h.bridge.events.publisher()
-		return p != nil && p.LastResumeID() == id
+		return h.bridge.events.ResumeAfter() == id
 	})
 }
 

@@ -25,7 +25,7 @@ func TestSameAccountAcknowledgementSteering(t *testing.T) {
 	// A lease that a busy machine's pauses do not end: the test is about foreign writes, not the clock.
 	h.cfg.LeaseTTL = 6 * time.Second
 	a := opsStartBridge(t, h.cfg)
-	testutil.Eventually(t, 20*time.Second, "the first bridge leads", a.b.events.leading)
+	testutil.Eventually(t, 20*time.Second, "the first bridge leads", a.b.events.Leading)
 	b := opsStartBridge(t, h.cfg)
 	h.waitStored("TRACKING_EVENTS", 200, 30*time.Second)
 
@@ -68,8 +68,8 @@ func TestSameAccountAcknowledgementSteering(t *testing.T) {
 
 	h.waitStored("TRACKING_EVENTS", n, 60*time.Second)
 	h.assertGenerated(n)
-	if !a.b.events.leading() || b.b.events.leading() {
-		t.Errorf("after the attack the first bridge leads %v, the second %v; want the first on", a.b.events.leading(), b.b.events.leading())
+	if !a.b.events.Leading() || b.b.events.Leading() {
+		t.Errorf("after the attack the first bridge leads %v, the second %v; want the first on", a.b.events.Leading(), b.b.events.Leading())
 	}
 	for _, x := range []*opsBridge{a, b} {
 		if logs := x.logs.String(); strings.Contains(logs, "stopped leading") || strings.Contains(logs, "refused by the fence") {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
@@ -26,8 +25,8 @@ type ops struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry // what /metrics serves: every part's series (metrics.go), the runtime's, the process's
 	metrics partMetrics
-	ready   health.Checks // the parts' readiness (addChecks)
-	live    health.Checks
+	ready   healthChecks // the parts' readiness (addChecks)
+	live    healthChecks
 	// streams is the streams' check, asked of JetStream and cached.
 	streams func(context.Context) error
 	// streamsSeen is when askStreams last found the three streams (Unix nanoseconds; 0: never).
@@ -59,7 +58,7 @@ func newOps(d *Daemon, log *slog.Logger) *ops {
 		}
 	}
 
-	o.streams = health.Cached(streamsTTL, o.askStreams)
+	o.streams = cachedCheck(streamsTTL, o.askStreams)
 	o.live.Add(checkLoop, o.checkLoop)
 	return o
 }

@@ -198,7 +198,7 @@ func TestForeignLeaseValue(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return strings.Contains(string(e.Value()), b.b.events.lease.Self().Instance), string(e.Value())
+		return strings.Contains(string(e.Value()), b.b.events.Self().Instance), string(e.Value())
 	})
 	if st := b.status(t); st.Role != "leader" {
 		t.Errorf("role %q after a foreign value was written while leading, want leader", st.Role)

@@ -36,7 +36,7 @@ func newPartMetrics(reg prometheus.Registerer) partMetrics {
 // report backlog (declared by their packages), and the daemon's own: the build, the NATS connection,
 // leadership, readiness and the HTTP endpoint's shed connections. d's parts must exist.
 func (d *Daemon) registerMetrics(reg prometheus.Registerer) {
-	upstream.RegisterStreamState(reg, d.events.stream.State)
+	upstream.RegisterStreamState(reg, d.events.StreamState)
 	consume.RegisterPending(reg, d.reports.Pending)
 	o := d.ops
 	reg.MustRegister(
@@ -52,7 +52,7 @@ func (d *Daemon) registerMetrics(reg prometheus.Registerer) {
 			func() float64 { return float64(d.natsSt.Reconnects()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.Namespace + "_leader",
 			Help: "1 while this bridge holds the lease and reads the upstream stream, 0 on a standby."},
-			func() float64 { return metrics.Bool(d.events.leading()) }),
+			func() float64 { return metrics.Bool(d.events.Leading()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.Namespace + "_http_connections_shed_total",
 			Help: "Connections to the HTTP endpoint closed to make room for a new one (BRIDGE_HTTP_MAX_CONNS were open)."},
 			func() float64 { return float64(o.connsShed()) }),

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // TestMetricsPage: a running bridge's /metrics is served in OpenMetrics to a scraper that asks for it (so
@@ -89,7 +89,7 @@ func metricsReference(t *testing.T) map[string]bool {
 // (publish.Metrics), over a few types.
 func BenchmarkPerEvent(b *testing.B) {
 	m := newPartMetrics(metrics.NewRegistry())
-	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
+	ev := &upstream.Event{ID: "ev-1", Data: []byte(`{}`)}
 	types := []string{"GATE_IN", "GATE_OUT", "ARRIVED", "DEPARTED", "HANDLING_STARTED", "HANDLING_FINISHED"}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/consume"
-	"github.com/tracking-bridge/tracking-bridge/internal/health"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -434,8 +433,8 @@ func TestHealthzMethods(t *testing.T) {
 	if err := ob.stop(t); err != nil {
 		t.Errorf("Run = %v, want nil after cancel", err)
 	}
-	if rs := ob.b.ops.live.Evaluate(context.Background()); health.Ready(rs) {
-		t.Errorf("liveness passes after the bridge stopped: %s", health.Format(rs))
+	if rs := ob.b.ops.live.Evaluate(context.Background()); allPass(rs) {
+		t.Errorf("liveness passes after the bridge stopped: %s", formatResults(rs))
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -40,7 +40,7 @@ func TestStreamsCheckSilence(t *testing.T) {
 	if err := api.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	o := &ops{d: &Daemon{nc: ns.Connect(), layout: streams.Layout{Prefix: "tracking"}}}
+	o := &ops{d: &Daemon{nc: ns.Connect(), layout: layout.Streams{Prefix: "tracking"}}}
 	ctx := context.Background()
 	if err := o.askStreams(ctx); err != nil {
 		t.Fatalf("streams answered as existing: %v", err)

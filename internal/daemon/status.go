@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // statusDoc is the body of GET /status: what an operator asks first, in one JSON document. Is the
@@ -116,7 +116,7 @@ func (o *ops) statusHandler(w http.ResponseWriter, r *http.Request) {
 // statusID bounds an upstream id shown in /status: every id the bridge can resume after is shown whole,
 // a longer one (up to an event's size) is cut short with its length.
 func statusID(id string) string {
-	if len(id) <= event.MaxResumableID {
+	if len(id) <= upstream.MaxResumableID {
 		return id
 	}
 	return fmt.Sprintf("%s (%d bytes)", logging.Value(id, 256), len(id))

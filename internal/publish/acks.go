@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The last step of Handle: the acknowledgements. Entries leave the window's front in publish order once
@@ -100,7 +100,7 @@ func (p *Publisher) pop() {
 	// An id HTTP cannot carry as Last-Event-ID never becomes the resume point: the stream could not
 	// reconnect after it. The upstream replays from the last id it can carry instead, and the duplicate
 	// window (and after a restart, the skip list) recognises what is stored.
-	resumable := event.Resumable(e.resume)
+	resumable := upstream.Resumable(e.resume)
 	if resumable {
 		c.resume = e.resume
 		if _, ok := ParseHeaderID(e.resumeH); ok {

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // Ids that nats.go would mangle in a header (it trims edge white space and turns CR and LF into spaces),
@@ -83,7 +83,7 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	bigID := strings.Repeat("i", 40<<10)
-	for _, x := range []event.Event{
+	for _, x := range []upstream.Event{
 		{ID: "raw-1", ResumeID: "raw-1", Data: []byte(strings.Repeat("x", max-10))},
 		{ID: "raw-2", ResumeID: "raw-2", Name: strings.Repeat("n", 60<<10), Data: []byte("not json")},
 		{ID: bigID, ResumeID: bigID, Data: []byte(strings.Repeat("y", 30<<10))},
@@ -106,11 +106,11 @@ func TestDeadLettersFitMaxPayload(t *testing.T) {
 	if err := json.Unmarshal(dlq[0].Data, &d); err != nil {
 		t.Fatalf("dead letter 0 is not a description: %v (%d bytes)", err, len(dlq[0].Data))
 	}
-	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", deadletter.DataPrefix) ||
+	if d.Size != max-10 || d.ID != "raw-1" || d.Prefix != strings.Repeat("x", layout.DataPrefix) ||
 		!strings.Contains(d.Reason, "not a JSON object") {
 		t.Errorf("description = %+v", d)
 	}
-	if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_payload") {
+	if got := dlq[0].Header.Get(layout.HeaderError); !strings.Contains(got, "max_payload") {
 		t.Errorf("Bridge-Error = %q", got)
 	}
 	if string(dlq[1].Data) != "not json" || len(dlq[1].Header.Get("Sse-Event")) > MaxSSEEventHeader {
@@ -147,7 +147,7 @@ func TestAwkwardIDsStoredApart(t *testing.T) {
 		}
 		// One at a time, so that every message names the previous id as its resume point: the last one
 		// HTTP can carry as Last-Event-ID (see TestUnresumableIDsNeverResumePoints).
-		if event.Resumable(id) {
+		if upstream.Resumable(id) {
 			want = id
 		}
 		if last, err := p.Resume(ctx); err != nil || last != want {
@@ -193,7 +193,7 @@ func (e *testEnv) deadLetters(n int, max int64) []*jetstream.RawStreamMsg {
 		e.t.Fatalf("dead letters = %d, want %d", len(dlq), n)
 	}
 	for i, m := range dlq {
-		if size := deadletter.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
+		if size := layout.MsgSize(&nats.Msg{Header: m.Header, Data: m.Data}); int64(size) > max {
 			e.t.Errorf("dead letter %d: %d bytes, over the %d bytes NATS stores", i, size, max)
 		}
 	}
@@ -201,7 +201,7 @@ func (e *testEnv) deadLetters(n int, max int64) []*jetstream.RawStreamMsg {
 }
 
 // handleAll hands the events to p in order, waits until all are stored and returns the resume id.
-func handleAll(ctx context.Context, t *testing.T, p *Publisher, evs ...event.Event) string {
+func handleAll(ctx context.Context, t *testing.T, p *Publisher, evs ...upstream.Event) string {
 	t.Helper()
 	for _, x := range evs {
 		if err := p.Handle(ctx, x); err != nil {
@@ -216,9 +216,9 @@ func handleAll(ctx context.Context, t *testing.T, p *Publisher, evs ...event.Eve
 }
 
 // jsonEvent is an event whose SSE id and data id are id.
-func jsonEvent(id string) event.Event {
+func jsonEvent(id string) upstream.Event {
 	data, _ := json.Marshal(map[string]string{"id": id, "type": "GATE_IN"})
-	return event.Event{ID: id, ResumeID: id, Data: data}
+	return upstream.Event{ID: id, ResumeID: id, Data: data}
 }
 
 // TestLongResumeID: an id too long to keep never becomes a resume point: a new publisher resumes from
@@ -269,12 +269,12 @@ func TestOversizeWithoutIDKeptApart(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	oversize := event.Event{ResumeID: "ev-1", Oversize: 2 << 20}
+	oversize := upstream.Event{ResumeID: "ev-1", Oversize: 2 << 20}
 	if resume := handleAll(ctx, t, p, ev("ev-1", "GATE_IN"), oversize, oversize); resume != "ev-1" {
 		t.Fatalf("Resume = %q", resume)
 	}
 	// A reconnect: the upstream replays what follows ev-1, then goes on.
-	handleAll(ctx, t, p, oversize, oversize, ev("ev-2", "GATE_IN"), event.Event{ResumeID: "ev-2", Oversize: 2 << 20})
+	handleAll(ctx, t, p, oversize, oversize, ev("ev-2", "GATE_IN"), upstream.Event{ResumeID: "ev-2", Oversize: 2 << 20})
 	dlq := e.messages(e.layout.DLQ())
 	if len(dlq) != 3 {
 		for _, m := range dlq {
@@ -294,11 +294,11 @@ func TestLongIDDeadLetterKeepsCursor(t *testing.T) {
 	defer cancel()
 	const window, before = 8, 1100 // the cursor reads at most 2*8+1000 messages back
 	long := strings.Repeat("L", MaxHeaderID+1)
-	var all []event.Event
+	var all []upstream.Event
 	for i := range before {
 		all = append(all, ev(fmt.Sprintf("ev-%05d", i), "ARRIVED"))
 	}
-	all = append(all, event.Event{ID: long, ResumeID: long, Data: []byte("not json")}, ev("ev-after", "ARRIVED"))
+	all = append(all, upstream.Event{ID: long, ResumeID: long, Data: []byte("not json")}, ev("ev-after", "ARRIVED"))
 	p := e.publisher(window, nil)
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -359,7 +359,7 @@ func TestHugeHeaderValuesDoNotStall(t *testing.T) {
 			if _, err := p.Resume(ctx); err != nil {
 				t.Fatal(err)
 			}
-			for _, x := range []event.Event{{ID: "big", ResumeID: "big", Data: []byte(data)}, ev("ok-2", "GATE_IN")} {
+			for _, x := range []upstream.Event{{ID: "big", ResumeID: "big", Data: []byte(data)}, ev("ok-2", "GATE_IN")} {
 				if err := p.Handle(ctx, x); err != nil {
 					t.Fatal(err)
 				}
@@ -394,8 +394,8 @@ func TestPositionAfterIDOnlyBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The stream: b, "id: c" alone (never handed over), y (no id), x (oversize, no id).
-	y := event.Event{ResumeID: "c", Data: []byte(`{"type":"GATE_IN","n":1}`)}
-	x := event.Event{ResumeID: "c", Oversize: 2 << 20}
+	y := upstream.Event{ResumeID: "c", Data: []byte(`{"type":"GATE_IN","n":1}`)}
+	x := upstream.Event{ResumeID: "c", Oversize: 2 << 20}
 	if r := handleAll(ctx, t, p, ev("b", "GATE_IN"), y, x); r != "c" {
 		t.Fatalf("Resume = %q", r)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // cursor is where the upstream stream resumes: the id after which every event is stored, and the events
@@ -118,7 +118,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 				}
 			}
 			if ok {
-				if resume, good := ParseHeaderID(a); a == "" || good && event.Resumable(resume) {
+				if resume, good := ParseHeaderID(a); a == "" || good && upstream.Resumable(resume) {
 					return p.restartAt(a)
 				}
 				p.log.Error("restart directive names an id the stream cannot resume after; ignored",
@@ -187,7 +187,7 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 			"stream", p.cfg.EventsStream, "resume_after", after)
 	}
 	resume, ok := ParseHeaderID(after)
-	if !ok || !event.Resumable(resume) {
+	if !ok || !upstream.Resumable(resume) {
 		p.log.Warn("resume point not usable (not written by this version); relying on the duplicate window",
 			"stream", p.cfg.EventsStream, "resume_after", after)
 		resume, after = "", ""

@@ -1,5 +1,6 @@
-// Package publish owns JetStream publishing of tracking events. It knows nothing about HTTP; the stream
-// layout comes from internal/streams and the dead-letter headers and size bounds from internal/deadletter.
+// Package publish owns JetStream publishing of tracking events, and the event path under the lease. The
+// upstream stream it reads and the events it hands on are internal/upstream's; the stream layout, the
+// dead-letter headers and the size bounds come from internal/layout.
 //
 // # The walk of one event
 //
@@ -26,4 +27,12 @@
 // Around the walk: options.go (Config, Observer, the dead-letter reasons), cursor.go (the resume cursor,
 // read from the events stream by the first Resume, and the events to skip), fence.go (Claim, the markers
 // that fence a former leader out, and restart directives), errors.go (sentinel errors).
+//
+// # The event path under the lease
+//
+// Events (leader.go) is the event path as the daemon runs it, a component: it holds the upstream stream
+// and the lease, and each time this bridge starts leading, a term begins with a Publisher of its own:
+// Claim, then the upstream stream runs into Handle until the lease says stop, and the term's publishes
+// in flight are settled before the lease is released. command.go has the operator's commands on the same
+// path: ShowCursor and RestartCursor.
 package publish

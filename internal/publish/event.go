@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The first step of Handle: the SSE event as the publisher reads it, before anything is built or sent.
@@ -41,7 +41,7 @@ func (s *streamPos) reset(id string) { s.id, s.n = id, 0 }
 
 // read reads an event: its data is scanned once here, whether the event is then found stored, sent or
 // dead-lettered. (The result does not point to ev, which keeps Handle's event off the heap.)
-func (p *Publisher) read(ev *event.Event) inbound {
+func (p *Publisher) read(ev *upstream.Event) inbound {
 	var in inbound
 	if ev.ResumeID != p.pos.id {
 		// Position 0 is the message that set the id: this one, or a block without data before it (never
@@ -91,7 +91,7 @@ const (
 	encodedIDPrefix = "base64url:"
 	digestIDPrefix  = "sha256-id:"
 	// MaxHeaderID is the longest id carried as it is (or encoded): a longer one travels as its digest.
-	MaxHeaderID = event.MaxResumableID
+	MaxHeaderID = upstream.MaxResumableID
 )
 
 // HeaderID returns the form in which an id travels in a NATS header. Header values are single lines, and

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // ErrFenced is the error of Handle and Resume once JetStream refused an event because another leader
@@ -282,7 +282,7 @@ func CheckRestart(after string, beginning bool) error {
 		return nil
 	case after == "":
 		return errors.New("an event id to restart after is required")
-	case !event.Resumable(after):
+	case !upstream.Resumable(after):
 		return fmt.Errorf("the id %q cannot be sent back as Last-Event-ID (control characters or edge white space)", after)
 	}
 	return nil

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // BenchmarkPublisherFence measures the publisher with and without the fence
@@ -40,10 +40,10 @@ func BenchmarkPublisherFence(b *testing.B) {
 				}
 				b.Run(name, func(b *testing.B) {
 					run++
-					layout := streams.Layout{Prefix: fmt.Sprintf("b%d", run), DuplicateWindow: time.Minute, Replicas: replicas}
+					layout := layout.Streams{Prefix: fmt.Sprintf("b%d", run), DuplicateWindow: time.Minute, Replicas: replicas}
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 					defer cancel()
-					if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+					if err := layout.Ensure(ctx, js, true, discard()); err != nil {
 						b.Fatal(err)
 					}
 					cfg := Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
@@ -64,10 +64,10 @@ func BenchmarkPublisherFence(b *testing.B) {
 					if _, err := p.Resume(ctx); err != nil {
 						b.Fatal(err)
 					}
-					events := make([]event.Event, b.N)
+					events := make([]upstream.Event, b.N)
 					for i := range events {
 						id := fmt.Sprintf("ev-%012d", i)
-						events[i] = event.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
+						events[i] = upstream.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
 							`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","unit":"MSKU1234565","note":"%0250d"}}`,
 							id, 0))}
 					}

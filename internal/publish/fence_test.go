@@ -13,12 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // fencedPublisher returns a publisher on nc fenced on the layout's fence subject.
-func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window int) *Publisher {
+func fencedPublisher(t *testing.T, nc *nats.Conn, layout layout.Streams, window int) *Publisher {
 	t.Helper()
 	p, err := New(nc, Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
 		FenceSubject: layout.FenceSubject(), Window: window, Timeout: 5 * time.Second, Logger: testLogger(t)})
@@ -32,10 +32,10 @@ func fencedPublisher(t *testing.T, nc *nats.Conn, layout streams.Layout, window 
 // fenceBackend starts one server ("server") or a 3-node cluster ("cluster", streams of 3 replicas) and the
 // streams on it, with the given duplicate window; it returns a way to connect, the layout, a JetStream
 // context and a context for the test's requests.
-func fenceBackend(t *testing.T, backend string, dupWindow time.Duration) (func() *nats.Conn, streams.Layout, jetstream.JetStream, context.Context) {
+func fenceBackend(t *testing.T, backend string, dupWindow time.Duration) (func() *nats.Conn, layout.Streams, jetstream.JetStream, context.Context) {
 	t.Helper()
 	var connect func() *nats.Conn
-	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: dupWindow, Replicas: 1}
+	layout := layout.Streams{Prefix: "tracking", DuplicateWindow: dupWindow, Replicas: 1}
 	if backend == "cluster" {
 		connect = testutil.StartCluster(t).Connect
 		layout.Replicas = 3
@@ -45,7 +45,7 @@ func fenceBackend(t *testing.T, backend string, dupWindow time.Duration) (func()
 	js, _ := jetstream.New(connect())
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(120*time.Second))
 	t.Cleanup(cancel)
-	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+	if err := layout.Ensure(ctx, js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	return connect, layout, js, ctx
@@ -135,7 +135,7 @@ func TestFenceRefusesFormerLeader(t *testing.T) {
 // markers' rollup): an event checks a marker stored before it, and if a newer marker has since replaced
 // that one on its subject (and the rollup removed it), the event was stored before the newer marker. So no
 // event of a former leader got in after a new leader's marker on the subject it checked.
-func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout streams.Layout) {
+func checkFenceOrder(t *testing.T, js jetstream.JetStream, layout layout.Streams) {
 	t.Helper()
 	latest := map[string]uint64{} // fence subject → its marker's sequence
 	present := map[uint64]bool{}
@@ -371,20 +371,20 @@ func TestFenceOutlivesStreamLimits(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		limits streams.Limits
+		limits layout.Limits
 		run    time.Duration // the stream turns over twice
 	}{
-		{"max_bytes", streams.Limits{MaxBytes: 600_000}, 6 * time.Second},
-		{"max_age", streams.Limits{MaxAge: 4 * time.Second}, 8 * time.Second},
+		{"max_bytes", layout.Limits{MaxBytes: 600_000}, 6 * time.Second},
+		{"max_age", layout.Limits{MaxAge: 4 * time.Second}, 8 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			layout := streams.Layout{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
+			layout := layout.Streams{Prefix: "tracking", DuplicateWindow: 100 * time.Millisecond, EventsLimits: tc.limits}
 			nc := testutil.StartNATS(t, nil).Connect()
 			js, _ := jetstream.New(nc)
 			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 			defer cancel()
-			if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+			if err := layout.Ensure(ctx, js, true, discard()); err != nil {
 				t.Fatal(err)
 			}
 			p := fencedPublisher(t, nc, layout, 64)

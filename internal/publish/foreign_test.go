@@ -11,12 +11,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // leaderWith returns a fenced publisher on nc whose lease, as Confirm reads it, is held while held says so.
-func leaderWith(t *testing.T, nc *nats.Conn, layout streams.Layout, obs Observer, confirm func(context.Context) (bool, error)) *Publisher {
+func leaderWith(t *testing.T, nc *nats.Conn, layout layout.Streams, obs Observer, confirm func(context.Context) (bool, error)) *Publisher {
 	t.Helper()
 	p, err := New(nc, Config{Prefix: layout.Prefix, EventsStream: layout.Events(), DLQStream: layout.DLQ(),
 		FenceSubject: layout.FenceSubject(), Window: 64, Timeout: 5 * time.Second, Logger: testLogger(t),
@@ -206,12 +206,12 @@ func TestForeignWriteThenTakeover(t *testing.T) {
 func TestForeignFloodSwept(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
-	layout := streams.Layout{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
+	layout := layout.Streams{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: 1}
 	nc := ns.Connect()
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 	defer cancel()
-	if err := streams.Ensure(ctx, js, layout, true, discard()); err != nil {
+	if err := layout.Ensure(ctx, js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // setMaxMsgSize sets a stream's max_msg_size, as an operator would on a stream they manage.
@@ -55,13 +55,13 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				e.setMaxMsgSize(e.layout.Events(), eventsMax)
 				e.setMaxMsgSize(e.layout.DLQ(), dlqMax)
 			}
-			big := event.Event{ID: "big-2", ResumeID: "big-2",
+			big := upstream.Event{ID: "big-2", ResumeID: "big-2",
 				Data: []byte(`{"type":"GATE_IN","pad":"` + strings.Repeat("z", 3000) + `"}`)}
-			notJSON := event.Event{ID: "raw-3", ResumeID: "raw-3", Data: []byte(strings.Repeat("x", 1500))}
+			notJSON := upstream.Event{ID: "raw-3", ResumeID: "raw-3", Data: []byte(strings.Repeat("x", 1500))}
 			done := make(chan string, 1)
 			go func() {
 				defer close(done)
-				for _, x := range []event.Event{big, notJSON, ev("ok-4", "GATE_OUT")} {
+				for _, x := range []upstream.Event{big, notJSON, ev("ok-4", "GATE_OUT")} {
 					if err := p.Handle(ctx, x); err != nil {
 						return
 					}
@@ -90,7 +90,7 @@ func TestStreamMaxMsgSize(t *testing.T) {
 				!strings.Contains(d.Error, "max_msg_size") {
 				t.Errorf("dead letter 0 = %s (%v)", dlq[0].Data, err)
 			}
-			if got := dlq[0].Header.Get(deadletter.HeaderError); !strings.Contains(got, "max_msg_size") {
+			if got := dlq[0].Header.Get(layout.HeaderError); !strings.Contains(got, "max_msg_size") {
 				t.Errorf("Bridge-Error = %q", got)
 			}
 			if id := dlq[1].Header.Get(HeaderMsgID); id != "raw-3" || !strings.Contains(string(dlq[1].Data), "data_prefix") {

@@ -8,12 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // The second step of Handle: the NATS message of an event, with its subject and every header, or the
@@ -46,7 +44,7 @@ const (
 func EventHeaders() []string { return append([]string(nil), headerNames[:]...) }
 
 // Bounds of headers whose values come from the upstream's data, which keep every header block far below
-// deadletter.MaxHeaderBlock (api/asyncapi.yaml states them as maxLength, and its test compares them).
+// layout.MaxHeaderBlock (api/asyncapi.yaml states them as maxLength, and its test compares them).
 const (
 	MaxSSEEventHeader = 256  // HeaderSSEEvent of a dead letter, cut at this many bytes
 	MaxTypeHeader     = 1024 // Tracking-Event-Type, cut at this many bytes
@@ -85,7 +83,7 @@ type messages struct {
 // build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>, or a dead letter
 // on P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
 // which for an event is messages.msg, valid until the next build.
-func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
+func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg {
 	if ev.Oversize > 0 {
 		d := struct {
 			Error string `json:"error"`
@@ -98,7 +96,7 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 		reason := fmt.Sprintf("event of %d bytes exceeds the size bound", ev.Oversize)
 		switch {
 		case ev.ManyLines:
-			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", event.MaxLines)
+			reason = fmt.Sprintf("event of more than %d lines exceeds the line bound", upstream.MaxLines)
 			d.Error = reason + "; its data was dropped"
 		case ev.Slow > 0:
 			reason = fmt.Sprintf("event not ended within %s (%d bytes so far) exceeds the time bound", ev.Slow, ev.Oversize)
@@ -143,8 +141,8 @@ func (p *Publisher) build(e *pending, ev *event.Event, in *inbound) *nats.Msg {
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
 		len(e.after) + len(e.ownID)
 	payload := p.nc.MaxPayload()
-	if max := deadletter.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
-		int64(deadletter.MsgSize(&p.msgs.msg)) > max {
+	if max := layout.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
+		int64(layout.MsgSize(&p.msgs.msg)) > max {
 		p.tooLarge(e, max, max == p.msgs.eventsMax && max != payload)
 		return e.dead
 	}
@@ -321,9 +319,9 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 		id = digest(body)
 	}
 	h := nats.Header{
-		HeaderMsgID:            {id},
-		HeaderEventID:          {id},
-		deadletter.HeaderError: {logging.Clip(headerValue(reason), deadletter.MaxErrorHeader)},
+		HeaderMsgID:        {id},
+		HeaderEventID:      {id},
+		layout.HeaderError: {logging.Clip(headerValue(reason), layout.MaxErrorHeader)},
 	}
 	if e.after != "" {
 		h[HeaderResumeAfter] = []string{e.after}
@@ -335,8 +333,8 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 		h[HeaderStreamID] = []string{e.resumeH}
 	}
 	m := &nats.Msg{Subject: p.msgs.dlq, Header: h, Data: body}
-	if deadletter.Fit(m, deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
-		reason = m.Header.Get(deadletter.HeaderError)
+	if layout.Fit(m, layout.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
+		reason = m.Header.Get(layout.HeaderError)
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.msgs.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
@@ -347,7 +345,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 // readLimits reads the max_msg_size of the events stream and of the stream that stores the events' dead
 // letters, keeping the last known value of one it cannot read.
 func (p *Publisher) readLimits(ctx context.Context) {
-	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
+	if n, err := layout.MaxMsgSize(ctx, p.js, p.cfg.EventsStream); err == nil {
 		p.msgs.eventsMax = n
 	}
 	p.readDLQLimit(ctx)
@@ -359,7 +357,7 @@ func (p *Publisher) readDLQLimit(ctx context.Context) {
 	if p.cfg.DLQStream == "" {
 		return
 	}
-	if n, err := streams.MaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
+	if n, err := layout.MaxMsgSize(ctx, p.js, p.cfg.DLQStream); err == nil {
 		p.msgs.dlqMax = n
 	} else {
 		p.log.Debug("dead-letter stream's max_msg_size unknown", "stream", p.cfg.DLQStream, "err", err)

@@ -37,7 +37,7 @@ type Observer interface {
 // label).
 const (
 	ReasonNotJSON    = "not_json"     // the data is not a JSON object
-	ReasonOversize   = "oversize"     // over the bounds of one SSE message (BRIDGE_STREAM_MAX_EVENT_BYTES, event.MaxLines)
+	ReasonOversize   = "oversize"     // over the bounds of one SSE message (BRIDGE_STREAM_MAX_EVENT_BYTES, upstream.MaxLines)
 	ReasonMaxPayload = "max_payload"  // larger than the NATS server's max_payload
 	ReasonMaxMsgSize = "max_msg_size" // larger than the events stream's max_msg_size
 )

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // Publisher publishes tracking events to JetStream. It implements upstream.Sink: Handle publishes
@@ -58,7 +58,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 		js:   js,
 		log:  cfg.Logger,
 		dups: cfg.Observer.(*duplicateLog),
-		msgs: messages{events: subjects.EventBase(cfg.Prefix), dlq: subjects.DLQEvents(cfg.Prefix)},
+		msgs: messages{events: layout.EventBase(cfg.Prefix), dlq: layout.DLQEvents(cfg.Prefix)},
 		win:  newWindow(cfg.Window),
 		acks: a,
 	}
@@ -86,7 +86,7 @@ func (p *Publisher) LastResumeID() string {
 // file (see the package documentation): read (event.go), found stored beyond the resume point
 // (cursor.go) or built into its message (message.go), sent (send.go), and the acknowledgements that came
 // meanwhile settled (acks.go).
-func (p *Publisher) Handle(ctx context.Context, ev event.Event) error {
+func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.room(ctx); err != nil {

@@ -13,11 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // testEnv is an embedded nats-server with the bridge's streams and a client connection.
@@ -26,7 +24,7 @@ type testEnv struct {
 	ns     *testutil.NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	layout streams.Layout
+	layout layout.Streams
 }
 
 func newEnv(t *testing.T, dup time.Duration) *testEnv {
@@ -37,12 +35,12 @@ func newEnv(t *testing.T, dup time.Duration) *testEnv {
 // newEnvWith is newEnv with the server's options adjusted by configure.
 func newEnvWith(t *testing.T, dup time.Duration, configure func(*server.Options)) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: streams.Layout{Prefix: "tracking", DuplicateWindow: dup}}
+	e := &testEnv{t: t, ns: testutil.StartNATS(t, configure), layout: layout.Streams{Prefix: "tracking", DuplicateWindow: dup}}
 	e.nc = e.ns.Connect()
 	e.js, _ = jetstream.New(e.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
-	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -67,8 +65,8 @@ func (e *testEnv) messages(stream string) []*jetstream.RawStreamMsg {
 	return testutil.StreamContents(e.t, e.js, stream)
 }
 
-func ev(id, typ string) event.Event {
-	return event.Event{ID: id, ResumeID: id, Name: typ,
+func ev(id, typ string) upstream.Event {
+	return upstream.Event{ID: id, ResumeID: id, Name: typ,
 		Data: []byte(fmt.Sprintf(`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":%q,"observation":{"type":"nested"}}`, id, typ))}
 }
 
@@ -88,7 +86,7 @@ func TestPublishSubjectsAndHeaders(t *testing.T) {
 		}
 	}
 	// Missing type, non-string type, no SSE id (the data's id is used), and no id at all (digest).
-	extra := []event.Event{
+	extra := []upstream.Event{
 		{ResumeID: "ev-13", Data: []byte(`{"id":"data-id","timestamp":"2026-11-22t10:00:00.5z"}`)},
 		{ID: "ev-15", ResumeID: "ev-15", Data: []byte(`{"type":42,"timestamp":"not a time"}`)},
 		{ResumeID: "ev-15", Data: []byte(`{"type":"GATE_IN"}`)},
@@ -152,7 +150,7 @@ func TestPublishDeadLetters(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range []event.Event{
+	for _, x := range []upstream.Event{
 		{ID: "bad-1", ResumeID: "bad-1", Data: []byte("not json")},
 		{ID: "bad-2", ResumeID: "bad-2", Data: []byte(`["an array"]`)},
 		{ID: "big-3", ResumeID: "big-3", Oversize: 5 << 20},
@@ -176,7 +174,7 @@ func TestPublishDeadLetters(t *testing.T) {
 		"more than 1000 lines exceeds the line bound", "event data is empty (a data: line without a value), not a JSON object",
 		"event not ended within 1m0s (70 bytes so far) exceeds the time bound"} {
 		m := dlq[i]
-		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(deadletter.HeaderError), want) {
+		if m.Subject != "tracking.dlq.events" || !strings.Contains(m.Header.Get(layout.HeaderError), want) {
 			t.Errorf("dead letter %d: %s %v", i, m.Subject, m.Header)
 		}
 	}
@@ -396,7 +394,7 @@ func TestPublishUnansweredOrRefused(t *testing.T) {
 				t.Fatal("every event taken while nothing could be stored")
 			default:
 			}
-			if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+			if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-done; err != nil {
@@ -443,7 +441,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 	const n = 3
 	handleRange(ctx, t, p, 0, n)
 	testutil.Eventually(t, 10*time.Second, "unanswered publishes sent again", func() bool { return obs.retried.Load() > 0 })
-	if err := streams.Ensure(ctx, e.js, e.layout, true, discard()); err != nil {
+	if err := e.layout.Ensure(ctx, e.js, true, discard()); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the events stored and the resume id moved on", func() bool {
@@ -462,7 +460,7 @@ func TestPublishUpkeepWithoutEvents(t *testing.T) {
 // (which may also be a dead letter, outside the events stream).
 func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
 	t.Parallel()
-	for name, setter := range map[string]event.Event{
+	for name, setter := range map[string]upstream.Event{
 		"published":     ev("ev-a", "GATE_IN"),
 		"dead-lettered": {ID: "ev-a", ResumeID: "ev-a", Data: []byte("not json")},
 	} {
@@ -470,8 +468,8 @@ func TestResumeSkipsStoredEventsWithoutID(t *testing.T) {
 			e := newEnv(t, 100*time.Millisecond)
 			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
-			noID := func(n int) event.Event {
-				return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
+			noID := func(n int) upstream.Event {
+				return upstream.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"GATE_IN","n":%d}`, n))}
 			}
 			p := e.publisher(8, nil)
 			if _, err := p.Resume(ctx); err != nil {
@@ -526,10 +524,10 @@ func TestResumeAfterResentPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	noID := func(n int) event.Event {
-		return event.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"DEPARTED","n":%d}`, n))}
+	noID := func(n int) upstream.Event {
+		return upstream.Event{ResumeID: "ev-a", Data: []byte(fmt.Sprintf(`{"type":"DEPARTED","n":%d}`, n))}
 	}
-	evA := event.Event{ID: "ev-a", ResumeID: "ev-a", Data: []byte(`{"id":"ev-a","type":"ARRIVED"}`)}
+	evA := upstream.Event{ID: "ev-a", ResumeID: "ev-a", Data: []byte(`{"id":"ev-a","type":"ARRIVED"}`)}
 
 	p := e.publisher(8, nil)
 	if _, err := p.Resume(ctx); err != nil {
@@ -539,7 +537,7 @@ func TestResumeAfterResentPublish(t *testing.T) {
 	limitPerSubject(true) // ev-a is refused until the limit is lifted; n=1, handed after it, is stored
 	done := make(chan error, 1)
 	go func() {
-		for _, x := range []event.Event{evA, noID(1)} {
+		for _, x := range []upstream.Event{evA, noID(1)} {
 			if err := p.Handle(ctx, x); err != nil {
 				done <- err
 				return
@@ -636,7 +634,7 @@ func TestResumeAfterEventWithoutStreamID(t *testing.T) {
 	e := newEnv(t, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
-	noID := func(id string) event.Event { // an SSE message without id:, after ev-00009; its data names id
+	noID := func(id string) upstream.Event { // an SSE message without id:, after ev-00009; its data names id
 		ev := ev(id, "GATE_OUT")
 		ev.ID, ev.ResumeID = "", "ev-00009"
 		return ev

@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/deadletter"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
@@ -79,7 +79,7 @@ func (p *Publisher) beforeResend(ctx context.Context, e *pending, attempt int, l
 			"event_id", e.id, "err", e.err)
 	}
 	p.cfg.Observer.PublishRetried(e.err)
-	refitted := deadletter.TooLarge(e.err) && p.refit(ctx, e, e.err)
+	refitted := layout.TooLarge(e.err) && p.refit(ctx, e, e.err)
 	if attempt > 0 && !refitted && !retry.Sleep(ctx, retry.Backoff(100*time.Millisecond, 5*time.Second, attempt)) {
 		return false, ctx.Err()
 	}
@@ -182,6 +182,6 @@ func (p *Publisher) refit(ctx context.Context, e *pending, refusal error) bool {
 		}
 		return true
 	}
-	max := deadletter.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax)
-	return max > 0 && deadletter.Fit(e.dead, max, e.id)
+	max := layout.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax)
+	return max > 0 && layout.Fit(e.dead, max, e.id)
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // benchEvent is a realistic tracking event of about 1 KB.
@@ -386,7 +386,7 @@ func BenchmarkJSONValid(b *testing.B) {
 func TestEventScanOnce(t *testing.T) {
 	t.Parallel()
 	var p Publisher
-	ev := event.Event{Data: []byte(benchEvent)}
+	ev := upstream.Event{Data: []byte(benchEvent)}
 	in := p.read(&ev)
 	if got, want := in.id, HeaderID("evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9"); got != want {
 		t.Fatalf("read: id %q, want %q", got, want)

@@ -1,13 +1,13 @@
 package publish
 
-import "github.com/tracking-bridge/tracking-bridge/internal/subjects"
+import "github.com/tracking-bridge/tracking-bridge/internal/layout"
 
-// TypeToken maps an event's type to its subject token (docs/subjects.md#subjects) with internal/subjects, the
+// TypeToken maps an event's type to its subject token (docs/subjects.md#subjects) with internal/layout, the
 // one mapping the daemon and package tracking share: a missing or non-string type gives "UNKNOWN", like an
 // empty one.
 func TypeToken(typ string, kind Kind) string {
 	if kind != KindString {
-		return subjects.UnknownType
+		return layout.UnknownType
 	}
-	return subjects.TypeToken(typ)
+	return layout.TypeToken(typ)
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
@@ -58,16 +58,16 @@ func (b builder) checker() *checker {
 	return b.c
 }
 
-// Operations are the endpoints of the service: subjects.APIOperations, in its order.
+// Operations are the endpoints of the service: layout.APIOperations, in its order.
 var Operations = []Operation{
-	{Name: subjects.OpSearchLocations, OpenAPI: "searchLocations", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
-	{Name: subjects.OpListOrders, OpenAPI: "listOpenOrders", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
-	{Name: subjects.OpCreateOrder, OpenAPI: "createOrder", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
-	{Name: subjects.OpGetOrder, OpenAPI: "getOrder", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
-	{Name: subjects.OpUpdateOrder, OpenAPI: "updateOrder", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
-	{Name: subjects.OpDeleteOrder, OpenAPI: "deleteOrder", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
-	{Name: subjects.OpQueryTracking, OpenAPI: "queryTracking", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
-	{Name: subjects.OpReportEvent, OpenAPI: "reportTrackingEvent", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
+	{Name: layout.OpSearchLocations, OpenAPI: "searchLocations", Summary: "search locations", Method: http.MethodGet, Path: "/locations", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildSearch},
+	{Name: layout.OpListOrders, OpenAPI: "listOpenOrders", Summary: "list open booking orders", Method: http.MethodGet, Path: "/orders", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildList},
+	{Name: layout.OpCreateOrder, OpenAPI: "createOrder", Summary: "create booking order", Method: http.MethodPost, Path: "/orders", Success: 201, build: buildCreate},
+	{Name: layout.OpGetOrder, OpenAPI: "getOrder", Summary: "read booking order", Method: http.MethodGet, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodGet)},
+	{Name: layout.OpUpdateOrder, OpenAPI: "updateOrder", Summary: "update booking order", Method: http.MethodPut, Path: "/orders/{id}", Success: 200, build: buildUpdate},
+	{Name: layout.OpDeleteOrder, OpenAPI: "deleteOrder", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
+	{Name: layout.OpQueryTracking, OpenAPI: "queryTracking", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
+	{Name: layout.OpReportEvent, OpenAPI: "reportTrackingEvent", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
 }
 
 // MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most

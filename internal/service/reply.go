@@ -12,8 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -96,7 +94,7 @@ type apiMessage struct {
 // failure builds a failure result of kind k whose body lists msgs and whose description joins them.
 func failure(code int, k kind, msgs ...string) result {
 	b, _ := json.Marshal(apiMessage{Messages: msgs})
-	return result{code: code, kind: k, desc: delivery.JoinMessages(msgs), body: b}
+	return result{code: code, kind: k, desc: upstream.JoinMessages(msgs), body: b}
 }
 
 // lastError is the failure as discovery shows it: the code and the kind, with the upstream's status
@@ -130,7 +128,7 @@ func outcome(resp *upstream.APIResponse, err error, timeout time.Duration, post 
 		var m apiMessage
 		var r result
 		if isAPIMessage(resp.Body, &m) {
-			desc := delivery.JoinMessages(m.Messages)
+			desc := upstream.JoinMessages(m.Messages)
 			if desc == "" {
 				desc = httpStatus(st)
 			}

@@ -56,9 +56,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
-	"github.com/tracking-bridge/tracking-bridge/internal/subjects"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -231,7 +230,7 @@ func instanceID() string { return nuid.New().Next() }
 func microName(op string) string { return strings.ReplaceAll(op, ".", "-") }
 
 // Subject is the subject the operation named op is served on.
-func (s *Service) Subject(op string) string { return subjects.API(s.cfg.Prefix, op) }
+func (s *Service) Subject(op string) string { return layout.API(s.cfg.Prefix, op) }
 
 // Ready returns nil while the service is subscribed and answering, else why not.
 func (s *Service) Ready() error {
@@ -376,9 +375,9 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		}
 	}
 	key, ok := c.header(hdr, IdempotencyKeyHeader)
-	if ok && !delivery.ValidIdempotencyKey(key) {
+	if ok && !upstream.ValidIdempotencyKey(key) {
 		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
-			strQuote(key), len(key), delivery.MaxIdempotencyKeyBytes)
+			strQuote(key), len(key), upstream.MaxIdempotencyKeyBytes)
 	}
 	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	if len(problems) > 0 {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // ErrIdle is the cause recorded when the stream delivered no byte, heartbeats included, for the idle
@@ -87,7 +85,7 @@ func parseOversize(name string) (size int, why cut, ok bool) {
 //     Read with ErrMessageTime, as a message would, with nothing to cut.
 //   - A message of more than maxLines lines is cut the same way, before its first
 //     line past the bound, and its marker ends in manyLinesSuffix: the decoder's work on one message
-//     grows with its size times its lines (see event.MaxLines).
+//     grows with its size times its lines (see MaxLines).
 //   - When a Read has waited idle for a byte, the body is closed and Read fails with ErrIdle. Time spent
 //     outside Read (the bridge applying backpressure) does not count.
 //   - A message not ended within maxTime of waiting for its bytes (from its first byte on; time outside
@@ -141,10 +139,10 @@ const (
 	watchMessage = 2 // the rest of the message's time bound
 )
 
-// newGuard returns a guard of src bounding each message to maxBytes and event.MaxLines lines, and the
+// newGuard returns a guard of src bounding each message to maxBytes and MaxLines lines, and the
 // wait for a byte to idle (0: none). Its time bound per message, maxTime, is set after it, 0 for none.
 func newGuard(src io.ReadCloser, maxBytes int, idle time.Duration) *guard {
-	g := &guard{src: src, max: maxBytes, maxLines: event.MaxLines, idle: idle, bol: true, rawBOL: true}
+	g := &guard{src: src, max: maxBytes, maxLines: MaxLines, idle: idle, bol: true, rawBOL: true}
 	g.timer = time.AfterFunc(time.Hour, func() {
 		g.fired.Store(g.armed.Load())
 		_ = src.Close()

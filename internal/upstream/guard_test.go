@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/launchdarkly/eventsource"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 )
 
@@ -72,15 +70,15 @@ func TestGuardBoundsMessages(t *testing.T) {
 			[]got{{id: "1", data: strings.Repeat("y", 80)}}},
 		{"exactly at the bound", "data: " + strings.Repeat("z", 94) + "\n\n", 101,
 			[]got{{data: strings.Repeat("z", 94)}}},
-		{"lines up to the line bound", "id: 1\n" + lines("data: x", event.MaxLines-1, "\n") + "\n", 1 << 20,
-			[]got{{id: "1", data: strings.TrimSuffix(strings.Repeat("x\n", event.MaxLines-1), "\n")}}},
-		{"a line past the line bound", "id: 2\n" + lines("data: x", event.MaxLines, "\n") + "\nid: 3\ndata: c\n\n", 1 << 20,
-			[]got{{id: "2", oversize: 6 + 8*event.MaxLines + 1, manyLines: true}, {id: "3", data: "c"}}},
-		{"a line past the line bound, CR line ends", lines("data: x", event.MaxLines+1, "\r") + "\rdata: c\r\r", 1 << 20,
-			[]got{{oversize: 8*(event.MaxLines+1) + 1, manyLines: true}, {data: "c"}}},
-		{"comments do not count as lines", lines(": hb", 2*event.MaxLines, "\n") + "id: 4\ndata: y\n\n", 1 << 20,
+		{"lines up to the line bound", "id: 1\n" + lines("data: x", MaxLines-1, "\n") + "\n", 1 << 20,
+			[]got{{id: "1", data: strings.TrimSuffix(strings.Repeat("x\n", MaxLines-1), "\n")}}},
+		{"a line past the line bound", "id: 2\n" + lines("data: x", MaxLines, "\n") + "\nid: 3\ndata: c\n\n", 1 << 20,
+			[]got{{id: "2", oversize: 6 + 8*MaxLines + 1, manyLines: true}, {id: "3", data: "c"}}},
+		{"a line past the line bound, CR line ends", lines("data: x", MaxLines+1, "\r") + "\rdata: c\r\r", 1 << 20,
+			[]got{{oversize: 8*(MaxLines+1) + 1, manyLines: true}, {data: "c"}}},
+		{"comments do not count as lines", lines(": hb", 2*MaxLines, "\n") + "id: 4\ndata: y\n\n", 1 << 20,
 			[]got{{id: "4", data: "y"}}},
-		{"comments inside a message do not count as lines", "id: 4\n" + lines(": hb", 2*event.MaxLines, "\n") + "data: y\n\n", 1 << 20,
+		{"comments inside a message do not count as lines", "id: 4\n" + lines(": hb", 2*MaxLines, "\n") + "data: y\n\n", 1 << 20,
 			[]got{{id: "4", data: "y"}}},
 		{"comments do not count toward the size", ": " + strings.Repeat("c", 700) + "\nid: real-1\ndata: " + strings.Repeat("d", 500) + "\n\n", 600,
 			[]got{{id: "real-1", data: strings.Repeat("d", 500)}}},
@@ -387,7 +385,7 @@ func FuzzSSERoundTrip(f *testing.F) {
 		}
 		switch {
 		case evs[0].manyLines:
-			if n := mostLines(stream[:size]); n <= event.MaxLines {
+			if n := mostLines(stream[:size]); n <= MaxLines {
 				t.Fatalf("event of %d lines marked as over the line bound", n)
 			}
 		case evs[0].oversize > 0:

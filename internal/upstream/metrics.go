@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
 
@@ -83,7 +81,7 @@ func (m *StreamMetrics) Disconnected(reason string) {
 
 // Received implements StreamObserver: one message with data was read. Its time is that of the read that
 // brought its last bytes (Heartbeat), which spares a clock reading per event.
-func (m *StreamMetrics) Received(ev *event.Event) {
+func (m *StreamMetrics) Received(ev *Event) {
 	m.received.Inc()
 	m.lastEvent.Store(m.lastBytes.Load())
 	if ev.ID != "" {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -20,7 +18,7 @@ import (
 // allocation.
 func TestStreamMetricsDoNotAllocate(t *testing.T) {
 	m := NewStreamMetrics(prometheus.NewRegistry())
-	ev := &event.Event{ID: "ev-1", Data: []byte(`{}`)}
+	ev := &Event{ID: "ev-1", Data: []byte(`{}`)}
 	for name, f := range map[string]func(){
 		"Received":  func() { m.Received(ev) },
 		"Heartbeat": m.Heartbeat,
@@ -42,7 +40,7 @@ func TestStreamMetrics(t *testing.T) {
 	m.Connected()
 	m.Disconnected(DisconnectIdle)
 	m.Disconnected("something new")
-	m.Received(&event.Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
+	m.Received(&Event{ID: "ev-\xff" + strings.Repeat("x", 200)})
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
@@ -92,8 +90,8 @@ func TestStreamActivity(t *testing.T) {
 	if a.LastBytes.IsZero() || !a.LastEvent.IsZero() || a.LastID != "" {
 		t.Errorf("after a keep-alive: %+v, want only LastBytes", a)
 	}
-	m.Received(&event.Event{ID: "ev-7"})
-	m.Received(&event.Event{}) // without an id: the last id stays
+	m.Received(&Event{ID: "ev-7"})
+	m.Received(&Event{}) // without an id: the last id stays
 	a = m.Activity()
 	if a.LastID != "ev-7" || a.LastEvent.IsZero() || a.LastEvent.After(a.LastBytes) {
 		t.Errorf("after two events: %+v, want id ev-7 and the event's time from its bytes", a)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 )
 
 // Classify is the one place that decides what an upstream answer to a report means (operation
@@ -22,29 +20,29 @@ import (
 //     with the messages of the answer's ApiResponseMessage body.
 //
 // Classify reads and closes resp.Body (at most 64 KiB of it) when resp is not nil.
-func Classify(resp *http.Response, err error) delivery.Outcome {
+func Classify(resp *http.Response, err error) Outcome {
 	if err != nil {
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		return delivery.Outcome{Kind: delivery.Retry, Err: err}
+		return Outcome{Kind: Retry, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		// Drain what is left so that the connection is reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		return delivery.Outcome{Kind: delivery.Accepted, Status: resp.StatusCode}
+		return Outcome{Kind: Accepted, Status: resp.StatusCode}
 	}
 	st := readStatusError(resp)
-	out := delivery.Outcome{Status: st.Code, Messages: st.Messages, Err: st}
+	out := Outcome{Status: st.Code, Messages: st.Messages, Err: st}
 	switch st.Code {
 	case http.StatusUnauthorized, http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
-		out.Kind, out.RetryAfter = delivery.Retry, st.RetryAfter
+		out.Kind, out.RetryAfter = Retry, st.RetryAfter
 	default:
 		if st.Code >= 500 {
-			out.Kind, out.RetryAfter = delivery.Retry, st.RetryAfter
+			out.Kind, out.RetryAfter = Retry, st.RetryAfter
 		} else {
-			out.Kind = delivery.Reject
+			out.Kind = Reject
 		}
 	}
 	return out
@@ -89,11 +87,11 @@ func NewReportClient(cfg ReportConfig) *ReportClient {
 // When the upstream answers 401, Send drops the token (TokenSource.Invalidate), gets a new one and repeats
 // the request once, at once. When no token can be had, the outcome is Retry with the token source's error.
 // A cancelled or expired ctx gives Retry with the context's error.
-func (c *ReportClient) Send(ctx context.Context, body []byte, idempotencyKey string) delivery.Outcome {
+func (c *ReportClient) Send(ctx context.Context, body []byte, idempotencyKey string) Outcome {
 	for attempt := 0; ; attempt++ {
 		tok, err := c.cfg.Tokens.Token(ctx)
 		if err != nil {
-			return delivery.Outcome{Kind: delivery.Retry, Err: fmt.Errorf("access token: %w", err)}
+			return Outcome{Kind: Retry, Err: fmt.Errorf("access token: %w", err)}
 		}
 		out := c.post(ctx, body, idempotencyKey, tok)
 		if out.Status == http.StatusUnauthorized && attempt == 0 {
@@ -106,12 +104,12 @@ func (c *ReportClient) Send(ctx context.Context, body []byte, idempotencyKey str
 }
 
 // post makes one request.
-func (c *ReportClient) post(ctx context.Context, body []byte, key, tok string) delivery.Outcome {
+func (c *ReportClient) post(ctx context.Context, body []byte, key, tok string) Outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		// A malformed URL is a configuration error that no retry fixes, but the report is not at fault:
 		// keep it (Retry) rather than dead-letter it.
-		return delivery.Outcome{Kind: delivery.Retry, Err: fmt.Errorf("report request: %w", err)}
+		return Outcome{Kind: Retry, Err: fmt.Errorf("report request: %w", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
 )
 
 func response(code int, header http.Header, body string) *http.Response {
@@ -31,36 +29,36 @@ func TestClassify(t *testing.T) {
 		name       string
 		resp       *http.Response
 		err        error
-		kind       delivery.OutcomeKind
+		kind       OutcomeKind
 		status     int
 		retryAfter time.Duration
 		messages   []string
 		wantErr    error
 	}{
-		{name: "network error", err: netErr, kind: delivery.Retry, wantErr: netErr},
-		{name: "deadline", err: context.DeadlineExceeded, kind: delivery.Retry, wantErr: context.DeadlineExceeded},
-		{name: "200", resp: response(200, nil, `{"messages":[]}`), kind: delivery.Accepted, status: 200},
-		{name: "202", resp: response(202, nil, ""), kind: delivery.Accepted, status: 202},
-		{name: "204", resp: response(204, nil, ""), kind: delivery.Accepted, status: 204},
-		{name: "401", resp: response(401, nil, ""), kind: delivery.Retry, status: 401},
-		{name: "408", resp: response(408, nil, ""), kind: delivery.Retry, status: 408},
-		{name: "425", resp: response(425, nil, ""), kind: delivery.Retry, status: 425},
-		{name: "429 with Retry-After", resp: response(429, ra, msgs), kind: delivery.Retry, status: 429,
+		{name: "network error", err: netErr, kind: Retry, wantErr: netErr},
+		{name: "deadline", err: context.DeadlineExceeded, kind: Retry, wantErr: context.DeadlineExceeded},
+		{name: "200", resp: response(200, nil, `{"messages":[]}`), kind: Accepted, status: 200},
+		{name: "202", resp: response(202, nil, ""), kind: Accepted, status: 202},
+		{name: "204", resp: response(204, nil, ""), kind: Accepted, status: 204},
+		{name: "401", resp: response(401, nil, ""), kind: Retry, status: 401},
+		{name: "408", resp: response(408, nil, ""), kind: Retry, status: 408},
+		{name: "425", resp: response(425, nil, ""), kind: Retry, status: 425},
+		{name: "429 with Retry-After", resp: response(429, ra, msgs), kind: Retry, status: 429,
 			retryAfter: 7 * time.Second, messages: []string{"event.type is missing", "order 42 is not yours"}},
-		{name: "500", resp: response(500, nil, "oops"), kind: delivery.Retry, status: 500},
-		{name: "502", resp: response(502, nil, ""), kind: delivery.Retry, status: 502},
-		{name: "503 with Retry-After", resp: response(503, ra, ""), kind: delivery.Retry, status: 503, retryAfter: 7 * time.Second},
-		{name: "504", resp: response(504, nil, ""), kind: delivery.Retry, status: 504},
-		{name: "400 with messages", resp: response(400, nil, msgs), kind: delivery.Reject, status: 400,
+		{name: "500", resp: response(500, nil, "oops"), kind: Retry, status: 500},
+		{name: "502", resp: response(502, nil, ""), kind: Retry, status: 502},
+		{name: "503 with Retry-After", resp: response(503, ra, ""), kind: Retry, status: 503, retryAfter: 7 * time.Second},
+		{name: "504", resp: response(504, nil, ""), kind: Retry, status: 504},
+		{name: "400 with messages", resp: response(400, nil, msgs), kind: Reject, status: 400,
 			messages: []string{"event.type is missing", "order 42 is not yours"}},
-		{name: "400 Retry-After ignored", resp: response(400, ra, ""), kind: delivery.Reject, status: 400},
-		{name: "403", resp: response(403, nil, ""), kind: delivery.Reject, status: 403},
-		{name: "404", resp: response(404, nil, "<html>"), kind: delivery.Reject, status: 404},
-		{name: "409", resp: response(409, nil, ""), kind: delivery.Reject, status: 409},
-		{name: "413", resp: response(413, nil, ""), kind: delivery.Reject, status: 413},
-		{name: "415", resp: response(415, nil, ""), kind: delivery.Reject, status: 415},
-		{name: "422", resp: response(422, nil, ""), kind: delivery.Reject, status: 422},
-		{name: "unexpected 304", resp: response(304, nil, ""), kind: delivery.Reject, status: 304},
+		{name: "400 Retry-After ignored", resp: response(400, ra, ""), kind: Reject, status: 400},
+		{name: "403", resp: response(403, nil, ""), kind: Reject, status: 403},
+		{name: "404", resp: response(404, nil, "<html>"), kind: Reject, status: 404},
+		{name: "409", resp: response(409, nil, ""), kind: Reject, status: 409},
+		{name: "413", resp: response(413, nil, ""), kind: Reject, status: 413},
+		{name: "415", resp: response(415, nil, ""), kind: Reject, status: 415},
+		{name: "422", resp: response(422, nil, ""), kind: Reject, status: 422},
+		{name: "unexpected 304", resp: response(304, nil, ""), kind: Reject, status: 304},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,10 +73,10 @@ func TestClassify(t *testing.T) {
 			if tt.wantErr != nil && !errors.Is(out.Err, tt.wantErr) {
 				t.Errorf("err %v, want %v", out.Err, tt.wantErr)
 			}
-			if (out.Kind == delivery.Accepted) != (out.Err == nil) {
+			if (out.Kind == Accepted) != (out.Err == nil) {
 				t.Errorf("Err %v with kind %v", out.Err, out.Kind)
 			}
-			if out.Kind != delivery.Accepted && out.Reason() == "" {
+			if out.Kind != Accepted && out.Reason() == "" {
 				t.Error("empty reason")
 			}
 		})
@@ -153,7 +151,7 @@ func TestSendVerbatimWithBearerAndKey(t *testing.T) {
 	f := newFakeAPI(t, func(int, *http.Request) (int, string) { return 202, `{"messages":[]}` })
 	body := "{ \"event\" : {\"timestamp\":\"2024-05-01T12:00:00Z\", \"type\":\"GATE_IN\", \"x\": 1.50} }\n"
 	out := f.client().Send(context.Background(), []byte(body), "key-1")
-	if out.Kind != delivery.Accepted || out.Status != 202 || out.Err != nil {
+	if out.Kind != Accepted || out.Status != 202 || out.Err != nil {
 		t.Fatalf("outcome %+v, want accepted 202", out)
 	}
 	calls := f.recorded()
@@ -179,12 +177,12 @@ func TestSend401RefreshesTokenOnce(t *testing.T) {
 	tests := []struct {
 		name      string
 		answers   []int
-		wantKind  delivery.OutcomeKind
+		wantKind  OutcomeKind
 		wantCalls int
 	}{
-		{"401 then 202", []int{401, 202}, delivery.Accepted, 2},
-		{"401 twice", []int{401, 401, 202}, delivery.Retry, 2},
-		{"401 then 400", []int{401, 400}, delivery.Reject, 2},
+		{"401 then 202", []int{401, 202}, Accepted, 2},
+		{"401 twice", []int{401, 401, 202}, Retry, 2},
+		{"401 then 400", []int{401, 400}, Reject, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +213,7 @@ func TestSendTransportFailures(t *testing.T) {
 		c := f.client()
 		c.cfg.URL = "http://127.0.0.1:1/v1.0/tracking/events"
 		out := c.Send(context.Background(), []byte(`{}`), "k")
-		if out.Kind != delivery.Retry || out.Status != 0 || out.Err == nil {
+		if out.Kind != Retry || out.Status != 0 || out.Err == nil {
 			t.Errorf("outcome %+v, want retry without status", out)
 		}
 	})
@@ -226,7 +224,7 @@ func TestSendTransportFailures(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		out := f.client().Send(ctx, []byte(`{}`), "k")
-		if out.Kind != delivery.Retry || !errors.Is(out.Err, context.DeadlineExceeded) {
+		if out.Kind != Retry || !errors.Is(out.Err, context.DeadlineExceeded) {
 			t.Errorf("outcome %+v, want retry with deadline exceeded", out)
 		}
 	})
@@ -236,7 +234,7 @@ func TestSendTransportFailures(t *testing.T) {
 			Password: func() string { return "p" }})
 		c := NewReportClient(ReportConfig{URL: f.srv.URL + "/v1.0/tracking/events", Tokens: ts})
 		out := c.Send(context.Background(), []byte(`{}`), "k")
-		if out.Kind != delivery.Retry || !errors.Is(out.Err, ErrTokenEndpoint) {
+		if out.Kind != Retry || !errors.Is(out.Err, ErrTokenEndpoint) {
 			t.Errorf("outcome %+v, want retry with ErrTokenEndpoint", out)
 		}
 		if n := len(f.recorded()); n != 0 {

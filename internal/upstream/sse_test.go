@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // The tests here hold the stream reader to the SSE processing model (WHATWG HTML, "Server-sent events"),
@@ -43,15 +41,15 @@ func bytewise(s string) []string {
 // readCounter is a StreamObserver that counts the reads from the connection that brought bytes.
 type readCounter struct{ reads atomic.Int64 }
 
-func (*readCounter) Connected()            {}
-func (*readCounter) Disconnected(string)   {}
-func (*readCounter) Received(*event.Event) {}
-func (c *readCounter) Heartbeat()          { c.reads.Add(1) }
+func (*readCounter) Connected()          {}
+func (*readCounter) Disconnected(string) {}
+func (*readCounter) Received(*Event)     {}
+func (c *readCounter) Heartbeat()        { c.reads.Add(1) }
 
 // want is an event as the tests expect it: id, name and data.
 type want struct{ id, name, data string }
 
-func checkEvents(t *testing.T, got []event.Event, wants ...want) {
+func checkEvents(t *testing.T, got []Event, wants ...want) {
 	t.Helper()
 	if len(got) != len(wants) {
 		t.Fatalf("got %d events %s, want %d %+v", len(got), describeEvents(got), len(wants), wants)
@@ -63,7 +61,7 @@ func checkEvents(t *testing.T, got []event.Event, wants ...want) {
 	}
 }
 
-func describeEvents(evs []event.Event) string {
+func describeEvents(evs []Event) string {
 	s := ""
 	for _, e := range evs {
 		s += fmt.Sprintf("{id %q name %q data %q resume %q} ", e.ID, e.Name, e.Data, e.ResumeID)

@@ -14,9 +14,6 @@ import (
 	"unsafe"
 
 	"github.com/launchdarkly/eventsource"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/delivery"
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
@@ -28,7 +25,7 @@ type Sink interface {
 	Resume(ctx context.Context) (string, error)
 	// Handle takes one event. It blocks while the sink applies backpressure, and returns an error only
 	// when ctx is done.
-	Handle(ctx context.Context, ev event.Event) error
+	Handle(ctx context.Context, ev Event) error
 }
 
 // StreamConfig configures a Stream.
@@ -69,8 +66,8 @@ type StreamConfig struct {
 type StreamObserver interface {
 	Connected()
 	Disconnected(reason string)
-	Received(ev *event.Event) // every message with data, after it was read
-	Heartbeat()               // bytes arrived (comment or message): once per read from the connection
+	Received(ev *Event) // every message with data, after it was read
+	Heartbeat()         // bytes arrived (comment or message): once per read from the connection
 }
 
 // StreamState is the stream's connection state, for readiness.
@@ -102,7 +99,7 @@ type StatusError struct {
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("HTTP %d %s", e.Code, http.StatusText(e.Code))
 	if len(e.Messages) > 0 {
-		s += ": " + logging.Clip(delivery.JoinMessages(e.Messages), maxMessages)
+		s += ": " + logging.Clip(JoinMessages(e.Messages), maxMessages)
 	}
 	return s
 }
@@ -286,7 +283,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	req.Header.Set("Cache-Control", "no-cache")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	if resume != "" {
-		if !event.Resumable(resume) {
+		if !Resumable(resume) {
 			// The publisher never names such an id (it keeps the last one HTTP can carry); another
 			// sink might. Connecting without it would replay from wherever the upstream starts: not
 			// exact.
@@ -356,7 +353,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
 			c.retry = s.retryHint(r.Retry(), c.retry)
 		}
-		ev := event.Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
+		ev := Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
 		if l, ok := e.(eventsource.EventWithLastID); ok {
 			ev.ResumeID = l.LastEventID()
 		}
@@ -365,7 +362,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 			switch why {
 			case cutLines:
 				s.log.Warn("event has more lines than one message may have; dead-lettering a description",
-					"event_id", ev.ID, "size", n, "max_lines", event.MaxLines)
+					"event_id", ev.ID, "size", n, "max_lines", MaxLines)
 			case cutSlow:
 				ev.Slow = s.cfg.MaxEventTime
 				s.log.Warn("event did not end within the time bound of one message; dead-lettering a description "+

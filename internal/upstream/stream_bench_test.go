@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
 )
 
 // BenchmarkStreamEvents measures the stream reader on its own: SSE events of about 1 KB from a server over
@@ -67,7 +65,7 @@ type countingSink struct {
 
 func (s *countingSink) Resume(context.Context) (string, error) { return "", nil }
 
-func (s *countingSink) Handle(ctx context.Context, ev event.Event) error {
+func (s *countingSink) Handle(ctx context.Context, ev Event) error {
 	s.sum += ev.Data[len(ev.Data)/2]
 	if s.n++; s.n == s.want {
 		s.done()

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,15 +11,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tracking-bridge/tracking-bridge/internal/event"
-	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // memSink stores events in memory; Resume reports the last one.
 type memSink struct {
 	mu     sync.Mutex
-	events []event.Event
+	events []Event
 }
 
 func (s *memSink) Resume(context.Context) (string, error) {
@@ -30,17 +28,17 @@ func (s *memSink) Resume(context.Context) (string, error) {
 	return s.events[len(s.events)-1].ResumeID, nil
 }
 
-func (s *memSink) Handle(_ context.Context, ev event.Event) error {
+func (s *memSink) Handle(_ context.Context, ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, ev)
 	return nil
 }
 
-func (s *memSink) snapshot() []event.Event {
+func (s *memSink) snapshot() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]event.Event(nil), s.events...)
+	return append([]Event(nil), s.events...)
 }
 
 // scripted serves the stream from a list of handlers, one per connection attempt, and records when each

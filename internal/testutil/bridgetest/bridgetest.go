@@ -22,10 +22,10 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
 	"github.com/tracking-bridge/tracking-bridge/internal/embedded"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
-	"github.com/tracking-bridge/tracking-bridge/internal/streams"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
@@ -172,7 +172,7 @@ func (b *Bridge) waitReady(cfg *config.Config, within time.Duration) error {
 		return err
 	}
 	ping := "$SRV.PING." + service.Name
-	s := streams.Layout{Prefix: cfg.SubjectPrefix}
+	s := layout.Streams{Prefix: cfg.SubjectPrefix}
 	ready := func(ctx context.Context) bool {
 		if _, err := nc.RequestWithContext(ctx, ping, nil); err != nil {
 			return false

@@ -1,6 +1,0 @@
-//go:build !race
-
-package failover
-
-// raceEnabled is set when the tests run with -race: the bridge binary is then built with it too.
-const raceEnabled = false

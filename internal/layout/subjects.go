@@ -1,0 +1,119 @@
+package layout
+
+import "strings"
+
+// DefaultPrefix is the bridge's default subject prefix P (BRIDGE_SUBJECT_PREFIX).
+const DefaultPrefix = "tracking"
+
+// Events is P.events.>, every event of every type: the filter of event consumers.
+func Events(prefix string) string { return prefix + ".events.>" }
+
+// EventBase is P.events., to which an event's type token is appended.
+func EventBase(prefix string) string { return prefix + ".events." }
+
+// Event is P.events.<TYPE>, the subject of the events of one type: eventType as the event's type field
+// has it, mapped by TypeToken.
+func Event(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) }
+
+// Fence is P.leader, the base of the events stream's fence subjects (P.leader.<n>, P.leader.restart),
+// which hold the leaders' markers, never events.
+func Fence(prefix string) string { return prefix + ".leader" }
+
+// FenceFilter is P.leader.>, the events stream's filter for the fence subjects.
+func FenceFilter(prefix string) string { return Fence(prefix) + ".>" }
+
+// Reports is P.reports, where producers publish reports for the bridge to send upstream.
+func Reports(prefix string) string { return prefix + ".reports" }
+
+// DLQ is P.dlq.>, every dead letter; DLQEvents and DLQReports are its two subjects: the upstream events
+// the bridge could not publish as events, and the reports it could not deliver.
+func DLQ(prefix string) string        { return prefix + ".dlq.>" }
+func DLQEvents(prefix string) string  { return prefix + ".dlq.events" }
+func DLQReports(prefix string) string { return prefix + ".dlq.reports" }
+
+// API is P.api.<op>, the subject of one operation of the request-reply API ("orders.get").
+func API(prefix, op string) string { return prefix + ".api." + op }
+
+// The operations of the request-reply API (docs/api.md): each is the tail of its subject after P.api.
+const (
+	OpSearchLocations = "locations.search" // upstream operation searchLocations
+	OpListOrders      = "orders.list"      // upstream operation listOpenOrders
+	OpCreateOrder     = "orders.create"    // upstream operation createOrder
+	OpGetOrder        = "orders.get"       // upstream operation getOrder
+	OpUpdateOrder     = "orders.update"    // upstream operation updateOrder
+	OpDeleteOrder     = "orders.delete"    // upstream operation deleteOrder
+	OpQueryTracking   = "tracking.query"   // upstream operation queryTracking
+	OpReportEvent     = "tracking.report"  // upstream operation reportTrackingEvent
+)
+
+// APIOperations returns every operation of the request-reply API in the order of
+// docs/api.md#endpoints: the
+// endpoints the API service serves, the names BRIDGE_API_ENDPOINTS accepts, tracking's Op constants. The
+// slice is the caller's.
+func APIOperations() []string {
+	return []string{OpSearchLocations, OpListOrders, OpCreateOrder, OpGetOrder, OpUpdateOrder, OpDeleteOrder,
+		OpQueryTracking, OpReportEvent}
+}
+
+// EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams, PFX_EVENTS,
+// PFX_REPORTS and PFX_DLQ; LeaseBucket is the key-value bucket of the leader lease, PFX_LEASES.
+func EventsStream(prefix string) string  { return Stream(prefix, "EVENTS") }
+func ReportsStream(prefix string) string { return Stream(prefix, "REPORTS") }
+func DLQStream(prefix string) string     { return Stream(prefix, "DLQ") }
+func LeaseBucket(prefix string) string   { return Stream(prefix, "LEASES") }
+
+// Stream returns PFX_<kind>: PFX is the prefix upper-cased, every character other than A-Z and 0-9 as
+// "_" (TRACKING_EVENTS for the default prefix and kind EVENTS).
+func Stream(prefix, kind string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, prefix) + "_" + kind
+}
+
+// UnknownType is the subject token of an event whose type is missing, empty or not a string.
+const UnknownType = "UNKNOWN"
+
+// MaxTypeToken is the longest subject token an event type maps to, in characters (and bytes).
+const MaxTypeToken = 64
+
+// TypeToken maps an event's type to its subject token (docs/subjects.md#subjects): every character outside
+// [A-Za-z0-9_-] becomes "_" (one "_" per character, also for a character of several bytes or an invalid
+// byte), the result is cut at 64 characters, and an empty type gives UnknownType. The token is never
+// empty and never holds a dot, a wildcard or white space. Types the provider adds pass through as their
+// own token. A type that is already a token is returned as it is, without allocating.
+func TypeToken(eventType string) string {
+	if eventType == "" {
+		return UnknownType
+	}
+	clean := len(eventType) <= MaxTypeToken
+	for i := 0; clean && i < len(eventType); i++ {
+		clean = tokenByte(eventType[i])
+	}
+	if clean {
+		return eventType
+	}
+	var b strings.Builder
+	b.Grow(min(len(eventType), MaxTypeToken))
+	for _, r := range eventType {
+		if b.Len() == MaxTypeToken {
+			break
+		}
+		if r < 0x80 && tokenByte(byte(r)) {
+			b.WriteByte(byte(r))
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// tokenByte reports whether c may stand in a type token as it is.
+func tokenByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}

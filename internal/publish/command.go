@@ -1,0 +1,108 @@
+package publish
+
+// The operator's commands on the event path (`bridge cursor show`, `bridge cursor restart`), on a NATS
+// connection the caller made.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+)
+
+// Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
+// resumes the upstream stream after, and the lease's holder.
+type Cursor struct {
+	Stream string `json:"stream"`
+	// ResumeAfter is the id the next connection sends as Last-Event-ID; "" means the upstream's beginning.
+	// A pending restart directive (`bridge cursor restart`) is taken into account. It may lag LastEvent by
+	// up to a publish window: the events stored after it are recognised when the upstream replays them.
+	ResumeAfter string `json:"resume_after"`
+	// LastEvent is the id of the newest event in the stream (Tracking-Event-Id); "" when none.
+	LastEvent string `json:"last_event"`
+	// Holder is the lease's holder; nil while nobody leads.
+	Holder *lease.Holder `json:"holder"`
+}
+
+// ShowCursor reads the resume cursor from the events stream's tail, as a new leader would with a publish
+// window of window, and the lease's holder. It changes nothing.
+func ShowCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, window int) (Cursor, error) {
+	c := Cursor{Stream: streams.Events()}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return c, err
+	}
+	p, err := New(nc, Config{Prefix: streams.Prefix, EventsStream: streams.Events(),
+		DLQStream: streams.DLQ(), FenceSubject: streams.FenceSubject(), Window: window,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return c, err
+	}
+	defer p.Close()
+	if c.ResumeAfter, err = p.Resume(ctx); err != nil {
+		return c, err
+	}
+	s, err := js.Stream(ctx, streams.Events())
+	if err != nil {
+		return c, err
+	}
+	switch m, err := s.GetLastMsgForSubject(ctx, streams.EventsSubject()); {
+	case err == nil:
+		c.LastEvent = m.Header.Get(HeaderEventID)
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return c, err
+	}
+	h, ok, err := lease.Read(ctx, js, streams.Leases(), "")
+	if err != nil {
+		return c, err
+	}
+	if ok {
+		c.Holder = &h
+	}
+	return c, nil
+}
+
+// RestartCursor makes the next leader resume the upstream stream after the event id after, or from the
+// beginning. It goes through the lease: it seizes the lease (the leader in office stops leading), stores a
+// full set of fence markers (which fence out anything the former leader still has in flight) and then the
+// directive, and releases the lease; whichever bridge leads next reads the directive as its cursor. No
+// bridge can lead between the markers and the directive, so no event is stored after it before a leader
+// has taken it. It returns what happened, for the operator. The arguments are checked (CheckRestart)
+// before anything changes; the caller may check them before connecting.
+func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, leaseTTL time.Duration, after string,
+	beginning bool) (string, error) {
+	if err := CheckRestart(after, beginning); err != nil { // before the leader steps down
+		return "", err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	prev, held, rev, err := lease.Seize(ctx, js, streams.Leases(), "operator@"+host, leaseTTL)
+	if err != nil {
+		return "", err
+	}
+	msg := "no bridge was leading"
+	if held {
+		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
+	}
+	seq, rerr := RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
+	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
+	if err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); err != nil && rerr == nil {
+		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
+	}
+	if rerr != nil {
+		return msg, rerr
+	}
+	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there",
+		msg, streams.FenceSubject()+".restart", seq), nil
+}
