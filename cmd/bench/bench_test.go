@@ -79,12 +79,12 @@ func TestParseStat(t *testing.T) {
 
 func TestParseStatus(t *testing.T) {
 	status := "Name:\tbridge\nState:\tS (sleeping)\nVmPeak:\t 1300000 kB\nVmHWM:\t   20480 kB\n" +
-		"VmRSS:\t   10240 kB\nThreads:\t7\n"
+		"VmRSS:\t   10240 kB\nRssAnon:\t    6144 kB\nRssFile:\t    4096 kB\nThreads:\t7\n"
 	m, err := ParseStatus([]byte(status))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.PeakRSS != 20<<20 || m.RSS != 10<<20 {
+	if m.PeakRSS != 20<<20 || m.RSS != 10<<20 || m.RssAnon != 6<<20 || m.RssFile != 4<<20 {
 		t.Errorf("got %+v", m)
 	}
 	if _, err := ParseStatus([]byte("Name:\tzombie\nState:\tZ (zombie)\n")); err == nil {

@@ -260,11 +260,7 @@ func (s *benchSim) stop(log io.Writer) {
 
 // bridgeEnv is the environment of a 'bridge run' child: this process's environment without BRIDGE_*
 // variables, plus those that give it the benchmark's configuration (config.Config.Environ).
-func (e *benchEnv) bridgeEnv(s *benchSim, prefix string) ([]string, error) {
-	httpAddr, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+func (e *benchEnv) bridgeEnv(s *benchSim, prefix, httpAddr string) ([]string, error) {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, config.Prefix+"_") {
@@ -304,7 +300,16 @@ func (e *benchEnv) bridgeConfig(s *benchSim, prefix, httpAddr string) *config.Co
 }
 
 func (e *benchEnv) startBridge(ctx context.Context, b benchBridge, name string, s *benchSim, prefix string) (*Child, error) {
-	env, err := e.bridgeEnv(s, prefix)
+	httpAddr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return e.startBridgeOn(ctx, b, name, s, prefix, httpAddr)
+}
+
+// startBridgeOn starts a bridge child whose HTTP endpoints listen on httpAddr.
+func (e *benchEnv) startBridgeOn(ctx context.Context, b benchBridge, name string, s *benchSim, prefix, httpAddr string) (*Child, error) {
+	env, err := e.bridgeEnv(s, prefix, httpAddr)
 	if err != nil {
 		return nil, err
 	}

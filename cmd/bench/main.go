@@ -63,6 +63,7 @@ type benchOptions struct {
 	cpuprofile string
 	memprofile string
 	cluster    bool
+	idle       time.Duration
 }
 
 func main() {
@@ -112,6 +113,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "instead of comparing, run the bridge once in this process (over -n events, or with -latency at -rate) and write its CPU profile here")
 	fs.StringVar(&o.memprofile, "memprofile", "", "with -cpuprofile: also write the allocation profile here")
 	fs.BoolVar(&o.cluster, "cluster", false, "run JetStream as a 3-node cluster (routes on loopback) with the bridge's streams and lease bucket at 3 replicas; measures the bridge only")
+	fs.DurationVar(&o.idle, "idle", 0, "instead of throughput, measure each bridge's RSS this long after /readyz first answered 200, the simulator at 5 events/s")
 	serveNATS := fs.String("serve-nats", "", "internal: only run a JetStream server storing in this directory (the benchmark starts itself this way)")
 	natsAddr := fs.String("nats-addr", "127.0.0.1:4222", "internal: listen address for -serve-nats")
 	natsPeers := fs.String("nats-peers", "", "internal: with -serve-nats, the client addresses of two more cluster nodes")
@@ -129,6 +131,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *serveNATS != "" {
 		return serveBenchNATS(ctx, *serveNATS, *natsAddr, *natsPeers, *natsRoutes)
 	}
+	if o.idle > 0 {
+		o.skipRef = true // the yardstick has no idle state: it exits after -n events
+	}
 	if o.cluster {
 		o.skipRef = true // the yardstick makes its own single-replica stream: none on a cluster
 	}
@@ -141,6 +146,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{errors.New("-size must be positive")}
 	case o.latency && (o.rate <= 0 || o.duration <= benchWarmup):
 		return usageError{fmt.Errorf("-latency needs -rate > 0 and -duration > %v", benchWarmup)}
+	case o.idle < 0:
+		return usageError{errors.New("-idle must not be negative")}
+	case o.idle > 0 && (o.latency || o.cpuprofile != ""):
+		return usageError{errors.New("-idle measures alone: not with -latency or -cpuprofile")}
 	case o.window < 0:
 		return usageError{errors.New("-window must not be negative")}
 	case o.memprofile != "" && o.cpuprofile == "":
@@ -166,6 +175,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case o.cpuprofile != "":
 		err = e.profile(ctx, stdout)
+	case o.idle > 0:
+		err = e.idleRuns(ctx, stdout)
 	case o.latency:
 		err = e.latencyRuns(ctx, stdout)
 	default:
@@ -245,6 +256,10 @@ second. After the pipelines' runs, as many runs of two baselines that split the 
 SSE-only, this process reading the simulator's stream itself (no NATS), and NATS-only, this process
 publishing events of the same size at -rate to a JetStream stream (file storage, Nats-Msg-Id,
 asynchronously, no HTTP) and timing them at the same kind of subscriber.
+
+With -idle D each bridge runs against a simulator at 5 events/s, and its RSS (VmRSS, split into
+anonymous memory and the binary's mapped pages) is read D after its /readyz first answered 200; no
+yardstick.
 
 With -cpuprofile the bridge runs once inside this process (the simulator and nats-server still in their
 own) under the CPU profiler: over a flood of -n events, or with -latency at -rate for -duration.

@@ -60,6 +60,9 @@ func ticks(n uint64) time.Duration { return time.Duration(n) * (time.Second / Cl
 type ProcMem struct {
 	RSS     int64 // VmRSS: resident set size now
 	PeakRSS int64 // VmHWM: the peak resident set size ("high water mark")
+	// RssAnon and RssFile split RSS: anonymous memory (heap, stacks, the runtime's) and pages of mapped
+	// files (the binary's own, in the page cache). 0 when the kernel does not show them.
+	RssAnon, RssFile int64
 }
 
 // ParseStatus parses VmRSS and VmHWM from the content of /proc/<pid>/status. It fails when either is
@@ -79,6 +82,10 @@ func ParseStatus(b []byte) (ProcMem, error) {
 			dst, haveRSS = &m.RSS, true
 		case "VmHWM":
 			dst, haveHWM = &m.PeakRSS, true
+		case "RssAnon":
+			dst = &m.RssAnon
+		case "RssFile":
+			dst = &m.RssFile
 		default:
 			continue
 		}
