@@ -31,9 +31,9 @@ import (
 // The targets the benchmark reports on, as ratios bridge/yardstick, and the latency target
 // (docs/performance.md).
 const (
-	benchTargetRate = 0.90 // events/s at least 0.9× the yardstick's
-	benchTargetCPU  = 1.15 // CPU per event at most 1.15× the yardstick's
-	benchTargetRSS  = 1.50 // peak RSS at most 1.5× the yardstick's
+	benchTargetRate = 1.00 // events/s at least the yardstick's
+	benchTargetCPU  = 0.90 // CPU per event at most 0.9× the yardstick's
+	benchTargetRSS  = 1.20 // peak RSS at most 1.2× the yardstick's
 	benchTargetP99  = 2 * time.Millisecond
 	benchRefStream  = "REFPIPE"
 	benchRefSubject = "refpipe.events.>"
