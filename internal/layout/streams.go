@@ -73,6 +73,9 @@ func (l Streams) DLQ() string     { return DLQStream(l.Prefix) }
 // Leases is the key-value bucket of the leader lease, PFX_LEASES.
 func (l Streams) Leases() string { return LeaseBucket(l.Prefix) }
 
+// Units is the name of the bucket of the latest event per loading unit, PFX_UNITS.
+func (l Streams) Units() string { return UnitsBucket(l.Prefix) }
+
 // FenceSubject is P.leader, the base of the events stream's fence subjects P.leader.<n> (see
 // publish.FenceWidth) and P.leader.restart: every new leader stores a marker on each, and every event it
 // publishes is stored only while its marker is still the last message of the subject it checks, so a

@@ -1,19 +1,37 @@
 package layout
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+)
 
 // DefaultPrefix is the bridge's default subject prefix P (BRIDGE_SUBJECT_PREFIX).
 const DefaultPrefix = "tracking"
 
-// Events is P.events.>, every event of every type: the filter of event consumers.
+// Events is P.events.>, every event of every type and unit: the filter of event consumers.
 func Events(prefix string) string { return prefix + ".events.>" }
 
-// EventBase is P.events., to which an event's type token is appended.
+// EventBase is P.events., to which an event's type and unit tokens are appended.
 func EventBase(prefix string) string { return prefix + ".events." }
 
-// Event is P.events.<TYPE>, the subject of the events of one type: eventType as the event's type field
-// has it, mapped by TypeToken.
+// Event is P.events.<TYPE>, the subject of the events of one type before events carried their unit:
+// eventType as the event's type field has it, mapped by TypeToken.
 func Event(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) }
+
+// EventSubject is P.events.<TYPE>.<UNIT>, the subject of one event (docs/subjects.md#subjects): typeToken
+// and unitToken as TypeToken and UnitToken make them.
+func EventSubject(prefix, typeToken, unitToken string) string {
+	return EventBase(prefix) + typeToken + "." + unitToken
+}
+
+// EventsOfType is P.events.<TYPE>.*, the filter of the events of one type, every unit: eventType as the
+// event's type field has it, mapped by TypeToken.
+func EventsOfType(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) + ".*" }
+
+// EventsOfUnit is P.events.*.<UNIT>, the filter of the events of one loading unit, every type: number as
+// the event's observation.observedLoadingUnit.loadingUnit.number has it, mapped by UnitToken. A number
+// that maps to NoUnit gives the filter of the events that name no unit.
+func EventsOfUnit(prefix, number string) string { return EventBase(prefix) + "*." + UnitToken(number) }
 
 // Fence is P.leader, the base of the events stream's fence subjects (P.leader.<n>, P.leader.restart),
 // which hold the leaders' markers, never events.
@@ -61,6 +79,10 @@ func EventsStream(prefix string) string  { return Stream(prefix, "EVENTS") }
 func ReportsStream(prefix string) string { return Stream(prefix, "REPORTS") }
 func DLQStream(prefix string) string     { return Stream(prefix, "DLQ") }
 func LeaseBucket(prefix string) string   { return Stream(prefix, "LEASES") }
+
+// UnitsBucket is the key-value bucket of the latest event per loading unit, PFX_UNITS
+// (docs/subjects.md#units-the-latest-event-per-loading-unit): its keys are unit tokens.
+func UnitsBucket(prefix string) string { return Stream(prefix, "UNITS") }
 
 // Stream returns PFX_<kind>: PFX is the prefix upper-cased, every character other than A-Z and 0-9 as
 // "_" (TRACKING_EVENTS for the default prefix and kind EVENTS).
@@ -116,4 +138,42 @@ func TypeToken(eventType string) string {
 // tokenByte reports whether c may stand in a type token as it is.
 func tokenByte(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// NoUnit is the unit token of an event that names no usable loading unit: its number is missing, not a
+// string, or maps to nothing or to more than MaxUnitToken characters. The units view keeps no such event.
+const NoUnit = "_"
+
+// MaxUnitToken is the longest unit token, in characters (and bytes); a longer one gives NoUnit.
+const MaxUnitToken = 64
+
+// UnitToken maps a loading unit's number (the string observation.observedLoadingUnit.loadingUnit.number,
+// decoded) to its subject token and units-view key (docs/subjects.md#subjects): upper-cased, every
+// character outside [A-Z0-9] removed ("msku 123456-7" gives MSKU1234567). An empty result, or one longer
+// than MaxUnitToken, gives NoUnit. Upper-casing is Unicode's, character by character, so a letter
+// outside ASCII whose capital is an ASCII letter (the dotless ı gives I) stays; an invalid byte is
+// removed. A number that is already a token is returned as it is, without allocating.
+func UnitToken(number string) string {
+	clean := len(number) > 0 && len(number) <= MaxUnitToken
+	for i := 0; clean && i < len(number); i++ {
+		c := number[i]
+		clean = c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	if clean {
+		return number
+	}
+	var b strings.Builder
+	for _, r := range number {
+		u := unicode.ToUpper(r)
+		if u >= 'A' && u <= 'Z' || u >= '0' && u <= '9' {
+			if b.Len() == MaxUnitToken {
+				return NoUnit
+			}
+			b.WriteRune(u)
+		}
+	}
+	if b.Len() == 0 {
+		return NoUnit
+	}
+	return b.String()
 }

@@ -83,6 +83,11 @@ func TestNames(t *testing.T) {
 		{ReportsStream("acme.tracking"), "ACME_TRACKING_REPORTS"},
 		{DLQStream("Acme-Track_9"), "ACME_TRACK_9_DLQ"},
 		{LeaseBucket("a.b-c"), "A_B_C_LEASES"},
+		{UnitsBucket(DefaultPrefix), "TRACKING_UNITS"},
+		{EventSubject("tracking", "GATE_IN", "MSKU1234567"), "tracking.events.GATE_IN.MSKU1234567"},
+		{EventsOfType("tracking", "GATE IN"), "tracking.events.GATE_IN.*"},
+		{EventsOfUnit("tracking", "msku 123456-7"), "tracking.events.*.MSKU1234567"},
+		{EventsOfUnit("tracking", "--"), "tracking.events.*._"},
 		{Stream("zöll", "X"), "Z_LL_X"},
 	} {
 		if c.got != c.want {
@@ -95,4 +100,24 @@ func Example() {
 	const prefix = DefaultPrefix
 	fmt.Println(Event(prefix, "GATE_IN"), Event(prefix, "gate in."), Reports(prefix), EventsStream(prefix))
 	// Output: tracking.events.GATE_IN tracking.events.gate_in_ tracking.reports TRACKING_EVENTS
+}
+
+func TestUnitToken(t *testing.T) {
+	for _, c := range []struct{ number, want string }{
+		{"MSKU1234567", "MSKU1234567"},
+		{"msku 123456-7", "MSKU1234567"},
+		{" -./ ", NoUnit},
+		{"", NoUnit},
+		{strings.Repeat("A", MaxUnitToken), strings.Repeat("A", MaxUnitToken)},
+		{strings.Repeat("A", MaxUnitToken+1), NoUnit},
+		{strings.Repeat("a-", MaxUnitToken), strings.Repeat("A", MaxUnitToken)},
+		{"ab\x00c\n", "ABC"},
+		{"ıé1", "I1"}, // the dotless i's capital is ASCII; é's is not
+		{"\xffAB", "AB"},
+		{"MSKU.1234567*>", "MSKU1234567"},
+	} {
+		if got := UnitToken(c.number); got != c.want {
+			t.Errorf("UnitToken(%q) = %q, want %q", c.number, got, c.want)
+		}
+	}
 }
