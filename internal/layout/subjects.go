@@ -26,7 +26,9 @@ func EventSubject(prefix, typeToken, unitToken string) string {
 
 // EventsOfType is P.events.<TYPE>.*, the filter of the events of one type, every unit: eventType as the
 // event's type field has it, mapped by TypeToken.
-func EventsOfType(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) + ".*" }
+func EventsOfType(prefix, eventType string) string {
+	return EventBase(prefix) + TypeToken(eventType) + ".*"
+}
 
 // EventsOfUnit is P.events.*.<UNIT>, the filter of the events of one loading unit, every type: number as
 // the event's observation.observedLoadingUnit.loadingUnit.number has it, mapped by UnitToken. A number
