@@ -83,7 +83,7 @@ func DLQStream(prefix string) string     { return Stream(prefix, "DLQ") }
 func LeaseBucket(prefix string) string   { return Stream(prefix, "LEASES") }
 
 // UnitsBucket is the key-value bucket of the latest event per loading unit, PFX_UNITS
-// (docs/subjects.md#units-the-latest-event-per-loading-unit): its keys are unit tokens.
+// (docs/subjects.md): its keys are unit tokens.
 func UnitsBucket(prefix string) string { return Stream(prefix, "UNITS") }
 
 // Stream returns PFX_<kind>: PFX is the prefix upper-cased, every character other than A-Z and 0-9 as
