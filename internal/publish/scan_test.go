@@ -397,3 +397,26 @@ func TestEventScanOnce(t *testing.T) {
 		t.Errorf("read = %+v, %v, token %q", f, in.err, in.token)
 	}
 }
+
+// unitEvent is an event shaped like the simulator's (and the provider's), of about 700 bytes, that names
+// its loading unit.
+const unitEvent = `{"id":"ev-0000000000184467","timestamp":"2026-11-22T10:00:00.125Z","type":"GATE_IN",` +
+	`"observation":{"observedMeansOfTransport":{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE",` +
+	`"licensePlate":"HH-EX 4711","forwarder":"Nordfracht Logistik GmbH"}},"observedLoadingUnit":` +
+	`{"loadingUnit":{"containerClass":"CONTAINER","identification":"BIC","number":"MSKU1234565",` +
+	`"sizeType":"45G1"},"loadingState":"FULL","condition":"OK","weight":{"gross":18200,"net":14400,` +
+	`"tare":3800},"seals":[{"type":"OPERATOR","number":"ML-DE4100037"},{"type":"CUSTOMS","number":` +
+	`"DE41000074"}]},"location":{"id":"DEHAM-CTA","type":"SEAPORT_TERMINAL","name":"Container Terminal ` +
+	`Altenwerder","address":{"street":"Am Ballinkai 1","postalCode":"21129","city":"Hamburg","country":` +
+	`{"code":"DE"}},"geoLocation":{"latitude":53.5,"longitude":9.93}}}}`
+
+func BenchmarkScanEventUnit(b *testing.B) {
+	data := []byte(unitEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ScanEvent(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
