@@ -1,9 +1,14 @@
 package publish
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 func TestUnitOf(t *testing.T) {
@@ -27,5 +32,89 @@ func TestUnitOf(t *testing.T) {
 		if got := UnitOf([]byte(c.data)); got != c.want {
 			t.Errorf("UnitOf(%s) = %q, want %q", c.data, got, c.want)
 		}
+	}
+}
+
+// TestPublishUnitSubjects: every event goes to P.events.<TYPE>.<UNIT>, whatever its unit number holds
+// (only separators, 10 KB, not a string, an array, control characters, letters outside ASCII, an
+// escape), with the headers of an event without a unit; none is dead-lettered for its unit, and the
+// events after them are published as well. Data that is not JSON is still dead-lettered.
+func TestPublishUnitSubjects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	p := e.publisher(8, nil)
+	ctx := context.Background()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	withUnit := func(number string) string {
+		return `{"type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z","observation":{"observedLoadingUnit":` +
+			`{"loadingUnit":{"containerClass":"CONTAINER","number":` + number + `}},"location":{"id":"DEHAM"}}}`
+	}
+	cases := []struct{ data, unit string }{
+		{withUnit(`"MSKU1234565"`), "MSKU1234565"},
+		{withUnit(`"msku 123456-5"`), "MSKU1234565"},
+		{withUnit(`" -/.: "`), "_"},
+		{withUnit(`"` + strings.Repeat("MSKU 1234565 ", 800) + `"`), "_"}, // 10 KB
+		{withUnit(`"` + strings.Repeat("-", 10<<10) + `"`), "_"},
+		{withUnit(`12345`), "_"},
+		{withUnit(`null`), "_"},
+		{withUnit(`{"number":"A1"}`), "_"},
+		{withUnit(`["MSKU1234565"]`), "_"},
+		{withUnit(`"MSKU\u0000123\n4565\t"`), "MSKU1234565"},
+		{withUnit(`"MSKU\u001b[31m1234565"`), "MSKU31M1234565"},
+		{withUnit(`"ÄÖÜ-ısku 1234565"`), "ISKU1234565"},
+		{withUnit(`"中国1234565"`), "1234565"},
+		{withUnit(`"\u006dsku1234565"`), "MSKU1234565"},
+		{withUnit(`"` + strings.Repeat("A", 64) + `"`), strings.Repeat("A", 64)},
+		{withUnit(`"` + strings.Repeat("A", 65) + `"`), "_"},
+		{`{"type":"GATE_IN","observation":"MSKU1234565"}`, "_"},
+		{`{"type":"GATE_IN"}`, "_"},
+		{withUnit(`"TGHU7654321"`), "TGHU7654321"},
+	}
+	for i, c := range cases {
+		id := fmt.Sprintf("ev-%02d", i)
+		if err := p.Handle(ctx, upstream.Event{ID: id, ResumeID: id, Data: []byte(c.data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notJSON := `{"type":"GATE_IN","observation":{"observedLoadingUnit":{"loadingUnit":{"number":"MSKU1234565"}}}`
+	if err := p.Handle(ctx, upstream.Event{ID: "bad", ResumeID: "bad", Data: []byte(notJSON)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Handle(ctx, ev("last", "GATE_OUT")); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := p.Resume(ctx); err != nil || last != "last" {
+		t.Fatalf("Resume = %q, %v: the event path stopped", last, err)
+	}
+	msgs := e.messages(e.layout.Events())
+	if len(msgs) != len(cases)+1 {
+		t.Fatalf("stored %d events, want %d", len(msgs), len(cases)+1)
+	}
+	for i, c := range cases {
+		m := msgs[i]
+		if want := "tracking.events.GATE_IN." + c.unit; m.Subject != want {
+			t.Errorf("event %d (%.60s) on %q, want %q", i, c.data, m.Subject, want)
+		}
+		if u := UnitOf(m.Data); !strings.HasSuffix(m.Subject, "."+u) {
+			t.Errorf("event %d on %q, but UnitOf of its data is %q", i, m.Subject, u)
+		}
+		if string(m.Data) != c.data {
+			t.Errorf("event %d stored as %.60q, want its data verbatim", i, m.Data)
+		}
+		if got := m.Header.Get("ce-type"); got != "tracking.events.GATE_IN" {
+			t.Errorf("event %d: ce-type %q, want the type's subject without the unit", i, got)
+		}
+		if got := m.Header.Get(HeaderMsgID); got != fmt.Sprintf("ev-%02d", i) {
+			t.Errorf("event %d: Nats-Msg-Id %q", i, got)
+		}
+	}
+	if m := msgs[len(cases)]; m.Subject != "tracking.events.GATE_OUT._" {
+		t.Errorf("last event on %q", m.Subject)
+	}
+	dlq := e.messages(e.layout.DLQ())
+	if len(dlq) != 1 || dlq[0].Header.Get(HeaderMsgID) != "bad" || string(dlq[0].Data) != notJSON {
+		t.Errorf("dead letters %d, want only the event that is not JSON, verbatim", len(dlq))
 	}
 }
