@@ -3,9 +3,13 @@ package publish
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -116,5 +120,79 @@ func TestPublishUnitSubjects(t *testing.T) {
 	dlq := e.messages(e.layout.DLQ())
 	if len(dlq) != 1 || dlq[0].Header.Get(HeaderMsgID) != "bad" || string(dlq[0].Data) != notJSON {
 		t.Errorf("dead letters %d, want only the event that is not JSON, verbatim", len(dlq))
+	}
+}
+
+// TestCursorAcrossSubjectForms: an events stream holding events stored before the unit joined the
+// subject (P.events.<TYPE>) and after (P.events.<TYPE>.<UNIT>) gives one cursor across both: `bridge
+// cursor show` reads the newest of either form, and a publisher resuming on it recognises the old
+// events when the upstream replays them and stores the next one on the new form.
+func TestCursorAcrossSubjectForms(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	ctx := context.Background()
+	if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: e.layout.Leases()}); err != nil {
+		t.Fatal(err) // `bridge cursor show` names the lease's holder too
+	}
+	data := func(id string) []byte {
+		return fmt.Appendf(nil, `{"id":%q,"type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z",`+
+			`"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"MSKU1234565"}}}}`, id)
+	}
+	// Three events as a bridge stored them before: each names the event before it as stored.
+	for i, id := range []string{"ev-1", "ev-2", "ev-3"} {
+		m := nats.NewMsg("tracking.events.GATE_IN")
+		m.Header.Set(HeaderMsgID, id)
+		m.Header.Set(HeaderEventID, id)
+		if i > 0 {
+			m.Header.Set(HeaderResumeAfter, fmt.Sprintf("ev-%d", i))
+		}
+		m.Data = data(id)
+		if _, err := e.js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ShowCursor(ctx, e.nc, e.layout, 8)
+	if err != nil || c.LastEvent != "ev-3" || (c.ResumeAfter != "ev-2" && c.ResumeAfter != "ev-3") {
+		t.Fatalf("cursor over the old subjects: %+v, %v", c, err)
+	}
+	p := e.publisher(8, nil)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ev-2", "ev-3", "ev-4"} { // the upstream replays after the cursor
+		if err := p.Handle(ctx, upstream.Event{ID: id, ResumeID: id, Data: data(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p.Resume(ctx); err != nil || last != "ev-4" {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+	var subjects []string
+	for _, m := range e.messages(e.layout.Events()) {
+		subjects = append(subjects, m.Header.Get(HeaderMsgID)+" "+m.Subject)
+	}
+	want := []string{"ev-1 tracking.events.GATE_IN", "ev-2 tracking.events.GATE_IN", "ev-3 tracking.events.GATE_IN",
+		"ev-4 tracking.events.GATE_IN.MSKU1234565"}
+	if !slices.Equal(subjects, want) {
+		t.Errorf("stored %q, want %q", subjects, want)
+	}
+	// The cursor may lag the newest event by a window; what lies between is recognised when replayed.
+	if c, err = ShowCursor(ctx, e.nc, e.layout, 8); err != nil || c.LastEvent != "ev-4" || c.ResumeAfter < "ev-2" {
+		t.Fatalf("cursor over both forms: %+v, %v", c, err)
+	}
+	p2 := e.publisher(8, nil)
+	if _, err := p2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ev-3", "ev-4", "ev-5"} {
+		if err := p2.Handle(ctx, upstream.Event{ID: id, ResumeID: id, Data: data(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, err := p2.Resume(ctx); err != nil || last != "ev-5" {
+		t.Fatalf("Resume = %q, %v", last, err)
+	}
+	if n := len(e.messages(e.layout.Events())); n != 5 {
+		t.Errorf("stored %d events, want 5: each once", n)
 	}
 }
