@@ -34,7 +34,7 @@ type CloudEvent struct {
 	SpecVersion     string    // ce-specversion, "1.0"
 	ID              string    // ce-id: the event id, as HeaderMsgID has it
 	Source          string    // ce-source: the bridge's BRIDGE_CE_SOURCE, by default the upstream's stream URL
-	Type            string    // ce-type: the subject, P.events.<TYPE>
+	Type            string    // ce-type: the subject without the unit token, P.events.<TYPE>
 	Time            time.Time // ce-time: the event's timestamp; zero when it has none that is an RFC 3339 time
 	DataContentType string    // ce-datacontenttype, "application/json"
 }
