@@ -273,7 +273,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// Every subject internal/layout names is above, a stream's (subtest streams) or internal; its other
 		// functions size streams and dead letters.
 		known := map[string]string{
-			"EventSubject": "channel", "EventBase": "channel", "EventsOfType": "channel (a filter of it)",
+			"EventSubject": "channel", "EventBase": "channel", "Event": "channel (its events stored before the unit token)", "EventsOfType": "channel (a filter of it)",
 			"EventsOfUnit": "channel (a filter of it)", "UnitToken": "the unit parameter",
 			"UnitsBucket": "the units view's bucket", "Reports": "channel", "DLQEvents": "channel",
 			"DLQReports": "channel", "API": "channel", "APIOperations": "channel (the API's endpoints)",

@@ -45,8 +45,7 @@ func (s Subjects) EventsOfType(eventType string) string {
 // before the subject carried the unit: P.events.<TYPE>.* and P.events.<TYPE>. The two do not overlap, so
 // both may stand in one JetStream consumer's FilterSubjects (EventConsumerConfig.Types uses them).
 func (s Subjects) TypeFilters(eventType string) []string {
-	of := s.EventsOfType(eventType)
-	return []string{of, of[:len(of)-2]}
+	return []string{s.EventsOfType(eventType), layout.Event(s.prefix(), eventType)}
 }
 
 // EventsOfUnit is P.events.*.<UNIT>, the events of one loading unit, every type: number as the event's

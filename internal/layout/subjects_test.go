@@ -73,6 +73,7 @@ func TestNames(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{Events("tracking"), "tracking.events.>"},
 		{EventsOfType("tracking", ""), "tracking.events.UNKNOWN.*"},
+		{Event("tracking", "GATE IN"), "tracking.events.GATE_IN"},
 		{FenceFilter("tracking"), "tracking.leader.>"},
 		{Reports("acme.t"), "acme.t.reports"},
 		{DLQ("acme.t"), "acme.t.dlq.>"},
