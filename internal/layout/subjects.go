@@ -14,8 +14,9 @@ func Events(prefix string) string { return prefix + ".events.>" }
 // EventBase is P.events., to which an event's type and unit tokens are appended.
 func EventBase(prefix string) string { return prefix + ".events." }
 
-// Event is P.events.<TYPE>, the subject of the events of one type before events carried their unit:
-// eventType as the event's type field has it, mapped by TypeToken.
+// Event is P.events.<TYPE>, where events of one type stored before the subject carried the unit token
+// sit: for reading them (with EventsOfType for the later ones), never for publishing. eventType as the
+// event's type field has it, mapped by TypeToken.
 func Event(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) }
 
 // EventSubject is P.events.<TYPE>.<UNIT>, the subject of one event (docs/subjects.md#subjects): typeToken
