@@ -210,7 +210,7 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 	s.base, s.abort = context.WithCancel(context.Background())
 	var errs []error
 	js := cfg.JetStream
-	if js == nil {
+	if js == nil && nc != nil {
 		var err error
 		if js, err = jetstream.New(nc); err != nil {
 			errs = append(errs, fmt.Errorf("JetStream for the units endpoints: %w", err))
@@ -445,7 +445,7 @@ type call struct {
 	req     upstream.APIRequest
 	unit    unitQuery // instead of req, for an operation answered from NATS
 	reply   string    // the caller's inbox
-	prefix  string // the configured prefix reply is under
+	prefix  string    // the configured prefix reply is under
 	timeout time.Duration
 	start   time.Time // of handling, for the duration observed
 	caller  slog.Attr // from Nats-Request-Info, for the audit line; when named
