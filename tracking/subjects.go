@@ -59,6 +59,8 @@ const (
 	OpDeleteOrder     = layout.OpDeleteOrder     // "orders.delete", upstream operation deleteOrder
 	OpQueryTracking   = layout.OpQueryTracking   // "tracking.query", upstream operation queryTracking
 	OpReportEvent     = layout.OpReportEvent     // "tracking.report", upstream operation reportTrackingEvent
+	OpUnitLatest      = layout.OpUnitLatest      // "units.get", the latest event of a loading unit, from NATS
+	OpUnitEvents      = layout.OpUnitEvents      // "units.events", a loading unit's most recent events, from NATS
 )
 
 // TypeToken returns the subject token of an event type, as the bridge forms it (docs/subjects.md#subjects):
