@@ -64,6 +64,8 @@ func hostileRequests(up *simtest.Upstream) map[string]string {
 		"orders.delete":    `{"id":"o-1"}`,
 		"tracking.query":   `{"orderId":"a","positionId":"b"}`,
 		"tracking.report":  string(opsReport(up, 1)),
+		"units.get":        `{"unit":"MSKU1234567"}`,
+		"units.events":     `{"unit":"MSKU1234567","limit":5}`,
 	}
 }
 
