@@ -26,9 +26,9 @@ import (
 // UnitHeader is on the reply to units.get: the unit token of the number asked for, the bucket's key.
 const UnitHeader = "Tracking-Unit"
 
-// Bounds of units.events (docs/api.md#the-units-endpoints): the events a reply holds when the request names no limit,
-// and the most it may name. A reply holds fewer when the events would not fit in the NATS server's
-// max_payload: the oldest are left out.
+// Bounds of units.events (docs/api.md#the-units-endpoints): the events a reply holds when the request
+// names no limit, and the most it may name. A reply holds fewer when the events would not fit in the
+// NATS server's max_payload: the oldest are left out.
 const (
 	DefaultUnitEvents = 20
 	MaxUnitEvents     = 200
