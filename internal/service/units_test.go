@@ -313,3 +313,27 @@ func TestUnitsHostile(t *testing.T) {
 		t.Errorf("the bucket's key EVIL: %v, want none", err)
 	}
 }
+
+// TestUnitsNotBusyWithUpstream: the units endpoints read NATS in slots of their own: while every upstream
+// slot is held by a call the upstream does not answer, an upstream request is refused 503 busy and the
+// units endpoints still answer.
+func TestUnitsNotBusyWithUpstream(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{upstreamURL: scriptedUpstream(t), concurrency: 1})
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
+
+	held := make(chan reply, 1)
+	go func() { held <- h.request("orders.get", `{"id":"slow-held"}`, service.TimeoutHeader, "3s") }()
+	testutil.Eventually(t, 5*time.Second, "a call held upstream", func() bool { return h.calls.n.Load() == 1 })
+	if r := h.request("orders.get", `{"id":"slow-other"}`); r.code != 503 || !strings.Contains(r.desc, "busy") {
+		t.Fatalf("an upstream request beside the held one: %d %q, want 503 busy", r.code, r.desc)
+	}
+	for range 3 {
+		h.ok("units.get", `{"unit":"MSKU1234567"}`)
+		h.ok("units.events", `{"unit":"MSKU1234567"}`)
+	}
+	if r := <-held; r.code != 504 {
+		t.Errorf("the held call: %d %q, want 504", r.code, r.desc)
+	}
+}
