@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +339,69 @@ func TestUnitsNotBusyWithUpstream(t *testing.T) {
 	if r := <-held; r.code != 504 {
 		t.Errorf("the held call: %d %q, want 504", r.code, r.desc)
 	}
+}
+
+// BenchmarkUnitsGet measures units.get through the service with BENCH_UNITS units in the bucket (100,000
+// unless set), each value an event of about 600 bytes, one caller, requests spread over every unit; it
+// reports the p50 and p99 latency in microseconds, from the caller's request to its reply. Run it with
+//
+//	go test -run XXX -bench BenchmarkUnitsGet -benchtime 5000x ./internal/service/
+func BenchmarkUnitsGet(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("BENCH_UNITS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ns := testutil.StartNATS(b, nil)
+	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	nc := ns.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: layout.UnitsBucket("tracking"), History: 1}); err != nil {
+		b.Fatal(err)
+	}
+	unit := func(i int) string { return fmt.Sprintf("BENU%07d", i) }
+	start := time.Now()
+	for i := range n {
+		data := event(fmt.Sprint("e-", i), "LOAD", unit(i), i, 600)
+		if _, err := js.PublishAsync("$KV."+layout.UnitsBucket("tracking")+"."+unit(i), []byte(data)); err != nil {
+			b.Fatal(err)
+		}
+		if i%5000 == 4999 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				b.Fatal("the bucket's puts were not acknowledged")
+			}
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.Logf("%d units in the bucket in %v", n, time.Since(start))
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		body := []byte(`{"unit":"` + unit((i*7919)%n) + `"}`)
+		t0 := time.Now()
+		m, err := nc.Request("tracking.api.units.get", body, 5*time.Second)
+		lat = append(lat, time.Since(t0))
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			b.Fatalf("units.get: %v %v", m, err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.5), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
 }
