@@ -38,7 +38,7 @@ type Operation struct {
 	MaxBody int
 
 	// Source, on an operation answered from NATS instead of the upstream (OpenAPI, Method and Path
-	// empty), says what it reads, for discovery; its names follow Config.Prefix (sourceOf).
+	// empty), says what it reads, for discovery, in the names of any prefix (PFX_UNITS, P.events.>).
 	Source string
 
 	// build turns a request's body into the upstream request, or lists every problem of the body.
