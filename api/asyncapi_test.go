@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -98,7 +99,9 @@ type asyncParameter struct {
 	Default   string   `yaml:"default"`
 	Examples  []string `yaml:"examples"`
 	TokenRule *struct {
+		Source      string `yaml:"source"`
 		Pattern     string `yaml:"pattern"`
+		UpperCase   bool   `yaml:"upperCase"`
 		Allowed     string `yaml:"allowed"`
 		Replacement string `yaml:"replacement"`
 		MaxLength   int    `yaml:"maxLength"`
@@ -244,10 +247,16 @@ func TestAsyncAPIDrift(t *testing.T) {
 
 	t.Run("subjects", func(t *testing.T) {
 		p := prefixParam
-		if got, want := layout.Event(p, "GATE_IN"), layout.EventBase(p)+"GATE_IN"; got != want {
-			t.Fatalf("layout.Event = %q, want %q: the test builds the template from EventBase", got, want)
+		code := []string{layout.EventSubject(p, "{type}", "{unit}"), layout.Reports(p), layout.DLQEvents(p), layout.DLQReports(p)}
+		for _, c := range []struct{ got, want string }{
+			{layout.EventsOfType(p, "GATE_IN"), layout.EventSubject(p, "GATE_IN", "*")},
+			{layout.EventsOfUnit(p, "MSKU1234565"), layout.EventSubject(p, "*", "MSKU1234565")},
+			{layout.EventBase(p), strings.TrimSuffix(layout.EventSubject(p, "", ""), ".")},
+		} {
+			if c.got != c.want {
+				t.Errorf("layout's filter %q, want %q: a filter of the events channel's address", c.got, c.want)
+			}
 		}
-		code := []string{layout.EventBase(p) + "{type}", layout.Reports(p), layout.DLQEvents(p), layout.DLQReports(p)}
 		var served []string
 		for _, op := range service.Operations {
 			code = append(code, layout.API(p, op.Name))
@@ -265,7 +274,9 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// Every subject internal/layout names is above, a stream's (subtest streams) or internal; its other
 		// functions size streams and dead letters.
 		known := map[string]string{
-			"Event": "channel", "EventBase": "channel", "Reports": "channel", "DLQEvents": "channel",
+			"EventSubject": "channel", "EventBase": "channel", "Event": "channel (its events stored before the unit token)", "EventsOfType": "channel (a filter of it)",
+			"EventsOfUnit": "channel (a filter of it)", "UnitToken": "the unit parameter",
+			"UnitsBucket": "the units view's bucket", "Reports": "channel", "DLQEvents": "channel",
 			"DLQReports": "channel", "API": "channel", "APIOperations": "channel (the API's endpoints)",
 			"Events": "stream", "DLQ": "stream", "EventsStream": "stream", "ReportsStream": "stream",
 			"DLQStream": "stream", "Stream": "stream", "TypeToken": "the type parameter",
@@ -322,6 +333,57 @@ func TestAsyncAPIDrift(t *testing.T) {
 		for _, ex := range typ.Examples {
 			if got := layout.TypeToken(ex); got != ex {
 				t.Errorf("example %q is not a type token: TypeToken gives %q", ex, got)
+			}
+		}
+	})
+
+	t.Run("unit token", func(t *testing.T) {
+		unit := doc.parameter(t, doc.Channels["events"].Parameters["unit"])
+		rule := unit.TokenRule
+		if rule == nil {
+			t.Fatal("the events channel's unit parameter has no x-token-rule")
+		}
+		if got, want := strings.Split(rule.Source, "."), []string{"observation", "observedLoadingUnit", "loadingUnit", "number"}; !slices.Equal(got, want) {
+			t.Errorf("source %q, the code reads %q", rule.Source, strings.Join(want, "."))
+		}
+		withNumber := func(number string) []byte {
+			b, _ := json.Marshal(map[string]any{"observation": map[string]any{"observedLoadingUnit": map[string]any{
+				"loadingUnit": map[string]any{"number": number}}}})
+			return b
+		}
+		if rule.MaxLength != layout.MaxUnitToken || rule.Missing != layout.NoUnit || !rule.UpperCase || rule.Replacement != "" {
+			t.Errorf("rule %+v, the code's maxLength %d, missing %q, upper-cased, others removed", rule, layout.MaxUnitToken, layout.NoUnit)
+		}
+		pattern := regexp.MustCompile(rule.Pattern)
+		allowed := regexp.MustCompile("^" + rule.Allowed + "$")
+		for c := range rune(0x3000) {
+			s := string(c)
+			if rule.UpperCase {
+				s = string(unicode.ToUpper(c))
+			}
+			want := rule.Missing
+			if allowed.MatchString(s) {
+				want = s
+			}
+			if got := publish.UnitOf(withNumber("A" + string(c))); got != "A"+strings.TrimPrefix(want, rule.Missing) {
+				t.Errorf("the unit of %q is %q, the rule in asyncapi.yaml gives %q", "A"+string(c), got, "A"+strings.TrimPrefix(want, rule.Missing))
+			}
+		}
+		long := strings.Repeat("A", rule.MaxLength+1)
+		for _, c := range []struct{ data []byte }{{withNumber(long)}, {withNumber("")}, {withNumber("--")},
+			{[]byte(`{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":7}}}}`)}, {[]byte(`{}`)}} {
+			if got := publish.UnitOf(c.data); got != rule.Missing {
+				t.Errorf("the unit of %s is %q, the rule gives %q", c.data, got, rule.Missing)
+			}
+		}
+		for _, s := range append([]string{"", "a.b", "*", ">", " ", "msku 123456-7", "Grüße", long, strings.Repeat("x.", 50)}, unit.Examples...) {
+			if got := layout.UnitToken(s); !pattern.MatchString(got) {
+				t.Errorf("UnitToken(%q) = %q does not match the pattern %q", s, got, rule.Pattern)
+			}
+		}
+		for _, ex := range unit.Examples {
+			if got := layout.UnitToken(ex); got != ex {
+				t.Errorf("example %q is not a unit token: UnitToken gives %q", ex, got)
 			}
 		}
 	})
@@ -445,6 +507,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// missing here fails, as does an entry here that the document lacks.
 		bounds := map[string]int{
 			"/components/parameters/type/x-token-rule":                                    layout.MaxTypeToken,
+			"/components/parameters/unit/x-token-rule":                                    layout.MaxUnitToken,
 			"/components/schemas/EventHeaders/properties/Tracking-Event-Type":             publish.MaxTypeHeader,
 			"/components/schemas/EventHeaders/properties/ce-time":                         publish.MaxTimeHeader,
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,

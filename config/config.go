@@ -97,7 +97,7 @@ type Config struct {
 
 	// NATS and the HTTP endpoint.
 	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
-	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
+	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>.<UNIT>, P.reports, P.dlq.*) and stream name"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
 	HTTPMaxConns  int    `envconfig:"HTTP_MAX_CONNS" default:"64" desc:"most connections open at once on BRIDGE_HTTP_ADDR (4 to 4096); a new connection beyond them is let in and an older one closed (one part way through a request first), so probes and scrapes still get in during a flood"`
 

@@ -5,7 +5,7 @@
 //
 // The types (types.gen.go) are generated from the OpenAPI document api/openapi.yaml, the same document the
 // bridge validates reports and booking orders with: TrackingEvent is the data of an event on
-// P.events.<TYPE>, TrackingEventReport the body of a report on P.reports, BookingOrder, TrackedUnit and
+// P.events.<TYPE>.<UNIT>, TrackingEventReport the body of a report on P.reports, BookingOrder, TrackedUnit and
 // PaginatedLocationResponse the bodies of the API. TrackingEventType is a plain string, because the
 // provider adds new types; the other enumerations have constants and a Valid method.
 //

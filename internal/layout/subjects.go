@@ -14,8 +14,9 @@ func Events(prefix string) string { return prefix + ".events.>" }
 // EventBase is P.events., to which an event's type and unit tokens are appended.
 func EventBase(prefix string) string { return prefix + ".events." }
 
-// Event is P.events.<TYPE>, the subject of the events of one type before events carried their unit:
-// eventType as the event's type field has it, mapped by TypeToken.
+// Event is P.events.<TYPE>, where events of one type stored before the subject carried the unit token
+// sit: for reading them (with EventsOfType for the later ones), never for publishing. eventType as the
+// event's type field has it, mapped by TypeToken.
 func Event(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) }
 
 // EventSubject is P.events.<TYPE>.<UNIT>, the subject of one event (docs/subjects.md#subjects): typeToken
@@ -85,7 +86,7 @@ func DLQStream(prefix string) string     { return Stream(prefix, "DLQ") }
 func LeaseBucket(prefix string) string   { return Stream(prefix, "LEASES") }
 
 // UnitsBucket is the key-value bucket of the latest event per loading unit, PFX_UNITS
-// (docs/subjects.md#units-the-latest-event-per-loading-unit): its keys are unit tokens.
+// (docs/subjects.md): its keys are unit tokens.
 func UnitsBucket(prefix string) string { return Stream(prefix, "UNITS") }
 
 // Stream returns PFX_<kind>: PFX is the prefix upper-cased, every character other than A-Z and 0-9 as
