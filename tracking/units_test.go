@@ -55,7 +55,8 @@ func putUnit(t *testing.T, js jetstream.JetStream, prefix, unit, id, data string
 // view for the number as written, decoded and verbatim, with its unit token; ErrNotFound without one,
 // ErrUnavailable while the view does not exist; the most recent events oldest first, a limit, the
 // default; ErrInvalid for a number that names no unit and a limit out of range; an event that is not a
-// TrackingEvent comes with its error, beside the others.
+// TrackingEvent comes with its error, beside the others; events the upstream streams are among a unit's
+// events once the bridge stored them.
 func TestClientUnits(t *testing.T) {
 	b := bridgetest.Start(t, bridgetest.Options{})
 	nc, js := connect(t, b)
@@ -128,6 +129,28 @@ func TestClientUnits(t *testing.T) {
 	if h, err = c.UnitEvents(ctx, "ZZZU9999999", 5); err != nil || h.Unit != "ZZZU9999999" || len(h.Events) != 0 {
 		t.Errorf("UnitEvents of a unit without events: %+v %v", h, err)
 	}
+
+	// Events the upstream streams reach units.events on their way through the bridge: on
+	// P.events.<TYPE>.<UNIT>, in the order the bridge stored them, verbatim.
+	var streamed []string
+	for i, typ := range []string{"GATE_IN", "DEPARTED", "ARRIVED"} {
+		id := fmt.Sprint("zs-", i)
+		data := unitEvent(id, typ, "zzzu 000002-2", 30+i)
+		inject(b, id, typ, data)
+		streamed = append(streamed, data)
+	}
+	testutil.EventuallyState(t, 30*time.Second, "the streamed events in units.events", func() (bool, string) {
+		h, err := c.UnitEvents(ctx, "ZZZU 000002-2", 0)
+		if err != nil || h.Unit != "ZZZU0000022" || len(h.Events) != len(streamed) {
+			return false, fmt.Sprint(h, err)
+		}
+		for i, ev := range h.Events {
+			if string(ev.Raw) != streamed[i] || ev.Err != nil {
+				t.Fatalf("streamed event %d: %s %v, want %s", i, ev.Raw, ev.Err, streamed[i])
+			}
+		}
+		return true, ""
+	})
 
 	for _, bad := range []struct {
 		number string
