@@ -90,6 +90,7 @@ type asyncOperation struct {
 	} `yaml:"bindings"`
 	OpenAPI  string `yaml:"x-openapi-operation"`
 	Upstream string `yaml:"x-upstream"`
+	Source   string `yaml:"x-source"` // an endpoint answered from NATS: what it reads
 }
 
 type asyncParameter struct {
@@ -486,7 +487,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			service.UpstreamStatusHeader, service.RetryAfterHeader})
 
 		// The codes the bridge sets itself.
-		codes := map[string]int{"CodeInvalid": service.CodeInvalid,
+		codes := map[string]int{"CodeInvalid": service.CodeInvalid, "CodeNotFound": service.CodeNotFound,
 			"CodeBadAnswer": service.CodeBadAnswer, "CodeUnavailable": service.CodeUnavailable, "CodeTimeout": service.CodeTimeout}
 		_, consts := exportedDecls(t, "../internal/service")
 		var codeCodes []string
@@ -515,6 +516,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
 			"/components/schemas/OrderId":                                                 service.MaxValueBytes,
+			"/components/schemas/UnitNumber":                                              service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/type":                  service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/name":                  service.MaxValueBytes,
 			"/components/schemas/QueryTrackingRequest/properties/orderId":                 service.MaxValueBytes,
@@ -549,7 +551,8 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"report":          nil, // Nats-Msg-Id is asked for, not required: the bridge accepts a report without it
 			"reportDeadLetter": {jetstream.MsgIDHeader, layout.HeaderError, layout.HeaderReportSequence,
 				layout.HeaderReportTime, layout.HeaderDeliveries},
-			"apiError": {micro.ErrorHeader, micro.ErrorCodeHeader},
+			"apiError":        {micro.ErrorHeader, micro.ErrorCodeHeader},
+			"unitLatestReply": {service.UnitHeader},
 		}
 		for name, m := range doc.Components.Messages {
 			hs, declared := doc.headers(t, m)
@@ -609,7 +612,12 @@ func TestAsyncAPIDrift(t *testing.T) {
 				t.Errorf("operation %s: action %q without a reply; an endpoint receives requests and replies", id, op.Action)
 				continue
 			}
-			if op.OpenAPI != code.OpenAPI || op.Upstream != code.Method+" "+code.Path {
+			if code.FromNATS() {
+				if op.OpenAPI != "" || op.Upstream != "" || op.Source != code.Source {
+					t.Errorf("operation %s: OpenAPI operation %q, upstream %q, source %q; the code reads %q from NATS",
+						id, op.OpenAPI, op.Upstream, op.Source, code.Source)
+				}
+			} else if op.OpenAPI != code.OpenAPI || op.Upstream != code.Method+" "+code.Path || op.Source != "" {
 				t.Errorf("operation %s: OpenAPI operation %q, upstream %q; the code's %q, %q", id, op.OpenAPI, op.Upstream, code.OpenAPI, code.Method+" "+code.Path)
 			}
 			if op.Bindings.NATS == nil || op.Bindings.NATS.Queue != service.QueueGroup {
@@ -625,7 +633,11 @@ func TestAsyncAPIDrift(t *testing.T) {
 			for _, r := range op.Reply.Messages {
 				name, m := doc.message(t, r.Ref)
 				replies = append(replies, name)
-				if _, names := doc.headers(t, m); name != "apiError" && len(names) > 0 {
+				_, names := doc.headers(t, m)
+				switch {
+				case name == "unitLatestReply":
+					sameSet(t, "reply header", "operation "+id, names, []string{service.UnitHeader})
+				case name != "apiError" && len(names) > 0:
 					t.Errorf("operation %s: reply %s has headers; a success is the upstream's body alone", id, name)
 				}
 			}

@@ -12,7 +12,9 @@
 // Subjects names every subject and stream for a prefix, TypeToken the subject token of an event type.
 // EventConsumer reads events from the events stream through a JetStream consumer of the caller's
 // configuration and decodes them (Event); Reporter publishes reports and waits for JetStream's
-// acknowledgement; Client calls the API and returns its failures as *APIError.
+// acknowledgement; Client calls the API and returns its failures as *APIError. Client.UnitLatest and
+// Client.UnitEvents answer where a loading unit is now and what happened to it, from NATS without the
+// provider (UnitEvent).
 //
 // The same subjects, headers, streams and endpoints are described as an AsyncAPI 3.0 document,
 // api/asyncapi.yaml in the repository, for tools and for clients in other languages; a test holds it

@@ -86,6 +86,8 @@ const (
 	OpDeleteOrder     = layout.OpDeleteOrder     // "orders.delete", upstream operation deleteOrder
 	OpQueryTracking   = layout.OpQueryTracking   // "tracking.query", upstream operation queryTracking
 	OpReportEvent     = layout.OpReportEvent     // "tracking.report", upstream operation reportTrackingEvent
+	OpUnitLatest      = layout.OpUnitLatest      // "units.get", the latest event of a loading unit, from NATS
+	OpUnitEvents      = layout.OpUnitEvents      // "units.events", a loading unit's most recent events, from NATS
 )
 
 // EventFilters returns the filter subjects of the events of the given types and loading units, without

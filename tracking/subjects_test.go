@@ -91,7 +91,8 @@ func TestSubjectsAgreeWithBridge(t *testing.T) {
 // TestNamesAgreeWithBridge: the operations and header names are the service's and the publisher's.
 func TestNamesAgreeWithBridge(t *testing.T) {
 	ops := []string{tracking.OpSearchLocations, tracking.OpListOrders, tracking.OpCreateOrder, tracking.OpGetOrder,
-		tracking.OpUpdateOrder, tracking.OpDeleteOrder, tracking.OpQueryTracking, tracking.OpReportEvent}
+		tracking.OpUpdateOrder, tracking.OpDeleteOrder, tracking.OpQueryTracking, tracking.OpReportEvent,
+		tracking.OpUnitLatest, tracking.OpUnitEvents}
 	if !slices.Equal(ops, service.EndpointNames()) {
 		t.Errorf("operations %q, the service serves %q", ops, service.EndpointNames())
 	}
@@ -100,6 +101,7 @@ func TestNamesAgreeWithBridge(t *testing.T) {
 		{tracking.HeaderIdempotencyKey, service.IdempotencyKeyHeader},
 		{tracking.HeaderUpstreamStatus, service.UpstreamStatusHeader},
 		{tracking.HeaderRetryAfter, service.RetryAfterHeader},
+		{tracking.HeaderUnit, service.UnitHeader},
 		{tracking.HeaderErrorCode, micro.ErrorCodeHeader},
 		{tracking.HeaderError, micro.ErrorHeader},
 		{tracking.HeaderMsgID, publish.HeaderMsgID},

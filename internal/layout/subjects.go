@@ -65,6 +65,8 @@ const (
 	OpDeleteOrder     = "orders.delete"    // upstream operation deleteOrder
 	OpQueryTracking   = "tracking.query"   // upstream operation queryTracking
 	OpReportEvent     = "tracking.report"  // upstream operation reportTrackingEvent
+	OpUnitLatest      = "units.get"        // the latest event of a loading unit, from the units bucket
+	OpUnitEvents      = "units.events"     // a loading unit's most recent stored events, from the events stream
 )
 
 // APIOperations returns every operation of the request-reply API in the order of
@@ -73,7 +75,7 @@ const (
 // slice is the caller's.
 func APIOperations() []string {
 	return []string{OpSearchLocations, OpListOrders, OpCreateOrder, OpGetOrder, OpUpdateOrder, OpDeleteOrder,
-		OpQueryTracking, OpReportEvent}
+		OpQueryTracking, OpReportEvent, OpUnitLatest, OpUnitEvents}
 }
 
 // EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams, PFX_EVENTS,
