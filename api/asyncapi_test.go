@@ -835,7 +835,7 @@ var headerPackages = []string{"../tracking", "../internal/publish", "../internal
 
 // internalHeaders are header names of the code that no client sees: those of the fence markers on
 // P.leader.>.
-var internalHeaders = []string{publish.HeaderLeader, publish.HeaderRestart, publish.HeaderRestartAfter}
+var internalHeaders = []string{publish.HeaderLeader, publish.HeaderLeaderTerm, publish.HeaderRestart, publish.HeaderRestartAfter}
 
 // headerName matches a string literal that names a NATS header (or, ending in "-", a prefix of names).
 var headerName = regexp.MustCompile(`^(?:(?:Nats|Tracking|Bridge|Sse)-[A-Za-z-]+|ce-[a-z]+|Content-Type|Idempotency-Key|Retry-After)$`)
