@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/bridgetest"
 	"github.com/tracking-bridge/tracking-bridge/tracking"
 )
@@ -215,11 +217,15 @@ func TestClientErrors(t *testing.T) {
 			_, err := c.ListOrders(ctx)
 			return err
 		}, sentinel: tracking.ErrUnavailable, code: 503, upstream: 503, temporary: true, retry: 2 * time.Second},
-		{name: "504 by the context's deadline", faults: sim.Faults{Latency: 5 * time.Second}, timeout: 2 * time.Second,
+		// The bridge is told a tenth less than the context has left (at most 500 ms less), so that its 504
+		// arrives in time; the deadline scales with the machine's load, and the upstream outlasts it.
+		{name: "504 by the context's deadline", faults: sim.Faults{Latency: 3 * testutil.Scale(2*time.Second)},
+			timeout: testutil.Scale(2 * time.Second),
 			call: func(ctx context.Context) error {
 				_, err := c.ListOrders(ctx)
 				return err
-			}, sentinel: tracking.ErrTimeout, code: 504, temporary: true, want: []string{"did not answer within 1."}},
+			}, sentinel: tracking.ErrTimeout, code: 504, temporary: true,
+			want: []string{"did not answer within " + strconv.Itoa(int((testutil.Scale(2*time.Second)-time.Second)/time.Second))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b.Sim().SetFaults(tc.faults)
