@@ -327,7 +327,9 @@ func TestUnitsNotBusyWithUpstream(t *testing.T) {
 	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
 
 	held := make(chan reply, 1)
-	go func() { held <- h.request("orders.get", `{"id":"slow-held"}`, service.TimeoutHeader, testutil.Scale(3*time.Second).String()) }()
+	go func() {
+		held <- h.request("orders.get", `{"id":"slow-held"}`, service.TimeoutHeader, testutil.Scale(3*time.Second).String())
+	}()
 	testutil.Eventually(t, 5*time.Second, "a call held upstream", func() bool { return h.calls.n.Load() == 1 })
 	if r := h.request("orders.get", `{"id":"slow-other"}`); r.code != 503 || !strings.Contains(r.desc, "busy") {
 		t.Fatalf("an upstream request beside the held one: %d %q, want 503 busy", r.code, r.desc)
