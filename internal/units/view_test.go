@@ -288,7 +288,7 @@ func TestViewOrder(t *testing.T) {
 	rv := h.startView()
 	h.publish("b-newer", "ABCU1234567", "2026-03-01T12:00:00.5Z", false)
 	h.waitView(20 * time.Second)
-	h.publish("a-late", "abcu 123456-7", "2026-03-01T12:00:00.499999999Z", false) // older: not kept
+	h.publish("a-late", "abcu 123456-7", "2026-03-01T12:00:00.499999999Z", false)  // older: not kept
 	h.publish("z-tie", "ABCU1234567", "2026-03-01T13:00:00.500000000+01:00", true) // same instant, larger id
 	h.publish("c-tie", "ABCU1234567", "2026-03-01T12:00:00.5z", false)             // same instant, smaller id
 	h.waitView(20 * time.Second)
