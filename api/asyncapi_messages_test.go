@@ -94,14 +94,17 @@ func TestAsyncAPIMessages(t *testing.T) {
 	if _, err := p.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dlq, unknown := layout.DLQEvents(streams.Prefix), layout.Event(streams.Prefix, layout.UnknownType)
+	dlq, unknown := layout.DLQEvents(streams.Prefix), layout.EventSubject(streams.Prefix, layout.UnknownType, layout.NoUnit)
 	events := []struct {
 		ev           upstream.Event
 		subject      string
 		want, absent []string
 	}{
 		{upstream.Event{ID: "ev-1", ResumeID: "ev-1", Data: []byte(`{"id":"ev-1","type":"GATE_IN","timestamp":"2026-11-22T10:00:00Z"}`)},
-			layout.Event(streams.Prefix, "GATE_IN"), []string{publish.HeaderEventType, "ce-time"}, nil},
+			layout.EventSubject(streams.Prefix, "GATE_IN", layout.NoUnit), []string{publish.HeaderEventType, "ce-time"}, nil},
+		{upstream.Event{ID: "ev-6", ResumeID: "ev-6", Data: []byte(`{"id":"ev-6","type":"GATE_IN","timestamp":"2026-11-22T10:00:02Z",` +
+			`"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"MSKU 123456-5"}}}}`)},
+			layout.EventSubject(streams.Prefix, "GATE_IN", "MSKU1234565"), []string{publish.HeaderEventType, "ce-time"}, nil},
 		{upstream.Event{ID: "ev-2", ResumeID: "ev-2", Data: []byte(`{"x":1}`)}, unknown, nil, []string{publish.HeaderEventType, "ce-time"}},
 		{upstream.Event{ResumeID: "ev-2", Data: []byte(`{"type":5,"timestamp":"2026-11-22T10:00:01Z"}`)}, unknown,
 			[]string{"ce-time", publish.HeaderStreamID}, []string{publish.HeaderEventType}},

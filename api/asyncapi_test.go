@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -89,6 +90,7 @@ type asyncOperation struct {
 	} `yaml:"bindings"`
 	OpenAPI  string `yaml:"x-openapi-operation"`
 	Upstream string `yaml:"x-upstream"`
+	Source   string `yaml:"x-source"` // an endpoint answered from NATS: what it reads
 }
 
 type asyncParameter struct {
@@ -97,7 +99,9 @@ type asyncParameter struct {
 	Default   string   `yaml:"default"`
 	Examples  []string `yaml:"examples"`
 	TokenRule *struct {
+		Source      string `yaml:"source"`
 		Pattern     string `yaml:"pattern"`
+		UpperCase   bool   `yaml:"upperCase"`
 		Allowed     string `yaml:"allowed"`
 		Replacement string `yaml:"replacement"`
 		MaxLength   int    `yaml:"maxLength"`
@@ -243,10 +247,16 @@ func TestAsyncAPIDrift(t *testing.T) {
 
 	t.Run("subjects", func(t *testing.T) {
 		p := prefixParam
-		if got, want := layout.Event(p, "GATE_IN"), layout.EventBase(p)+"GATE_IN"; got != want {
-			t.Fatalf("layout.Event = %q, want %q: the test builds the template from EventBase", got, want)
+		code := []string{layout.EventSubject(p, "{type}", "{unit}"), layout.Reports(p), layout.DLQEvents(p), layout.DLQReports(p)}
+		for _, c := range []struct{ got, want string }{
+			{layout.EventsOfType(p, "GATE_IN"), layout.EventSubject(p, "GATE_IN", "*")},
+			{layout.EventsOfUnit(p, "MSKU1234565"), layout.EventSubject(p, "*", "MSKU1234565")},
+			{layout.EventBase(p), strings.TrimSuffix(layout.EventSubject(p, "", ""), ".")},
+		} {
+			if c.got != c.want {
+				t.Errorf("layout's filter %q, want %q: a filter of the events channel's address", c.got, c.want)
+			}
 		}
-		code := []string{layout.EventBase(p) + "{type}", layout.Reports(p), layout.DLQEvents(p), layout.DLQReports(p)}
 		var served []string
 		for _, op := range service.Operations {
 			code = append(code, layout.API(p, op.Name))
@@ -264,7 +274,9 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// Every subject internal/layout names is above, a stream's (subtest streams) or internal; its other
 		// functions size streams and dead letters.
 		known := map[string]string{
-			"Event": "channel", "EventBase": "channel", "Reports": "channel", "DLQEvents": "channel",
+			"EventSubject": "channel", "EventBase": "channel", "Event": "channel (its events stored before the unit token)", "EventsOfType": "channel (a filter of it)",
+			"EventsOfUnit": "channel (a filter of it)", "UnitToken": "the unit parameter",
+			"UnitsBucket": "the units view's bucket", "Reports": "channel", "DLQEvents": "channel",
 			"DLQReports": "channel", "API": "channel", "APIOperations": "channel (the API's endpoints)",
 			"Events": "stream", "DLQ": "stream", "EventsStream": "stream", "ReportsStream": "stream",
 			"DLQStream": "stream", "Stream": "stream", "TypeToken": "the type parameter",
@@ -321,6 +333,57 @@ func TestAsyncAPIDrift(t *testing.T) {
 		for _, ex := range typ.Examples {
 			if got := layout.TypeToken(ex); got != ex {
 				t.Errorf("example %q is not a type token: TypeToken gives %q", ex, got)
+			}
+		}
+	})
+
+	t.Run("unit token", func(t *testing.T) {
+		unit := doc.parameter(t, doc.Channels["events"].Parameters["unit"])
+		rule := unit.TokenRule
+		if rule == nil {
+			t.Fatal("the events channel's unit parameter has no x-token-rule")
+		}
+		if got, want := strings.Split(rule.Source, "."), []string{"observation", "observedLoadingUnit", "loadingUnit", "number"}; !slices.Equal(got, want) {
+			t.Errorf("source %q, the code reads %q", rule.Source, strings.Join(want, "."))
+		}
+		withNumber := func(number string) []byte {
+			b, _ := json.Marshal(map[string]any{"observation": map[string]any{"observedLoadingUnit": map[string]any{
+				"loadingUnit": map[string]any{"number": number}}}})
+			return b
+		}
+		if rule.MaxLength != layout.MaxUnitToken || rule.Missing != layout.NoUnit || !rule.UpperCase || rule.Replacement != "" {
+			t.Errorf("rule %+v, the code's maxLength %d, missing %q, upper-cased, others removed", rule, layout.MaxUnitToken, layout.NoUnit)
+		}
+		pattern := regexp.MustCompile(rule.Pattern)
+		allowed := regexp.MustCompile("^" + rule.Allowed + "$")
+		for c := range rune(0x3000) {
+			s := string(c)
+			if rule.UpperCase {
+				s = string(unicode.ToUpper(c))
+			}
+			want := rule.Missing
+			if allowed.MatchString(s) {
+				want = s
+			}
+			if got := publish.UnitOf(withNumber("A" + string(c))); got != "A"+strings.TrimPrefix(want, rule.Missing) {
+				t.Errorf("the unit of %q is %q, the rule in asyncapi.yaml gives %q", "A"+string(c), got, "A"+strings.TrimPrefix(want, rule.Missing))
+			}
+		}
+		long := strings.Repeat("A", rule.MaxLength+1)
+		for _, c := range []struct{ data []byte }{{withNumber(long)}, {withNumber("")}, {withNumber("--")},
+			{[]byte(`{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":7}}}}`)}, {[]byte(`{}`)}} {
+			if got := publish.UnitOf(c.data); got != rule.Missing {
+				t.Errorf("the unit of %s is %q, the rule gives %q", c.data, got, rule.Missing)
+			}
+		}
+		for _, s := range append([]string{"", "a.b", "*", ">", " ", "msku 123456-7", "Grüße", long, strings.Repeat("x.", 50)}, unit.Examples...) {
+			if got := layout.UnitToken(s); !pattern.MatchString(got) {
+				t.Errorf("UnitToken(%q) = %q does not match the pattern %q", s, got, rule.Pattern)
+			}
+		}
+		for _, ex := range unit.Examples {
+			if got := layout.UnitToken(ex); got != ex {
+				t.Errorf("example %q is not a unit token: UnitToken gives %q", ex, got)
 			}
 		}
 	})
@@ -424,7 +487,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			service.UpstreamStatusHeader, service.RetryAfterHeader})
 
 		// The codes the bridge sets itself.
-		codes := map[string]int{"CodeInvalid": service.CodeInvalid,
+		codes := map[string]int{"CodeInvalid": service.CodeInvalid, "CodeNotFound": service.CodeNotFound,
 			"CodeBadAnswer": service.CodeBadAnswer, "CodeUnavailable": service.CodeUnavailable, "CodeTimeout": service.CodeTimeout}
 		_, consts := exportedDecls(t, "../internal/service")
 		var codeCodes []string
@@ -444,6 +507,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 		// missing here fails, as does an entry here that the document lacks.
 		bounds := map[string]int{
 			"/components/parameters/type/x-token-rule":                                    layout.MaxTypeToken,
+			"/components/parameters/unit/x-token-rule":                                    layout.MaxUnitToken,
 			"/components/schemas/EventHeaders/properties/Tracking-Event-Type":             publish.MaxTypeHeader,
 			"/components/schemas/EventHeaders/properties/ce-time":                         publish.MaxTimeHeader,
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
@@ -452,6 +516,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
 			"/components/schemas/OrderId":                                                 service.MaxValueBytes,
+			"/components/schemas/UnitNumber":                                              service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/type":                  service.MaxValueBytes,
 			"/components/schemas/SearchLocationsRequest/properties/name":                  service.MaxValueBytes,
 			"/components/schemas/QueryTrackingRequest/properties/orderId":                 service.MaxValueBytes,
@@ -486,7 +551,8 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"report":          nil, // Nats-Msg-Id is asked for, not required: the bridge accepts a report without it
 			"reportDeadLetter": {jetstream.MsgIDHeader, layout.HeaderError, layout.HeaderReportSequence,
 				layout.HeaderReportTime, layout.HeaderDeliveries},
-			"apiError": {micro.ErrorHeader, micro.ErrorCodeHeader},
+			"apiError":        {micro.ErrorHeader, micro.ErrorCodeHeader},
+			"unitLatestReply": {service.UnitHeader},
 		}
 		for name, m := range doc.Components.Messages {
 			hs, declared := doc.headers(t, m)
@@ -546,7 +612,12 @@ func TestAsyncAPIDrift(t *testing.T) {
 				t.Errorf("operation %s: action %q without a reply; an endpoint receives requests and replies", id, op.Action)
 				continue
 			}
-			if op.OpenAPI != code.OpenAPI || op.Upstream != code.Method+" "+code.Path {
+			if code.FromNATS() {
+				if op.OpenAPI != "" || op.Upstream != "" || op.Source != code.Source {
+					t.Errorf("operation %s: OpenAPI operation %q, upstream %q, source %q; the code reads %q from NATS",
+						id, op.OpenAPI, op.Upstream, op.Source, code.Source)
+				}
+			} else if op.OpenAPI != code.OpenAPI || op.Upstream != code.Method+" "+code.Path || op.Source != "" {
 				t.Errorf("operation %s: OpenAPI operation %q, upstream %q; the code's %q, %q", id, op.OpenAPI, op.Upstream, code.OpenAPI, code.Method+" "+code.Path)
 			}
 			if op.Bindings.NATS == nil || op.Bindings.NATS.Queue != service.QueueGroup {
@@ -562,7 +633,11 @@ func TestAsyncAPIDrift(t *testing.T) {
 			for _, r := range op.Reply.Messages {
 				name, m := doc.message(t, r.Ref)
 				replies = append(replies, name)
-				if _, names := doc.headers(t, m); name != "apiError" && len(names) > 0 {
+				_, names := doc.headers(t, m)
+				switch {
+				case name == "unitLatestReply":
+					sameSet(t, "reply header", "operation "+id, names, []string{service.UnitHeader})
+				case name != "apiError" && len(names) > 0:
 					t.Errorf("operation %s: reply %s has headers; a success is the upstream's body alone", id, name)
 				}
 			}
@@ -760,7 +835,7 @@ var headerPackages = []string{"../tracking", "../internal/publish", "../internal
 
 // internalHeaders are header names of the code that no client sees: those of the fence markers on
 // P.leader.>.
-var internalHeaders = []string{publish.HeaderLeader, publish.HeaderRestart, publish.HeaderRestartAfter}
+var internalHeaders = []string{publish.HeaderLeader, publish.HeaderLeaderTerm, publish.HeaderRestart, publish.HeaderRestartAfter}
 
 // headerName matches a string literal that names a NATS header (or, ending in "-", a prefix of names).
 var headerName = regexp.MustCompile(`^(?:(?:Nats|Tracking|Bridge|Sse)-[A-Za-z-]+|ce-[a-z]+|Content-Type|Idempotency-Key|Retry-After)$`)

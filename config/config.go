@@ -97,7 +97,7 @@ type Config struct {
 
 	// NATS and the HTTP endpoint.
 	NATSURL       string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"comma-separated NATS server URLs (nats, tls, ws, wss)"`
-	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>, P.reports, P.dlq.*) and stream name"`
+	SubjectPrefix string `envconfig:"SUBJECT_PREFIX" default:"tracking" desc:"prefix P of every subject (P.events.<TYPE>.<UNIT>, P.reports, P.dlq.*) and stream name"`
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:":8080" desc:"listen address for /metrics, /healthz, /readyz and /status"`
 	HTTPMaxConns  int    `envconfig:"HTTP_MAX_CONNS" default:"64" desc:"most connections open at once on BRIDGE_HTTP_ADDR (4 to 4096); a new connection beyond them is let in and an older one closed (one part way through a request first), so probes and scrapes still get in during a flood"`
 
@@ -150,12 +150,12 @@ type Config struct {
 
 	// The partner API on NATS (docs/api.md).
 	APIEnabled     bool          `envconfig:"API_ENABLED" default:"true" desc:"serve the upstream's API to NATS clients as the micro service tracking-bridge on P.api.*"`
-	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096); a request beyond them is answered 503 at once"`
-	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included; a caller's Bridge-Timeout header can shorten it"`
+	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096), and besides them the most reads from NATS of units.get and units.events; a request beyond them is answered 503 at once"`
+	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included, or reading NATS for units.get and units.events; a caller's Bridge-Timeout header can shorten it"`
 	// Who may call what: the endpoints served and the reply subjects answered (docs/api.md#who-may-call-it).
-	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report; the others are not subscribed (their callers get no responders)"`
+	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report, units.get, units.events; the others are not subscribed (their callers get no responders)"`
 	APIReplyPrefixes string `envconfig:"API_REPLY_PREFIXES" default:"_INBOX." desc:"comma-separated subject prefixes (whole tokens) of the reply subjects the API answers: the callers' inbox prefixes; the replies NATS writes for callers in other accounts that import the service (_R_.) are answered besides them, always; a request with any other reply subject, or none, gets no answer and no upstream call, and is counted in bridge_api_requests_refused_total"`
-	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 400 before it is parsed, without calling the upstream (locations.search, orders.list, orders.get, orders.delete and tracking.query, whose requests are a few short members, allow at most 16384)"`
+	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 400 before it is parsed, without calling the upstream (locations.search, orders.list, orders.get, orders.delete, tracking.query, units.get and units.events, whose requests are a few short members, allow at most 16384)"`
 
 	// The units view: the latest event per loading unit (docs/subjects.md#units-the-latest-event-per-loading-unit).
 	UnitsView bool `envconfig:"UNITS_VIEW" default:"true" desc:"build the units view, the key-value bucket PFX_UNITS with the latest event of every loading unit, from the events stream (every bridge with it on shares the work; the bucket is created with the streams' replicas when BRIDGE_CREATE_STREAMS allows)"`

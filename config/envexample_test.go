@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 var updateEnvExample = flag.Bool("update-env-example", false, "rewrite deploy/bridge.env.example from the Config struct")
@@ -74,15 +75,7 @@ func readRepo(t *testing.T, path string) string {
 // every other BRIDGE_* variable is unset for the test. Tests that call it cannot run in parallel.
 func loadEnv(t *testing.T, env map[string]string) (*config.Config, error) {
 	t.Helper()
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.Prefix+"_") {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+	testutil.BridgeEnv(t, env)
 	return config.FromEnv()
 }
 

@@ -209,4 +209,20 @@ func TestNATSClusterConfig(t *testing.T) {
 		m, err := reader.Request(prefix+".api.orders.list", nil, 2*time.Second)
 		return err == nil && m.Header.Get("Nats-Service-Error-Code") == "", fmt.Sprint(m, err)
 	})
+	// The units endpoints, which the bridge answers from the replicated streams with its own permissions:
+	// the report's unit's events (the report came back as an event on its unit's subject), and its
+	// latest event (404 or 503 while the view has none).
+	testutil.EventuallyState(t, 30*time.Second, "the reported event among its unit's events", func() (bool, string) {
+		m, err := reader.Request(prefix+".api.units.events", []byte(`{"unit":"MSCU1234565"}`), 5*time.Second)
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			return false, fmt.Sprint(m, err)
+		}
+		return strings.HasPrefix(string(m.Data), `{"unit":"MSCU1234565","events":[`) && strings.Contains(string(m.Data), "HH-CL 1"), string(m.Data)
+	})
+	m, err := reader.Request(prefix+".api.units.get", []byte(`{"unit":"MSCU1234565"}`), 5*time.Second)
+	if err != nil {
+		t.Errorf("the API reader, units.get: %v", err)
+	} else if code := m.Header.Get("Nats-Service-Error-Code"); code != "" && code != "404" && code != "503" {
+		t.Errorf("the API reader, units.get: %v %q", m.Header, m.Data)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // repoPath returns the path of a file of the repository, given relative to its root with slashes
@@ -72,15 +73,7 @@ func bridgeVars(t *testing.T) (known, secret map[string]bool) {
 // that call it cannot run in parallel (t.Setenv).
 func loadConfig(t *testing.T, env map[string]string) (*config.Config, error) {
 	t.Helper()
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.Prefix+"_") {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+	testutil.BridgeEnv(t, env)
 	return config.FromEnv()
 }
 

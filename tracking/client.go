@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 )
 
 // Headers of the API's requests and replies (docs/api.md).
@@ -25,6 +27,8 @@ const (
 	HeaderUpstreamStatus = "Bridge-Upstream-Status"
 	// HeaderRetryAfter is the upstream's Retry-After, on a failure reply.
 	HeaderRetryAfter = "Retry-After"
+	// HeaderUnit is on the reply of OpUnitLatest: the unit token of the number asked for.
+	HeaderUnit = "Tracking-Unit"
 )
 
 // DefaultTimeout bounds a Client's request whose context has no deadline.
@@ -111,6 +115,81 @@ func (c *Client) ReportEvent(ctx context.Context, report TrackingEventReport, id
 	return c.call(ctx, OpReportEvent, report, hdr, nil)
 }
 
+// UnitEvent is one event of a loading unit as the units endpoints answer it: its data verbatim, and
+// decoded.
+type UnitEvent struct {
+	// Unit is the unit token (UnitToken of the number asked for): the key of the units bucket and the
+	// last token of the unit's event subjects.
+	Unit string
+	// Data is Raw decoded; when Err is set it holds what did decode.
+	Data TrackingEvent
+	// Raw is the event's data verbatim, as the bridge published it.
+	Raw json.RawMessage
+	// Err is a *MalformedEventError when Raw is not a TrackingEvent (a type or timestamp missing, a
+	// timestamp that is not RFC 3339); nil otherwise.
+	Err error
+}
+
+// UnitHistory is the reply of UnitEvents: the unit's most recent stored events, oldest first.
+type UnitHistory struct {
+	// Unit is the unit token (UnitToken of the number asked for).
+	Unit   string
+	Events []UnitEvent
+}
+
+// UnitLatest returns the latest event of the loading unit with number as written ("msku 123456-7"):
+// the event with the largest timestamp (then the largest id) among those the bridge stored, from the
+// units view, without calling the upstream (operation units.get). ErrNotFound: the view holds no event
+// of the unit; ErrUnavailable: the view does not exist (BRIDGE_UNITS_VIEW=false, or not built yet);
+// ErrInvalid: number names no unit (UnitToken gives NoUnit).
+func (c *Client) UnitLatest(ctx context.Context, number string) (*UnitEvent, error) {
+	var raw json.RawMessage
+	var unit string
+	if err := c.call(ctx, OpUnitLatest, unitRequest{Unit: number}, nil, &raw, func(m *nats.Msg) { unit = m.Header.Get(HeaderUnit) }); err != nil {
+		return nil, err
+	}
+	ev := c.unitEvent(unit, raw)
+	return &ev, nil
+}
+
+// UnitEvents returns the most recent stored events of the loading unit with number as written, oldest
+// first, from the events stream without calling the upstream (operation units.events): at most limit
+// (0 asks for the bridge's default, 20; at most 200), fewer when they would not fit in one NATS message
+// (the oldest are left out). Events stored before event subjects carried their unit are not among them.
+// ErrInvalid: number names no unit, or limit is out of range.
+func (c *Client) UnitEvents(ctx context.Context, number string, limit int) (*UnitHistory, error) {
+	var reply struct {
+		Unit   string            `json:"unit"`
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := c.call(ctx, OpUnitEvents, unitRequest{Unit: number, Limit: limit}, nil, &reply); err != nil {
+		return nil, err
+	}
+	h := &UnitHistory{Unit: reply.Unit, Events: make([]UnitEvent, len(reply.Events))}
+	for i, raw := range reply.Events {
+		h.Events[i] = c.unitEvent(reply.Unit, raw)
+	}
+	return h, nil
+}
+
+type unitRequest struct {
+	Unit  string `json:"unit"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// unitEvent decodes one event of a units reply; a malformed one names the unit's subjects.
+func (c *Client) unitEvent(unit string, raw json.RawMessage) UnitEvent {
+	ev := UnitEvent{Unit: unit, Raw: raw}
+	if err := decodeTrackingEvent(raw, &ev.Data); err != nil {
+		me := &MalformedEventError{Subject: layout.EventBase(c.subjects.prefix()) + "*." + unit, Data: raw, Err: err}
+		if ev.Data.Id != nil {
+			me.ID = *ev.Data.Id
+		}
+		ev.Err = me
+	}
+	return ev
+}
+
 // call is Client.call for an operation whose success reply is a T.
 func call[T any](ctx context.Context, c *Client, op string, req any) (*T, error) {
 	var out T
@@ -131,8 +210,8 @@ func timeoutMargin(left time.Duration) time.Duration {
 }
 
 // call sends req as JSON to the operation's subject and decodes a success reply into out (nil: the
-// reply is ignored).
-func (c *Client) call(ctx context.Context, op string, req any, hdr nats.Header, out any) error {
+// reply is ignored); each of seen, when given, is handed the success reply.
+func (c *Client) call(ctx context.Context, op string, req any, hdr nats.Header, out any, seen ...func(*nats.Msg)) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("tracking: %s: %w", op, err)
@@ -165,6 +244,9 @@ func (c *Client) call(ctx context.Context, op string, req any, hdr nats.Header, 
 	}
 	if code := reply.Header.Get(HeaderErrorCode); code != "" {
 		return replyError(op, code, reply)
+	}
+	for _, f := range seen {
+		f(reply)
 	}
 	if out == nil {
 		return nil

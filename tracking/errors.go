@@ -99,7 +99,7 @@ func (e *APIError) Temporary() bool {
 	return false
 }
 
-// MalformedEventError is an event on P.events.* whose data is not a TrackingEvent as the OpenAPI document
+// MalformedEventError is an event on P.events.> whose data is not a TrackingEvent as the OpenAPI document
 // describes it: not JSON, a member of the wrong JSON type, a timestamp that is not an RFC 3339 date-time,
 // or no timestamp or type. errors.Is(err, ErrMalformedEvent) is true.
 type MalformedEventError struct {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,7 +15,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 )
 
-// Headers of the events on P.events.* (docs/subjects.md#event-headers).
+// Headers of the events on P.events.> (docs/subjects.md#event-headers).
 const (
 	// HeaderMsgID is the event's id: the SSE id, else the data's id, else "sha256:" and the hex digest of
 	// the data. An id a header cannot carry as it is (control characters, edge spaces, longer than 1 KiB)
@@ -35,7 +34,7 @@ type CloudEvent struct {
 	SpecVersion     string    // ce-specversion, "1.0"
 	ID              string    // ce-id: the event id, as HeaderMsgID has it
 	Source          string    // ce-source: the bridge's BRIDGE_CE_SOURCE, by default the upstream's stream URL
-	Type            string    // ce-type: the subject, P.events.<TYPE>
+	Type            string    // ce-type: the subject without the unit token, P.events.<TYPE>
 	Time            time.Time // ce-time: the event's timestamp; zero when it has none that is an RFC 3339 time
 	DataContentType string    // ce-datacontenttype, "application/json"
 }
@@ -46,9 +45,13 @@ type Event struct {
 	Data TrackingEvent
 	// ID is the event's id (HeaderMsgID), the key JetStream deduplicates on.
 	ID string
-	// Type is the raw type (HeaderEventType). The subject's last token is TypeToken(Type).
+	// Type is the raw type (HeaderEventType). The subject's type token is TypeToken(Type).
 	Type string
-	// Subject is P.events.<TYPE>.
+	// Unit is the loading unit's token: UnitToken of the data's observation.observedLoadingUnit.loadingUnit.number,
+	// NoUnit when the event names none. It is the subject's last token and the unit's key in the units view.
+	Unit string
+	// Subject is P.events.<TYPE>.<UNIT>, or P.events.<TYPE> for an event stored before the subject
+	// carried the unit.
 	Subject string
 	// CloudEvent holds the ce-* headers.
 	CloudEvent CloudEvent
@@ -58,7 +61,7 @@ type Event struct {
 	Msg jetstream.Msg
 }
 
-// DecodeEvent decodes a message of P.events.* (from a JetStream consumer or a plain subscription). Data
+// DecodeEvent decodes a message of P.events.> (from a JetStream consumer or a plain subscription). Data
 // that is not a TrackingEvent gives a *MalformedEventError; DecodeEvent never panics on any input.
 func DecodeEvent(subject string, h nats.Header, data []byte) (*Event, error) {
 	ev := &Event{ID: h.Get(HeaderMsgID), Type: h.Get(HeaderEventType), Subject: subject, Raw: data}
@@ -70,6 +73,11 @@ func DecodeEvent(subject string, h nats.Header, data []byte) (*Event, error) {
 	}
 	if err := decodeTrackingEvent(data, &ev.Data); err != nil {
 		return nil, &MalformedEventError{Subject: subject, ID: ev.ID, Data: data, Err: err}
+	}
+	ev.Unit = NoUnit
+	if o := ev.Data.Observation; o != nil && o.ObservedLoadingUnit != nil && o.ObservedLoadingUnit.LoadingUnit != nil &&
+		o.ObservedLoadingUnit.LoadingUnit.Number != nil {
+		ev.Unit = UnitToken(*o.ObservedLoadingUnit.LoadingUnit.Number)
 	}
 	return ev, nil
 }
@@ -116,14 +124,19 @@ type EventConsumerConfig struct {
 	// Stream is the events stream; "" is Subjects.EventsStream (PFX_EVENTS).
 	Stream string
 	// Types, when not empty, limits the consumer to events of these types (their subjects, by
-	// TypeToken). It sets Consumer.FilterSubjects, and must be empty when the caller sets a filter.
-	// Without either, the filter is P.events.>: the stream also holds the bridge's own markers.
+	// TypeToken), events stored before the subject carried the unit included (Subjects.TypeFilters).
+	// Units, when not empty, limits it to events of these loading units (by UnitToken; events stored
+	// before the subject carried the unit have none, and are not among them). With both, the consumer
+	// gets the events of those types that name those units. They set Consumer.FilterSubjects
+	// (Subjects.EventFilters), and must be empty when the caller sets a filter. Without any, the filter
+	// is P.events.>: the stream also holds the bridge's own markers.
 	Types []string
+	Units []string
 	// Bind uses the durable consumer named Consumer.Durable as it is, without creating or updating it:
 	// for a reader in another account than the bridge's, which may only fetch from, look up and
 	// acknowledge a consumer an operator created for it (its JetStream handle made with
-	// jetstream.NewWithAPIPrefix and the API prefix its account imports). Types and the rest of Consumer
-	// are then not used.
+	// jetstream.NewWithAPIPrefix and the API prefix its account imports). Types, Units and the rest of
+	// Consumer are then not used.
 	Bind bool
 	// Consumer is the JetStream consumer's configuration. With Durable set the consumer keeps its
 	// position while nobody reads and is shared by every instance that uses the name (each event goes to
@@ -170,15 +183,12 @@ func NewEventConsumer(ctx context.Context, js jetstream.JetStream, cfg EventCons
 	}
 	cc := cfg.Consumer
 	callerFilter := cc.FilterSubject != "" || len(cc.FilterSubjects) > 0
+	byTypeOrUnit := len(cfg.Types) > 0 || len(cfg.Units) > 0
 	switch {
-	case len(cfg.Types) > 0 && callerFilter:
-		return nil, errors.New("tracking: event consumer: give Types or a filter subject, not both")
-	case len(cfg.Types) > 0:
-		for _, t := range cfg.Types {
-			if subj := s.Event(t); !slices.Contains(cc.FilterSubjects, subj) { // "GATE IN" and "GATE_IN" share one
-				cc.FilterSubjects = append(cc.FilterSubjects, subj)
-			}
-		}
+	case byTypeOrUnit && callerFilter:
+		return nil, errors.New("tracking: event consumer: give Types or Units, or a filter subject, not both")
+	case byTypeOrUnit:
+		cc.FilterSubjects = s.EventFilters(cfg.Types, cfg.Units)
 	case !callerFilter:
 		// The stream also holds the leaders' fence markers on P.leader
 		// (docs/replicas.md#the-fence), which are not events.

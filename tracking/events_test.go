@@ -77,8 +77,9 @@ func TestEventConsumerNext(t *testing.T) {
 	ev := next(t, ctx, c)
 	want := tracking.CloudEvent{SpecVersion: "1.0", ID: "ev-1", Source: "urn:test:bridge 1", Type: "tracking.events.GATE_IN",
 		Time: time.Date(2026, 11, 25, 8, 30, 0, 500_000_000, time.UTC), DataContentType: "application/json"}
-	if ev.ID != "ev-1" || ev.Type != "GATE_IN" || ev.Subject != "tracking.events.GATE_IN" || ev.CloudEvent != want {
-		t.Errorf("event: id %q type %q subject %q cloud event %+v", ev.ID, ev.Type, ev.Subject, ev.CloudEvent)
+	if ev.ID != "ev-1" || ev.Type != "GATE_IN" || ev.Subject != "tracking.events.GATE_IN._" || ev.Unit != tracking.NoUnit ||
+		ev.CloudEvent != want {
+		t.Errorf("event: id %q type %q unit %q subject %q cloud event %+v", ev.ID, ev.Type, ev.Unit, ev.Subject, ev.CloudEvent)
 	}
 	if d := ev.Data; *d.Id != "ev-1" || d.Type != "GATE_IN" || !d.Timestamp.Equal(want.Time) ||
 		*d.Observation.ObservedMeansOfTransport.Truck.LicensePlate != "HH-EX 4711" || !contains(ev.Raw, `"extra":1`) {
@@ -95,7 +96,7 @@ func TestEventConsumerNext(t *testing.T) {
 	_, err = c.Next(ctx)
 	var me *tracking.MalformedEventError
 	if !errors.Is(err, tracking.ErrMalformedEvent) || !errors.As(err, &me) || me.ID != "ev-bad" || me.Msg == nil ||
-		me.Subject != "tracking.events.GATE_IN" || !contains(me.Data, `"timestamp":12`) {
+		me.Subject != "tracking.events.GATE_IN._" || !contains(me.Data, `"timestamp":12`) {
 		t.Fatalf("malformed event: %v (%+v)", err, me)
 	}
 	if err := me.Msg.Term(); err != nil {
@@ -138,7 +139,7 @@ func TestEventConsumerNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bound.Stop()
-	if info := bound.Consumer().CachedInfo(); info.Config.AckWait != 200*time.Millisecond || len(info.Config.FilterSubjects) != 2 {
+	if info := bound.Consumer().CachedInfo(); info.Config.AckWait != 200*time.Millisecond || len(info.Config.FilterSubjects) != 4 {
 		t.Errorf("bound consumer's configuration changed: %+v", info.Config)
 	}
 	if ev := next(t, ctx, bound); ev.ID != "ev-7" {
@@ -210,8 +211,8 @@ func TestEventConsumerConsume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ev-1 tracking.events.GATE_IN", "ev-2 tracking.events.LOADED_ON_BARGE",
-		"ev-2 tracking.events.LOADED_ON_BARGE", "ev-3 tracking.events.GATE_OUT"}
+	want := []string{"ev-1 tracking.events.GATE_IN._", "ev-2 tracking.events.LOADED_ON_BARGE._",
+		"ev-2 tracking.events.LOADED_ON_BARGE._", "ev-3 tracking.events.GATE_OUT._"}
 	slices.Sort(seen)
 	if !slices.Equal(seen, want) {
 		t.Errorf("handled %q, want %q", seen, want)

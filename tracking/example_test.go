@@ -79,11 +79,12 @@ func ExampleEventConsumer() {
 	b, nc := launch()
 	defer b.Stop()
 	defer nc.Close()
-	// The upstream streams three events; the bridge publishes each to tracking.events.<TYPE>.
+	// The upstream streams three events of one container; the bridge publishes each to
+	// tracking.events.<TYPE>.<UNIT>.
 	for i, typ := range []string{"GATE_IN", "ARRIVED", "GATE_OUT"} {
 		id := fmt.Sprintf("ev-%d", i+1)
-		b.Sim().Inject(bridgetest.User, id, typ,
-			fmt.Appendf(nil, `{"id":%q,"timestamp":"2026-11-25T08:3%d:00Z","type":%q}`, id, i, typ))
+		b.Sim().Inject(bridgetest.User, id, typ, fmt.Appendf(nil, `{"id":%q,"timestamp":"2026-11-25T08:3%d:00Z","type":%q,`+
+			`"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"MSKU 123456-5"}}}}`, id, i, typ))
 	}
 
 	js, err := jetstream.New(nc)
@@ -105,14 +106,14 @@ func ExampleEventConsumer() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(ev.Subject, ev.ID, ev.Type, ev.Data.Timestamp.Format(time.RFC3339), ev.CloudEvent.Type)
+		fmt.Println(ev.Subject, ev.ID, ev.Type, ev.Unit, ev.Data.Timestamp.Format(time.RFC3339), ev.CloudEvent.Type)
 		if err := ev.Msg.Ack(); err != nil {
 			panic(err)
 		}
 	}
 	// Output:
-	// tracking.events.GATE_IN ev-1 GATE_IN 2026-11-25T08:30:00Z tracking.events.GATE_IN
-	// tracking.events.GATE_OUT ev-3 GATE_OUT 2026-11-25T08:32:00Z tracking.events.GATE_OUT
+	// tracking.events.GATE_IN.MSKU1234565 ev-1 GATE_IN MSKU1234565 2026-11-25T08:30:00Z tracking.events.GATE_IN
+	// tracking.events.GATE_OUT.MSKU1234565 ev-3 GATE_OUT MSKU1234565 2026-11-25T08:32:00Z tracking.events.GATE_OUT
 }
 
 // Handle each event with Consume, which acknowledges an event once the handler returns nil, and skips
@@ -147,7 +148,7 @@ func ExampleEventConsumer_Consume() {
 	fmt.Println("Consume:", err)
 	// Output:
 	// ev-1 GATE_IN 8:30AM
-	// skipped: tracking: malformed event "ev-2" on tracking.events.GATE_IN: timestamp "yesterday" is not an RFC 3339 date-time
+	// skipped: tracking: malformed event "ev-2" on tracking.events.GATE_IN._: timestamp "yesterday" is not an RFC 3339 date-time
 	// ev-3 HANDLING_STARTED 8:40AM
 	// Consume: <nil>
 }
@@ -193,13 +194,17 @@ func ExampleReporter() {
 
 func ExampleSubjects() {
 	s := tracking.Subjects{Prefix: "acme.tracking"}
-	fmt.Println(s.Event("GATE_IN"))
+	fmt.Println(s.Event("GATE_IN", "msku 123456-5"))
+	fmt.Println(s.EventsOfType("GATE_IN"), s.EventsOfUnit("MSKU1234565"))
+	fmt.Println(s.EventFilters([]string{"GATE_IN"}, nil))
 	fmt.Println(s.Events(), s.EventsStream())
 	fmt.Println(s.Reports(), s.ReportsStream())
 	fmt.Println(s.DLQ(), s.DLQStream())
 	fmt.Println(s.API(tracking.OpGetOrder))
 	// Output:
-	// acme.tracking.events.GATE_IN
+	// acme.tracking.events.GATE_IN.MSKU1234565
+	// acme.tracking.events.GATE_IN.* acme.tracking.events.*.MSKU1234565
+	// [acme.tracking.events.GATE_IN.* acme.tracking.events.GATE_IN]
 	// acme.tracking.events.> ACME_TRACKING_EVENTS
 	// acme.tracking.reports ACME_TRACKING_REPORTS
 	// acme.tracking.dlq.> ACME_TRACKING_DLQ

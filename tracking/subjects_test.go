@@ -65,7 +65,9 @@ func TestSubjectsAgreeWithBridge(t *testing.T) {
 			{"events", s.Events(), configs[0].Subjects[0]},
 			{"DLQ", s.DLQ(), configs[2].Subjects[0]},
 			{"DLQ events", s.DLQEvents(), prefix + ".dlq.events"},
-			{"event", s.Event("GATE IN"), prefix + ".events.GATE_IN"},
+			{"event", s.Event("GATE IN", "msku 1"), layout.EventSubject(prefix, layout.TypeToken("GATE IN"), layout.UnitToken("msku 1"))},
+			{"events of type", s.EventsOfType("GATE IN"), layout.EventsOfType(prefix, "GATE IN")},
+			{"events of unit", s.EventsOfUnit("msku 1"), layout.EventsOfUnit(prefix, "msku 1")},
 		} {
 			if c.got != c.want {
 				t.Errorf("prefix %q, %s: %q, the bridge uses %q", prefix, c.name, c.got, c.want)
@@ -89,7 +91,8 @@ func TestSubjectsAgreeWithBridge(t *testing.T) {
 // TestNamesAgreeWithBridge: the operations and header names are the service's and the publisher's.
 func TestNamesAgreeWithBridge(t *testing.T) {
 	ops := []string{tracking.OpSearchLocations, tracking.OpListOrders, tracking.OpCreateOrder, tracking.OpGetOrder,
-		tracking.OpUpdateOrder, tracking.OpDeleteOrder, tracking.OpQueryTracking, tracking.OpReportEvent}
+		tracking.OpUpdateOrder, tracking.OpDeleteOrder, tracking.OpQueryTracking, tracking.OpReportEvent,
+		tracking.OpUnitLatest, tracking.OpUnitEvents}
 	if !slices.Equal(ops, service.EndpointNames()) {
 		t.Errorf("operations %q, the service serves %q", ops, service.EndpointNames())
 	}
@@ -98,6 +101,7 @@ func TestNamesAgreeWithBridge(t *testing.T) {
 		{tracking.HeaderIdempotencyKey, service.IdempotencyKeyHeader},
 		{tracking.HeaderUpstreamStatus, service.UpstreamStatusHeader},
 		{tracking.HeaderRetryAfter, service.RetryAfterHeader},
+		{tracking.HeaderUnit, service.UnitHeader},
 		{tracking.HeaderErrorCode, micro.ErrorCodeHeader},
 		{tracking.HeaderError, micro.ErrorHeader},
 		{tracking.HeaderMsgID, publish.HeaderMsgID},

@@ -126,7 +126,8 @@ func TestRunItLocally(t *testing.T) {
 
 	reader := client("events-reader", "demo-events-reader")
 	back := make(chan *nats.Msg, 64)
-	sub, err := reader.ChanSubscribe("tracking.events.GATE_IN", back)
+	// The README finds the report among its container's events, by the unit token of the subject.
+	sub, err := reader.ChanSubscribe("tracking.events.*.MSCU1234565", back)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestRunItLocally(t *testing.T) {
 				return
 			}
 		case <-timeout:
-			t.Fatalf("examples/report.json did not come back as a GATE_IN event within 15s:\n%s", stderr.String())
+			t.Fatalf("examples/report.json did not come back as an event of its container within 15s:\n%s", stderr.String())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // Command demo runs an embedded nats-server with JetStream, the upstream simulator and the bridge's
-// daemon in one process, and shows the events arriving on NATS by type; every few seconds it also
-// publishes a report, which the bridge sends upstream and which comes back as an event. Once the bridge
+// daemon in one process, and shows the events arriving on NATS by type and loading unit, and every few
+// seconds where a few containers are now, from the units view; it also publishes a report every few
+// seconds, which the bridge sends upstream and which comes back as an event. Once the bridge
 // is up it calls the partner API through NATS (package tracking): a location search, and a booking order
 // created and read back. Ctrl-C stops it cleanly. It needs nothing but Go: 'go run ./cmd/demo'.
 package main
@@ -53,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.storeDir, "store", "", "JetStream directory; empty means a temporary one, removed at exit")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only the summary, not every event")
 	fs.DurationVar(&o.reportEvery, "report-every", 5*time.Second, "publish a report on P.reports this often, to show the round trip; 0 never")
+	fs.DurationVar(&o.whereEvery, "where-every", 5*time.Second, "print where a few containers are now, from the units view, this often; 0 never")
 	fs.StringVar(&o.httpAddr, "http-addr", defaultHTTPAddr, "listen address of the bridge's HTTP endpoint (/status, /readyz, /metrics); "+
 		"port 0, or the default when it is taken, picks a free port")
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +79,7 @@ type demoOptions struct {
 	storeDir    string
 	quiet       bool
 	reportEvery time.Duration
+	whereEvery  time.Duration
 	httpAddr    string
 }
 
@@ -229,6 +232,9 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		go w.report(ctx, cfg.SubjectPrefix, s.TrackedOrders("demo"), o.reportEvery)
 	}
 	go w.callAPI(ctx, cfg.SubjectPrefix)
+	if o.whereEvery > 0 {
+		go w.whereLoop(ctx, ns.ClientURL(), cfg.SubjectPrefix, o.whereEvery)
+	}
 	err = b.Run(ctx)
 	w.summary()
 	return err
@@ -239,7 +245,7 @@ const demoPlate = "DEMO-REPORT-"
 
 // report plays a producer (a gate camera): it publishes a TrackingEventReport to P.reports through
 // JetStream, with a Nats-Msg-Id, every interval (tracking.Reporter). The bridge sends it upstream; the
-// simulator feeds it into the stream, and it comes back on P.events.GATE_IN.
+// simulator feeds it into the stream, and it comes back on P.events.GATE_IN.<UNIT>.
 func (w *watcher) report(ctx context.Context, prefix string, orders []sim.TrackingOrder, every time.Duration) {
 	js, err := jetstream.New(w.nc)
 	if err != nil || len(orders) == 0 {
@@ -344,7 +350,7 @@ func deref(s *string) string {
 }
 
 // watcher is the demo's downstream consumer: a plain NATS subscriber to P.events.> that prints what it
-// receives and counts events by type.
+// receives and counts events by type, and notes the first few loading units they name (where.go).
 type watcher struct {
 	nc     *nats.Conn
 	out    io.Writer
@@ -352,6 +358,7 @@ type watcher struct {
 	mu     sync.Mutex
 	counts map[string]int
 	total  int
+	units  []string // the units whose place whereLoop prints
 	// reportsSent and reportsBack count the demo's reports and their return as events.
 	reportsSent, reportsBack int
 }
@@ -362,9 +369,11 @@ func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error)
 		return nil, err
 	}
 	w := &watcher{nc: nc, out: out, quiet: quiet, counts: map[string]int{}}
+	base := prefix + ".events."
 	_, err = nc.Subscribe(tracking.Subjects{Prefix: prefix}.Events(), func(m *nats.Msg) {
-		typ := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		typ, unit, _ := strings.Cut(strings.TrimPrefix(m.Subject, base), ".") // P.events.<TYPE>.<UNIT>
 		w.mu.Lock()
+		w.seeUnit(unit)
 		w.counts[typ]++
 		w.total++
 		n := w.total
@@ -382,7 +391,7 @@ func newWatcher(url, prefix string, out io.Writer, quiet bool) (*watcher, error)
 			fmt.Fprintf(out, "  <-    report %s came back on %s as %s\n", m.Data[i:end], m.Subject, m.Header.Get("Tracking-Event-Id"))
 		}
 		if !quiet {
-			fmt.Fprintf(out, "%6d  %-18s  %-14s  %d bytes\n", n, typ, m.Header.Get("Tracking-Event-Id"), len(m.Data))
+			fmt.Fprintf(out, "%6d  %-18s  %-14s  %-24s  %d bytes\n", n, typ, unit, m.Header.Get("Tracking-Event-Id"), len(m.Data))
 		}
 	})
 	if err != nil {

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -75,5 +78,56 @@ func TestDemoRuns(t *testing.T) {
 				t.Errorf("log line names %q %d times: %s", key, n, line)
 			}
 		}
+	}
+}
+
+// TestDemoWhere: the demo follows the first units its events name and prints where each is now from the
+// units view; while the view's bucket does not exist it prints nothing, and a unit the view lacks gets no
+// line.
+func TestDemoWhere(t *testing.T) {
+	ns := testutil.StartNATS(t, nil)
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out testutil.Buffer
+	w := &watcher{out: &out, counts: map[string]int{}}
+	for _, u := range []string{"_", "MSKU1234565", "", "MSKU1234565", "TGHU7654321", "CSQU3054383", "XXXU0000000"} {
+		w.seeUnit(u)
+	}
+	if want := []string{"MSKU1234565", "TGHU7654321", "CSQU3054383"}; !slices.Equal(w.units, want) {
+		t.Fatalf("followed units %q, want %q", w.units, want)
+	}
+	ctx := context.Background()
+	w.where(ctx, js, "tracking")
+	if out.String() != "" {
+		t.Fatalf("printed without a units view: %q", out.String())
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "TRACKING_UNITS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for unit, data := range map[string]string{
+		"MSKU1234565": `{"id":"ev-7","type":"GATE_OUT","timestamp":"2026-11-28T09:15:00Z","observation":{"location":` +
+			`{"id":"L10001","designation":"Terminal Duisburg-Ruhrort"},"observedLoadingUnit":{"loadingUnit":{"number":"MSKU1234565"}}}}`,
+		"TGHU7654321": `{"id":"ev-9","type":"ARRIVED","timestamp":"2026-11-28T09:20:00Z"}`,
+	} {
+		if _, err := kv.Put(ctx, unit, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.where(ctx, js, "tracking")
+	got := out.String()
+	for _, want := range []string{
+		"  WHERE now, from the units view TRACKING_UNITS:\n",
+		"  WHERE MSKU1234565    GATE_OUT          at Terminal Duisburg-Ruhrort (L10001), 2026-11-28T09:15:00Z (event ev-7)\n",
+		"  WHERE TGHU7654321    ARRIVED           at an unnamed place, 2026-11-28T09:20:00Z (event ev-9)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "CSQU3054383") {
+		t.Errorf("a unit the view lacks is printed:\n%s", got)
 	}
 }

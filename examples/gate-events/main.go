@@ -3,9 +3,11 @@
 //
 //	go run ./examples/gate-events -server nats://127.0.0.1:4222
 //	go run ./examples/gate-events -durable gate-monitor -from-start
+//	go run ./examples/gate-events -unit MSKU1234565 -from-start
 //
 // With -durable the consumer keeps its place while the program is not running, and several copies with
-// the same name share the events. Ctrl-C stops it.
+// the same name share the events. With -unit it follows one container (or several, comma-separated):
+// JetStream delivers only that unit's gate events, by their subjects. Ctrl-C stops it.
 package main
 
 import (
@@ -42,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prefix := fs.String("prefix", tracking.DefaultPrefix, "the bridge's subject prefix (BRIDGE_SUBJECT_PREFIX)")
 	durable := fs.String("durable", "", "name of a durable JetStream consumer; empty for an ephemeral one")
 	fromStart := fs.Bool("from-start", false, "a new consumer starts at the first stored event, not at the next one")
+	units := fs.String("unit", "", "only the gate events of these loading units, comma-separated numbers as written (MSKU 123456-5 or MSKU1234565)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -71,6 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "gate-events: skipped: %v\n", e)
 		},
 	}
+	if *units != "" {
+		cfg.Units = strings.Split(*units, ",")
+	}
 	if err := watch(ctx, js, cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "gate-events: %v\n", err)
 		return 1
@@ -84,7 +90,8 @@ func watch(ctx context.Context, js jetstream.JetStream, cfg tracking.EventConsum
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "waiting for %s on %s\n", strings.Join(cfg.Types, " and "), tracking.Subjects{Prefix: cfg.Prefix}.Events())
+	filters := tracking.Subjects{Prefix: cfg.Prefix}.EventFilters(cfg.Types, cfg.Units)
+	fmt.Fprintf(out, "waiting for %s on %s\n", strings.Join(cfg.Types, " and "), strings.Join(filters, " "))
 	return events.Consume(ctx, func(_ context.Context, ev *tracking.Event) error {
 		fmt.Fprintln(out, line(ev))
 		return nil // acknowledged: this consumer will not see it again

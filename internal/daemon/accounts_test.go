@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -476,6 +477,181 @@ func TestAccountsAPICallers(t *testing.T) {
 	}
 	if n := ob.counter(t, "bridge_api_requests_refused_total", map[string]string{"reason": "reply_not_inbox"}); n != 0 {
 		t.Errorf("%v requests refused for their reply subject", n)
+	}
+	if err := ob.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(ob.logs.String()), "permission") {
+		t.Errorf("permission trouble in the bridge's log:\n%s", ob.logs)
+	}
+}
+
+// TestAccountsUnitsReader: with the shipped accounts, the events reader reads the units view from its own
+// account with the JetStream API prefix: a unit's latest event by direct get (what nats kv get does),
+// and every change through the durable units-reader that an operator created with the bridge's
+// credentials (what nats kv watch shows). It cannot write the bucket (put, delete, purge, a plain
+// publish on its subject), create a consumer on it (nats kv watch's own), nor delete it; its requests
+// with reply subjects aimed at the bridge's write nothing in the bridge's account. api-reader calls
+// units.get and units.events through the bridge, which reads them with its own permissions.
+func TestAccountsUnitsReader(t *testing.T) {
+	t.Parallel()
+	ns := secPermissionedNATS(t)
+	up := simtest.Start(t, false, sim.Options{})
+	ob := opsStartBridge(t, up.Config(ns.URL(), secBridgeUser))
+	ob.waitReady(t, 15*time.Second, http.StatusOK)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
+	defer cancel()
+	const bucket, unit = "TRACKING_UNITS", "MSKU1234567"
+
+	// The view as the bridges build it: the bucket (when no bridge made it yet) and a unit's value.
+	adminNC, err := nats.Connect(ns.URL(), secAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adminNC.Close()
+	adminJS, _ := jetstream.New(adminNC)
+	kv, err := adminJS.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = adminJS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(id string) string {
+		data := fmt.Sprintf(`{"id":%q,"type":"LOAD","timestamp":"2026-11-25T08:30:00Z","observation":{"observedLoadingUnit":{"loadingUnit":{"number":"MSKU 123456-7"}}}}`, id)
+		m := nats.NewMsg("$KV." + bucket + "." + unit)
+		m.Data = []byte(data)
+		m.Header.Set("Tracking-Event-Id", id)
+		m.Header.Set("Tracking-Unit", unit)
+		if _, err := adminJS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	first := put("ev-1")
+	event := nats.NewMsg("tracking.events.LOAD." + unit)
+	event.Data = []byte(first)
+	event.Header.Set(jetstream.MsgIDHeader, "ev-1")
+	if _, err := adminJS.PublishMsg(ctx, event); err != nil {
+		t.Fatal(err)
+	}
+
+	// The operator's step, with the bridge's credentials.
+	opNC, err := nats.Connect(ns.URL(), nats.UserInfo("tracking-bridge", secNATSPassword), nats.CustomInboxPrefix("_INBOX_bridge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opNC.Close()
+	opJS, _ := jetstream.New(opNC)
+	if _, err := opJS.CreateConsumer(ctx, "KV_"+bucket, jetstream.ConsumerConfig{Durable: "units-reader",
+		FilterSubject: "$KV." + bucket + ".>", DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatalf("creating the units reader's durable with the bridge's credentials: %v", err)
+	}
+	watch := accWatch(t, ns.URL())
+
+	nc, err := nats.Connect(ns.URL(), append(secClient("events-reader"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.NewWithAPIPrefix(nc, accReaderAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// nats kv get: the bucket's lookup and a direct get.
+	view, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatalf("looking up the bucket across accounts: %v", err)
+	}
+	e, err := view.Get(ctx, unit)
+	if err != nil || string(e.Value()) != first {
+		t.Fatalf("the unit's value across accounts: %v %v", e, err)
+	}
+	if _, err := view.Get(ctx, "NOSUCHUNIT"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("a unit without a value: %v, want not found", err)
+	}
+
+	// The watch: the current value, then a change, through the durable.
+	c, err := js.Consumer(ctx, "KV_"+bucket, "units-reader")
+	if err != nil {
+		t.Fatalf("binding to the units reader's durable across accounts: %v", err)
+	}
+	next := func(want string) {
+		t.Helper()
+		m, err := c.Next(jetstream.FetchMaxWait(testutil.Scale(10 * time.Second)))
+		if err != nil || string(m.Data()) != want || m.Headers().Get("Tracking-Event-Id") == "" {
+			t.Fatalf("watching: %v %v, want %s", m, err, want)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatalf("acknowledging: %v", err)
+		}
+	}
+	next(first)
+	second := put("ev-2")
+	next(second)
+
+	// Writing: refused or going nowhere; the value stays.
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 2*time.Second) }
+	sctx, scancel := short()
+	defer scancel()
+	if _, err := view.Put(sctx, unit, []byte(`{"planted":true}`)); err == nil {
+		t.Error("the reader put a value")
+	}
+	if err := view.Delete(sctx, unit); err == nil {
+		t.Error("the reader deleted a unit")
+	}
+	if err := view.Purge(sctx, unit); err == nil {
+		t.Error("the reader purged a unit")
+	}
+	if err := nc.Publish("$KV."+bucket+"."+unit, []byte(`{"planted":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(sctx, bucket); err == nil {
+		t.Error("the reader deleted the bucket")
+	}
+	if _, err := view.Watch(sctx, unit); err == nil {
+		t.Error("the reader created a watch's consumer")
+	}
+	for name, cfg := range map[string]jetstream.ConsumerConfig{
+		"a push consumer onto the fence": {Durable: "fence", DeliverSubject: "tracking.leader.9"},
+		"a replacement of its durable":   {Durable: "units-reader", DeliverSubject: "tracking.leader.9"},
+	} {
+		if _, err := js.CreateOrUpdateConsumer(sctx, "KV_"+bucket, cfg); err == nil {
+			t.Errorf("the reader created %s", name)
+		}
+	}
+	// Its own subjects, with reply subjects aimed at the bridge's.
+	for _, reply := range accTargets()[:12] {
+		for _, subj := range []string{accReaderAPIPrefix + ".DIRECT.GET.KV_" + bucket + ".$KV." + bucket + "." + unit,
+			accReaderAPIPrefix + ".STREAM.INFO.KV_" + bucket} {
+			if err := nc.PublishRequest(subj, reply, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(ctx, unit); err != nil || string(e.Value()) != second {
+		t.Errorf("the unit's value after the reader's writes: %v %v, want %s", e, err, second)
+	}
+	watch.check(t, ns.URL())
+
+	// api-reader through the bridge.
+	api, err := nats.Connect(ns.URL(), secClient("api-reader")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	m, err := api.Request("tracking.api.units.get", []byte(`{"unit":"msku 123456-7"}`), testutil.Scale(5*time.Second))
+	if err != nil || string(m.Data) != second || m.Header.Get("Tracking-Unit") != unit {
+		t.Errorf("api-reader, units.get: %v %v", m, err)
+	}
+	m, err = api.Request("tracking.api.units.events", []byte(`{"unit":"msku 123456-7"}`), testutil.Scale(5*time.Second))
+	if err != nil || string(m.Data) != `{"unit":"MSKU1234567","events":[`+first+`]}` {
+		t.Errorf("api-reader, units.events: %v %v", m, err)
 	}
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)

@@ -14,8 +14,9 @@ func Events(prefix string) string { return prefix + ".events.>" }
 // EventBase is P.events., to which an event's type and unit tokens are appended.
 func EventBase(prefix string) string { return prefix + ".events." }
 
-// Event is P.events.<TYPE>, the subject of the events of one type before events carried their unit:
-// eventType as the event's type field has it, mapped by TypeToken.
+// Event is P.events.<TYPE>, where events of one type stored before the subject carried the unit token
+// sit: for reading them (with EventsOfType for the later ones), never for publishing. eventType as the
+// event's type field has it, mapped by TypeToken.
 func Event(prefix, eventType string) string { return EventBase(prefix) + TypeToken(eventType) }
 
 // EventSubject is P.events.<TYPE>.<UNIT>, the subject of one event (docs/subjects.md#subjects): typeToken
@@ -64,6 +65,8 @@ const (
 	OpDeleteOrder     = "orders.delete"    // upstream operation deleteOrder
 	OpQueryTracking   = "tracking.query"   // upstream operation queryTracking
 	OpReportEvent     = "tracking.report"  // upstream operation reportTrackingEvent
+	OpUnitLatest      = "units.get"        // the latest event of a loading unit, from the units bucket
+	OpUnitEvents      = "units.events"     // a loading unit's most recent stored events, from the events stream
 )
 
 // APIOperations returns every operation of the request-reply API in the order of
@@ -72,7 +75,7 @@ const (
 // slice is the caller's.
 func APIOperations() []string {
 	return []string{OpSearchLocations, OpListOrders, OpCreateOrder, OpGetOrder, OpUpdateOrder, OpDeleteOrder,
-		OpQueryTracking, OpReportEvent}
+		OpQueryTracking, OpReportEvent, OpUnitLatest, OpUnitEvents}
 }
 
 // EventsStream, ReportsStream and DLQStream are the names of the bridge's JetStream streams, PFX_EVENTS,
@@ -83,7 +86,7 @@ func DLQStream(prefix string) string     { return Stream(prefix, "DLQ") }
 func LeaseBucket(prefix string) string   { return Stream(prefix, "LEASES") }
 
 // UnitsBucket is the key-value bucket of the latest event per loading unit, PFX_UNITS
-// (docs/subjects.md#units-the-latest-event-per-loading-unit): its keys are unit tokens.
+// (docs/subjects.md): its keys are unit tokens.
 func UnitsBucket(prefix string) string { return Stream(prefix, "UNITS") }
 
 // Stream returns PFX_<kind>: PFX is the prefix upper-cased, every character other than A-Z and 0-9 as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -71,8 +72,8 @@ func FuzzTypeToken(f *testing.F) {
 func TestNames(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{Events("tracking"), "tracking.events.>"},
+		{EventsOfType("tracking", ""), "tracking.events.UNKNOWN.*"},
 		{Event("tracking", "GATE IN"), "tracking.events.GATE_IN"},
-		{Event("tracking", ""), "tracking.events.UNKNOWN"},
 		{FenceFilter("tracking"), "tracking.leader.>"},
 		{Reports("acme.t"), "acme.t.reports"},
 		{DLQ("acme.t"), "acme.t.dlq.>"},
@@ -98,8 +99,13 @@ func TestNames(t *testing.T) {
 
 func Example() {
 	const prefix = DefaultPrefix
-	fmt.Println(Event(prefix, "GATE_IN"), Event(prefix, "gate in."), Reports(prefix), EventsStream(prefix))
-	// Output: tracking.events.GATE_IN tracking.events.gate_in_ tracking.reports TRACKING_EVENTS
+	fmt.Println(EventSubject(prefix, TypeToken("GATE_IN"), UnitToken("msku 123456-5")))
+	fmt.Println(EventsOfType(prefix, "gate in."), EventsOfUnit(prefix, "MSKU1234565"), Events(prefix))
+	fmt.Println(Reports(prefix), EventsStream(prefix))
+	// Output:
+	// tracking.events.GATE_IN.MSKU1234565
+	// tracking.events.gate_in_.* tracking.events.*.MSKU1234565 tracking.events.>
+	// tracking.reports TRACKING_EVENTS
 }
 
 func TestUnitToken(t *testing.T) {
@@ -120,4 +126,51 @@ func TestUnitToken(t *testing.T) {
 			t.Errorf("UnitToken(%q) = %q, want %q", c.number, got, c.want)
 		}
 	}
+}
+
+// A number that is a token already, the common case on the event path, costs no allocation.
+func TestUnitTokenCleanDoesNotAllocate(t *testing.T) {
+	number := strings.Clone("MSKU1234565")
+	if n := testing.AllocsPerRun(100, func() { _ = UnitToken(number) }); n != 0 {
+		t.Errorf("UnitToken of a clean number allocates %v times", n)
+	}
+}
+
+// referenceUnitToken is the unit token rule written from its words, independently of UnitToken: each
+// character upper-cased with unicode.ToUpper (an invalid byte reads as U+FFFD, which is no letter), the
+// characters A-Z and 0-9 kept and every other removed; an empty result, or one of more than 64
+// characters, is "_".
+func referenceUnitToken(number string) string {
+	var kept []rune
+	for _, r := range number {
+		if u := unicode.ToUpper(r); 'A' <= u && u <= 'Z' || '0' <= u && u <= '9' {
+			kept = append(kept, u)
+		}
+	}
+	if len(kept) == 0 || len(kept) > 64 {
+		return "_"
+	}
+	return string(kept)
+}
+
+// FuzzUnitToken: UnitToken gives what the rule's words give (referenceUnitToken), a token is kept as it
+// is, and the subject of an event with it has exactly one more token than its type's, with no wildcard.
+func FuzzUnitToken(f *testing.F) {
+	for _, s := range []string{"MSKU1234565", "msku 123456-5", "", " -./ ", "ı", "ﬀ", "ß", "ǆ", "\xffA", "a\x00b",
+		"MSKU.1*2>", strings.Repeat("a", 64), strings.Repeat("a", 65), strings.Repeat("é1", 70), "１２３", "ⅰⅱ"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, number string) {
+		tok := UnitToken(number)
+		if want := referenceUnitToken(number); tok != want {
+			t.Fatalf("UnitToken(%q) = %q, the rule gives %q", number, tok, want)
+		}
+		if UnitToken(tok) != tok && tok != NoUnit {
+			t.Fatalf("UnitToken(%q) = %q, which maps again to %q", number, tok, UnitToken(tok))
+		}
+		subject := EventSubject("tracking", TypeToken("GATE_IN"), tok)
+		if parts := strings.Split(subject, "."); len(parts) != 4 || parts[3] != tok || strings.ContainsAny(subject, "*> \t\r\n") {
+			t.Fatalf("subject %q of unit %q is not four tokens without wildcards", subject, number)
+		}
+	})
 }

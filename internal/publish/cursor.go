@@ -71,7 +71,7 @@ func (c *cursor) skipAll(ids []string, window int) {
 // loadCursor reads the resume cursor from the tail of the events stream: the newest message names, in
 // HeaderResumeAfter, an id up to which everything was stored; the messages stored after that id are
 // remembered so that the upstream's replay does not publish them twice, whatever the duplicate window.
-// Messages another client published to P.events.* (see foreign) are passed over: the cursor comes from
+// Messages another client published to P.events.> (see foreign) are passed over: the cursor comes from
 // the newest message that is not.
 func (p *Publisher) loadCursor(ctx context.Context) error {
 	s, err := p.js.Stream(ctx, p.cfg.EventsStream)

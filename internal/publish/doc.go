@@ -9,10 +9,11 @@
 //
 //  1. event.go reads the event: its data is scanned once (ScanEvent, in scan.go, with internal/jsonscan),
 //     its id is chosen (the SSE id, else the JSON "id", else a digest of the data) in the form it travels
-//     in headers (HeaderID), its type token taken (subject.go), and its place in the stream noted.
+//     in headers (HeaderID), its type token taken (subject.go) and its unit token read in the same scan,
+//     and its place in the stream noted.
 //     cursor.go then says whether it is stored already, beyond the resume point (after a restart or a
 //     reconnect, the upstream replays such events): nothing is sent for it.
-//  2. message.go builds its message: the subject P.events.<TYPE> and every header (ids, type, the
+//  2. message.go builds its message: the subject P.events.<TYPE>.<UNIT> and every header (ids, type, the
 //     CloudEvents attributes, Bridge-Resume-After, the fence's check); or, when the data is not a JSON
 //     object or too large for the stream, a dead letter for P.dlq.events that stands for it.
 //  3. send.go adds the entry to the window, the events in flight in publish order, and publishes the

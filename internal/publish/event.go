@@ -11,8 +11,8 @@ import (
 
 // The first step of Handle: the SSE event as the publisher reads it, before anything is built or sent.
 
-// inbound is an event as read: its data scanned once (ScanEvent), its id and type token, and where it
-// sat in the stream. The later steps take everything they need about the event from here.
+// inbound is an event as read: its data scanned once (ScanEvent, which reads the unit token too), its id
+// and type token, and where it sat in the stream. The later steps take everything they need about the event from here.
 type inbound struct {
 	fields Fields // ScanEvent's result for the data
 	err    error  // ScanEvent's error: the data is not a JSON object

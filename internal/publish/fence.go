@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
@@ -33,6 +34,7 @@ const FenceWidth = 1024
 // after HeaderRestartAfter, or from its beginning, instead of after the last stored event.
 const (
 	HeaderLeader       = "Bridge-Leader"        // the marker's writer: a holder's name, or "operator"
+	HeaderLeaderTerm   = "Bridge-Leader-Term"   // a leader's markers: the term that stored them (Claim's random id)
 	HeaderRestart      = "Bridge-Restart"       // "after" or "beginning"
 	HeaderRestartAfter = "Bridge-Restart-After" // the id, in header form (HeaderID), with "after"
 )
@@ -53,6 +55,7 @@ type fence struct {
 	oldest uint64
 	at     time.Time
 	leader string
+	term   string // HeaderLeaderTerm of this term's markers: tells its own from another leader's of one name
 	body   []byte
 	// For reclaim: the events stream, looked up once; foreign writes' log lines, one a minute.
 	stream jetstream.Stream
@@ -89,12 +92,13 @@ func (p *Publisher) Claim(ctx context.Context, leader string, body []byte) error
 		return errors.New("publish: Claim without Config.FenceSubject")
 	}
 	at := time.Now()
-	seqs, _, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), body, nil)
+	term := nuid.Next()
+	seqs, _, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, headerValue(leader), term, body, nil)
 	if err != nil {
 		return err
 	}
 	f := fence{subjects: make([]string, FenceWidth), seqs: make([]string, FenceWidth),
-		leader: headerValue(leader), body: body, log: logging.NewLimiter(time.Minute, nil)}
+		leader: headerValue(leader), term: term, body: body, log: logging.NewLimiter(time.Minute, nil)}
 	for j := range FenceWidth {
 		f.subjects[j] = fenceSubject(p.cfg.FenceSubject, j)
 	}
@@ -153,7 +157,7 @@ func (p *Publisher) keepFence(ctx context.Context, info *jetstream.StreamInfo, i
 		expect[j], _ = strconv.ParseUint(seq, 10, 64)
 	}
 	at := time.Now()
-	seqs, conflicts, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, p.fence.leader, p.fence.body, expect)
+	seqs, conflicts, err := storeMarkers(ctx, p.js, p.cfg.EventsStream, p.cfg.FenceSubject, p.fence.leader, p.fence.term, p.fence.body, expect)
 	if err != nil {
 		// Some markers may be stored anew: the events checking their subjects will be refused, and the
 		// term ends as if fenced out, which is safe. Another leader's marker makes the same happen.
@@ -203,7 +207,7 @@ func rollup(h nats.Header) nats.Header {
 // storeMarkers stores a marker on each fence subject, asynchronously, and returns their sequences. With
 // expect, the marker on subject j is stored only if the subject's last message is at expect[j]; the
 // subjects where it is not are returned in conflicts (their sequence 0), for the caller to look at.
-func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader string, body []byte,
+func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, leader, term string, body []byte,
 	expect []uint64) (seqs []uint64, conflicts []int, err error) {
 	futures := make([]jetstream.PubAckFuture, FenceWidth)
 	for j := range FenceWidth {
@@ -211,7 +215,7 @@ func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, lea
 		if expect != nil {
 			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(expect[j]))
 		}
-		f, err := js.PublishMsgAsync(markerMsg(base, j, leader, body), opts...)
+		f, err := js.PublishMsgAsync(markerMsg(base, j, leader, term, body), opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("storing the fence markers on %s.>: %w", base, err)
 		}
@@ -235,9 +239,13 @@ func storeMarkers(ctx context.Context, js jetstream.JetStream, stream, base, lea
 	return seqs, conflicts, nil
 }
 
-// markerMsg returns a leader's marker on fence subject j: the first carries body (the holder).
-func markerMsg(base string, j int, leader string, body []byte) *nats.Msg {
+// markerMsg returns a leader's marker on fence subject j: the first carries body (the holder). term is
+// HeaderLeaderTerm's value, "" for none (an operator's markers).
+func markerMsg(base string, j int, leader, term string, body []byte) *nats.Msg {
 	m := &nats.Msg{Subject: fenceSubject(base, j), Header: rollup(nats.Header{HeaderLeader: {leader}})}
+	if term != "" {
+		m.Header[HeaderLeaderTerm] = []string{term}
+	}
 	if j == 0 {
 		m.Data = body
 	}
@@ -264,7 +272,7 @@ func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	if _, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", nil, nil); err != nil {
+	if _, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", "", nil, nil); err != nil {
 		return 0, err
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))
@@ -377,8 +385,8 @@ func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
 			return 0, fmt.Errorf("reading the last message on %s: %w", subject, err)
 		}
 		if m.Header.Get(HeaderLeader) != "" {
-			if strconv.FormatUint(m.Sequence, 10) == p.fence.seqs[j] {
-				return m.Sequence, nil // this leader's own marker, newer than the one checked
+			if p.ownMarker(m, j) {
+				return m.Sequence, nil // this term's own marker, newer than the one checked
 			}
 			return 0, errTakenOver
 		}
@@ -393,7 +401,7 @@ func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
 		if j == 0 {
 			body = p.fence.body
 		}
-		ack, err := p.js.PublishMsg(ctx, markerMsg(p.cfg.FenceSubject, j, p.fence.leader, body),
+		ack, err := p.js.PublishMsg(ctx, markerMsg(p.cfg.FenceSubject, j, p.fence.leader, p.fence.term, body),
 			jetstream.WithExpectStream(p.cfg.EventsStream), jetstream.WithExpectLastSequencePerSubject(m.Sequence))
 		if err == nil {
 			p.foreignWrite(subject, m)
@@ -405,6 +413,15 @@ func (p *Publisher) reclaimSubject(ctx context.Context, j int) (uint64, error) {
 		// Another write got in since the read: look again.
 	}
 	return 0, fmt.Errorf("%s kept changing while being claimed again", subject)
+}
+
+// ownMarker reports whether m, the last message on fence subject j and a marker, is this term's: the one
+// recorded, or one stored since whose acknowledgement never came back (a publish that timed out on a busy
+// server and was stored all the same). Another leader's markers carry another term, even under the same
+// name (two bridges on one host).
+func (p *Publisher) ownMarker(m *jetstream.RawStreamMsg, j int) bool {
+	return strconv.FormatUint(m.Sequence, 10) == p.fence.seqs[j] ||
+		p.fence.term != "" && m.Header.Get(HeaderLeaderTerm) == p.fence.term
 }
 
 // sweep removes what other clients wrote on P.leader.>: without it, messages a client keeps writing on a
@@ -471,9 +488,10 @@ func (p *Publisher) sweep(ctx context.Context) error {
 			return fmt.Errorf("reading the last message on %s: %w", subject, err)
 		}
 		if m.Header.Get(HeaderLeader) != "" {
-			if strconv.FormatUint(m.Sequence, 10) != p.fence.seqs[j] {
+			if !p.ownMarker(m, j) {
 				return nil // another leader's marker: the next event checking it ends the term
 			}
+			p.fence.set(j, m.Sequence)
 			continue
 		}
 		piles = append(piles, pile{j, m})
@@ -491,7 +509,7 @@ func (p *Publisher) sweep(ctx context.Context) error {
 			if pl.j == 0 {
 				body = p.fence.body
 			}
-			f, err := p.js.PublishMsgAsync(markerMsg(p.cfg.FenceSubject, pl.j, p.fence.leader, body),
+			f, err := p.js.PublishMsgAsync(markerMsg(p.cfg.FenceSubject, pl.j, p.fence.leader, p.fence.term, body),
 				jetstream.WithExpectStream(p.cfg.EventsStream), jetstream.WithExpectLastSequencePerSubject(pl.last.Sequence))
 			if err != nil {
 				return fmt.Errorf("storing the fence markers again: %w", err)

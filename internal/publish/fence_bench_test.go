@@ -68,8 +68,8 @@ func BenchmarkPublisherFence(b *testing.B) {
 					for i := range events {
 						id := fmt.Sprintf("ev-%012d", i)
 						events[i] = upstream.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
-							`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","unit":"MSKU1234565","note":"%0250d"}}`,
-							id, 0))}
+							`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","observedLoadingUnit":{"loadingUnit":{"number":"MSKU%07d"}},"note":"%0200d"}}`,
+							id, i%1000, 0))}
 					}
 					b.ResetTimer()
 					start := time.Now()

@@ -289,3 +289,61 @@ func consumersAfter(ctx context.Context, t *testing.T, js jetstream.JetStream, s
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestOwnMarkerWithoutAcknowledgement: a marker this term stored whose acknowledgement never came back (a
+// publish that timed out on a busy server, stored all the same) is the term's own, not another leader's:
+// the events that meet it go on, each stored once. A marker of another term under the same holder name
+// (two bridges on one host) still ends the term.
+func TestOwnMarkerWithoutAcknowledgement(t *testing.T) {
+	t.Parallel()
+	for _, term := range []string{"own", "another of the same name"} {
+		t.Run(term, func(t *testing.T) {
+			t.Parallel()
+			connect, layout, js, ctx := fenceBackend(t, "server", time.Minute)
+			p := leaderWith(t, connect(), layout, &countingObserver{}, func(context.Context) (bool, error) { return true, nil })
+			if err := p.Claim(ctx, "vm", []byte(`{"name":"vm"}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 10 {
+				if err := p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := p.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			markerTerm := p.fence.term
+			if term != "own" {
+				markerTerm = "another-term"
+			}
+			other, _ := jetstream.New(connect())
+			for j := range FenceWidth {
+				if _, err := other.PublishMsg(ctx, markerMsg(layout.FenceSubject(), j, p.fence.leader, markerTerm, nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			const events = 200
+			for i := 10; i < events && err == nil; i++ {
+				err = p.Handle(ctx, ev(fmt.Sprintf("ev-%05d", i), "GATE_IN"))
+			}
+			if err == nil {
+				_, err = p.Resume(ctx)
+			}
+			if term != "own" {
+				if !errors.Is(err, ErrFenced) {
+					t.Fatalf("after another term's markers under the same name: %v, want ErrFenced", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("after the term's own markers stored without acknowledgement: %v", err)
+			}
+			assertExactlyOnce(t, testutil.StreamContents(t, js, layout.Events()), events)
+			checkFenceOrder(t, js, layout)
+		})
+	}
+}

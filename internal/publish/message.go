@@ -15,7 +15,7 @@ import (
 )
 
 // The second step of Handle: the NATS message of an event, with its subject and every header, or the
-// dead letter that stands for it when it cannot go to P.events.* as it is.
+// dead letter that stands for it when it cannot go to P.events.> as it is.
 
 // Message headers of events (docs/subjects.md#event-headers), the bridge's own among them, and of their dead
 // letters.
@@ -39,7 +39,7 @@ const (
 	CloudEventsSpecVersion = "1.0"
 )
 
-// EventHeaders returns the names of every header an event on P.events.* may carry, in the order of the
+// EventHeaders returns the names of every header an event on P.events.> may carry, in the order of the
 // message's header block (api/asyncapi.yaml lists them, and its test compares the two).
 func EventHeaders() []string { return append([]string(nil), headerNames[:]...) }
 
@@ -51,11 +51,12 @@ const (
 	MaxTimeHeader     = 64   // ce-time, left out when longer: an RFC 3339 time with nanoseconds takes 35 bytes
 )
 
-// message is what a window entry sends: an event on P.events.<TYPE>, whose headers are made from these
-// fields at each send (fill), or a dead letter on P.dlq.events, built once.
+// message is what a window entry sends: an event on P.events.<TYPE>.<UNIT>, whose headers are made from
+// these fields at each send (fill), or a dead letter on P.dlq.events, built once.
 type message struct {
 	subject string // "" for an entry with nothing to send (found already stored)
 	token   string // type token, "" for dead letters
+	unit    string // unit token, "" for dead letters
 	id      string // Nats-Msg-Id, Tracking-Event-Id and ce-id (header form)
 	name    string // the SSE event name
 	typ     string // Tracking-Event-Type, when hasType
@@ -80,7 +81,7 @@ type messages struct {
 	eventsMax, dlqMax int64
 }
 
-// build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>, or a dead letter
+// build makes the entry's message for the event ev, as read into in: on P.events.<TYPE>.<UNIT>, or a dead letter
 // on P.dlq.events for data that is not a JSON object or too large. It returns the message to send first,
 // which for an event is messages.msg, valid until the next build.
 func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg {
@@ -120,8 +121,8 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 		return e.dead
 	}
 	f := &in.fields
-	e.id, e.name, e.data, e.token = in.id, ev.Name, ev.Data, in.token
-	e.subject = p.msgs.events + e.token
+	e.id, e.name, e.data, e.token, e.unit = in.id, ev.Name, ev.Data, in.token, f.Unit
+	e.subject = p.msgs.events + e.token + "." + e.unit
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = logging.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
@@ -227,7 +228,7 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hMsgID, e.id, true)
 	s.set(hEventID, e.id, true)
 	s.set(hCEID, ceValue(e.id), true)
-	s.set(hCEType, ceValue(e.subject), true)
+	s.set(hCEType, ceValue(e.typeSubject()), true)
 	s.set(hEventType, e.typ, e.hasType)
 	s.set(hTime, e.time, e.time != "")
 	s.set(hResumeAfter, e.after, e.after != "")
@@ -238,6 +239,10 @@ func (s *headerSet) fill(e *pending) {
 		s.set(hFenceSubject, subject, true)
 	}
 }
+
+// typeSubject is the event's subject without its unit token, P.events.<TYPE>: its CloudEvents type, which
+// names the kind of event, not the unit it observed.
+func (m *message) typeSubject() string { return m.subject[:len(m.subject)-len(m.unit)-1] }
 
 // ceValue returns a CloudEvents attribute value as the NATS protocol binding carries it in a header: space,
 // '"', '%' and every byte outside printable ASCII percent-encoded (the UTF-8 bytes of a character each

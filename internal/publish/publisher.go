@@ -82,7 +82,7 @@ func (p *Publisher) LastResumeID() string {
 }
 
 // Handle implements upstream.Sink: it publishes one event, or dead-letters it when it cannot go to
-// P.events.* (not a JSON object, or too large). Once the window has room, the event takes one step per
+// P.events.> (not a JSON object, or too large). Once the window has room, the event takes one step per
 // file (see the package documentation): read (event.go), found stored beyond the resume point
 // (cursor.go) or built into its message (message.go), sent (send.go), and the acknowledgements that came
 // meanwhile settled (acks.go).

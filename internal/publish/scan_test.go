@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -39,11 +40,11 @@ func TestScanEvent(t *testing.T) {
 		err  string // substring of the error; "" means success
 	}{
 		// Valid events.
-		{"realistic", benchEvent, Fields{"evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9", "truck.position.updated", KindString, "2024-05-14T09:31:27.512Z"}, ""},
-		{"minimal", `{"id":"a","type":"b","timestamp":"c"}`, Fields{"a", "b", KindString, "c"}, ""},
+		{"realistic", benchEvent, Fields{"evt_01HZX3K9M2Q7R8S4T5V6W7X8Y9", "truck.position.updated", KindString, "2024-05-14T09:31:27.512Z", layout.NoUnit}, ""},
+		{"minimal", `{"id":"a","type":"b","timestamp":"c"}`, Fields{"a", "b", KindString, "c", layout.NoUnit}, ""},
 		{"empty object", `{}`, obj(KindMissing), ""},
-		{"empty strings", `{"id":"","type":"","timestamp":""}`, Fields{"", "", KindString, ""}, ""},
-		{"order irrelevant", `{"timestamp":"t","x":[1,2,{"id":"no"}],"type":"y","id":"i"}`, Fields{"i", "y", KindString, "t"}, ""},
+		{"empty strings", `{"id":"","type":"","timestamp":""}`, Fields{"", "", KindString, "", layout.NoUnit}, ""},
+		{"order irrelevant", `{"timestamp":"t","x":[1,2,{"id":"no"}],"type":"y","id":"i"}`, Fields{"i", "y", KindString, "t", layout.NoUnit}, ""},
 		{"all value kinds", `{"a":[true,false,null,-0,0.5,1e9,-2.5E-3,1E+2,"s",{},[],[[]],{"b":{}}],"type":"x"}`, Fields{Type: "x", TypeKind: KindString}, ""},
 		{"long strings", `{"id":"` + strings.Repeat("x", 1000) + `","type":"` + strings.Repeat("é", 300) + `"}`,
 			Fields{ID: strings.Repeat("x", 1000), Type: strings.Repeat("é", 300), TypeKind: KindString}, ""},
@@ -52,6 +53,32 @@ func TestScanEvent(t *testing.T) {
 		{"nested type ignored", `{"observation":{"type":"inner","id":"inner"},"id":"outer"}`, Fields{ID: "outer"}, ""},
 		{"nested in array ignored", `{"list":[{"type":"inner"}]}`, obj(KindMissing), ""},
 		{"key named like value", `{"x":"type","y":"id"}`, obj(KindMissing), ""},
+
+		// The loading unit: the string at observation.observedLoadingUnit.loadingUnit.number, as a token.
+		{"unit", unitEvent, Fields{"ev-0000000000184467", "GATE_IN", KindString, "2026-11-22T10:00:00.125Z", "MSKU1234565"}, ""},
+		{"unit mapped", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"msku 123456-7"}}}}`, Fields{Unit: "MSKU1234567"}, ""},
+		{"unit escaped", `{"\u006fbservation":{"observedLoadingUnit":{"loadingUnit":{"number":"\u006dsku1"}}}}`, Fields{Unit: "MSKU1"}, ""},
+		{"unit beside the rest", `{"id":"x","observation":{"a":1,"observedLoadingUnit":{"loadingUnit":{"type":"C","number":"TGHU7654321"},"b":[1]}},"type":"T"}`,
+			Fields{ID: "x", Type: "T", TypeKind: KindString, Unit: "TGHU7654321"}, ""},
+		{"unit number not a string", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":12345}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit number an array", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":["A1"]}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit number null", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":null}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit only separators", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"- /."}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit step not an object", `{"observation":{"observedLoadingUnit":{"loadingUnit":"A1"}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit observation an array", `{"observation":[{"observedLoadingUnit":{"loadingUnit":{"number":"A1"}}}]}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit path incomplete", `{"observation":{"observedLoadingUnit":{"loadingUnit":{}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit path elsewhere", `{"number":"A1","loadingUnit":{"number":"B2"},"x":{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"C3"}}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit later observation counts", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"A1"}}},"observation":{}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit later observation counts too", `{"observation":{},"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"A1"}}}}`, Fields{Unit: "A1"}, ""},
+		{"unit later number counts", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"A1","number":7}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit key case", `{"observation":{"ObservedLoadingUnit":{"loadingUnit":{"number":"A1"}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit non-ASCII", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"ﬀmsku\u0131 1ü"}}}}`, Fields{Unit: "MSKUI1"}, ""},
+		{"unit control characters", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"A\u0000B\nC\u007f"}}}}`, Fields{Unit: "ABC"}, ""},
+		{"unit invalid utf8", "{\"observation\":{\"observedLoadingUnit\":{\"loadingUnit\":{\"number\":\"A\xffB\"}}}}", Fields{Unit: "AB"}, ""},
+		{"unit 64", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"` + strings.Repeat("a-", 64) + `"}}}}`, Fields{Unit: strings.Repeat("A", 64)}, ""},
+		{"unit 65", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"` + strings.Repeat("A", 65) + `"}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit 10 KB", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"` + strings.Repeat("MSKU1234565 ", 850) + `"}}}}`, Fields{Unit: layout.NoUnit}, ""},
+		{"unit 10 KB of separators", `{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"` + strings.Repeat("-", 10240) + `"}}}}`, Fields{Unit: layout.NoUnit}, ""},
 
 		// Type kinds.
 		{"type missing", `{"id":"a"}`, Fields{ID: "a"}, ""},
@@ -70,7 +97,7 @@ func TestScanEvent(t *testing.T) {
 		{"dup escaped key", `{"type":"a","typ\u0065":"b"}`, Fields{Type: "b", TypeKind: KindString}, ""},
 
 		// Keys compared after decoding, case-sensitively.
-		{"escaped key", `{"\u0069\u0064":"x","t\u0079pe":"y","times\u0074amp":"z"}`, Fields{"x", "y", KindString, "z"}, ""},
+		{"escaped key", `{"\u0069\u0064":"x","t\u0079pe":"y","times\u0074amp":"z"}`, Fields{"x", "y", KindString, "z", layout.NoUnit}, ""},
 		{"case sensitive", `{"ID":"x","Type":"y","TIMESTAMP":"z"}`, obj(KindMissing), ""},
 		{"key with slash escape", `{"typ\/e":"y"}`, obj(KindMissing), ""},
 		{"long escaped key", `{"\u0074\u0079\u0070\u0065\u0074\u0079\u0070\u0065\u0074\u0079":"y"}`, obj(KindMissing), ""},
@@ -158,6 +185,9 @@ func TestScanEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ScanEvent([]byte(tt.in))
+			if tt.err == "" && tt.want.Unit == "" {
+				tt.want.Unit = layout.NoUnit // an object without the unit's path
+			}
 			if tt.err == "" {
 				if err != nil {
 					t.Fatalf("ScanEvent(%.80q) error: %v", tt.in, err)
@@ -200,6 +230,8 @@ func TestScanEventAllocs(t *testing.T) {
 		max float64
 	}{
 		"realistic":          {benchEvent, 1},
+		"unit":               {unitEvent, 1}, // the unit token shares the one allocation
+		"unit mapped":        {`{"id":"a","observation":{"observedLoadingUnit":{"loadingUnit":{"number":"msku 1"}}}}`, 2},
 		"no routing strings": {`{"type":null,"a":{"id":"x"}}`, 0},
 		"escaped value":      {`{"id":"caf\u00e9","type":"a\nb","timestamp":"t"}`, 1},
 		"escaped key":        {`{"\u0074ype":"x"}`, 1},
@@ -258,9 +290,31 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, got Fields, err error) 
 	want.ID, _ = member("id")
 	want.Type, want.TypeKind = member("type")
 	want.Timestamp, _ = member("timestamp")
+	want.Unit = unitByEncodingJSON(m)
 	if got != want {
 		t.Fatalf("ScanEvent(%q) = %+q, encoding/json gives %+q", data, got, want)
 	}
+}
+
+// unitByEncodingJSON returns the unit token of the event decoded into m, following the path one object at
+// a time with encoding/json (which keeps the last of duplicate keys, as ScanEvent does).
+func unitByEncodingJSON(m map[string]json.RawMessage) string {
+	for _, step := range []string{"observation", "observedLoadingUnit", "loadingUnit"} {
+		raw, ok := m[step]
+		if !ok || bytes.TrimSpace(raw)[0] != '{' {
+			return layout.NoUnit
+		}
+		m = nil
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return layout.NoUnit
+		}
+	}
+	raw, ok := m["number"]
+	var number string
+	if !ok || bytes.TrimSpace(raw)[0] != '"' || json.Unmarshal(raw, &number) != nil {
+		return layout.NoUnit
+	}
+	return layout.UnitToken(number)
 }
 
 // TestScanEventRandom compares ScanEvent with encoding/json on generated objects made of tricky pieces
@@ -268,11 +322,13 @@ func checkAgainstEncodingJSON(t *testing.T, data []byte, got Fields, err error) 
 func TestScanEventRandom(t *testing.T) {
 	t.Parallel()
 	keys := []string{`id`, `type`, `timestamp`, `Type`, `typ\u0065`, `\u0069d`, `t\u0079pe\u0000`, "typ\xff",
-		`time\/stamp`, `x`, ``, `\u0074\u0069\u006d\u0065\u0073\u0074\u0061\u006d\u0070`}
+		`time\/stamp`, `x`, ``, `\u0074\u0069\u006d\u0065\u0073\u0074\u0061\u006d\u0070`,
+		`observation`, `observedLoadingUnit`, `loadingUnit`, `number`, `\u006fbservation`, `numbe\u0072`}
 	pieces := []string{`a`, `2024-05-14T09:31:27Z`, `\n`, `\"`, `\\`, `\/`, `\u00e9`, `\u20AC`, `\ud83d`, `\ude9a`,
 		`\uD83D\uDE9A`, `\u0000`, `\b\f\r\t`, "\xff", "\xc3", "\xc3\xa9", "\xed\xa0\x80", "\xf0\x9f\x9a\x9a", `é`,
 		strings.Repeat("z", 9)}
-	scalars := []string{`null`, `true`, `false`, `0`, `-1.5e+3`, `{}`, `[]`, `[1,"x",null]`, `{"type":"nested"}`}
+	scalars := []string{`null`, `true`, `false`, `0`, `-1.5e+3`, `{}`, `[]`, `[1,"x",null]`, `{"type":"nested"}`,
+		`{"observedLoadingUnit":{"loadingUnit":{"number":"msku 1"}}}`, `{"loadingUnit":{"number":"A-2"}}`}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var value func(depth int) string
 	str := func() string {
@@ -337,6 +393,8 @@ func FuzzScanEvent(f *testing.F) {
 		benchEvent,
 		`{"id":"a","type":"b","timestamp":"2024-01-02T03:04:05Z"}`,
 		`{"observation":{"type":"inner"},"type":"outer"}`,
+		unitEvent,
+		`{"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"msku 123456-7","number":"\u0131x"}}}}`,
 		`{"type":null}`, `{"type":1}`, `{"type":{}}`, `{"type":[]}`, `{"type":true}`,
 		`{"type":"a","type":"b","type":null}`,
 		`{"t\u0079pe":"x","\u0069d":"\ud83d\ude9a","timestamp":"\ud800\u0041\udc00"}`,
@@ -395,5 +453,28 @@ func TestEventScanOnce(t *testing.T) {
 	if f := in.fields; in.err != nil || f.Type != "truck.position.updated" || f.TypeKind != KindString ||
 		in.token != "truck_position_updated" {
 		t.Errorf("read = %+v, %v, token %q", f, in.err, in.token)
+	}
+}
+
+// unitEvent is an event shaped like the simulator's (and the provider's), of about 700 bytes, that names
+// its loading unit.
+const unitEvent = `{"id":"ev-0000000000184467","timestamp":"2026-11-22T10:00:00.125Z","type":"GATE_IN",` +
+	`"observation":{"observedMeansOfTransport":{"modeOfTransport":"TRUCK","truck":{"countryCode":"DE",` +
+	`"licensePlate":"HH-EX 4711","forwarder":"Nordfracht Logistik GmbH"}},"observedLoadingUnit":` +
+	`{"loadingUnit":{"containerClass":"CONTAINER","identification":"BIC","number":"MSKU1234565",` +
+	`"sizeType":"45G1"},"loadingState":"FULL","condition":"OK","weight":{"gross":18200,"net":14400,` +
+	`"tare":3800},"seals":[{"type":"OPERATOR","number":"ML-DE4100037"},{"type":"CUSTOMS","number":` +
+	`"DE41000074"}]},"location":{"id":"DEHAM-CTA","type":"SEAPORT_TERMINAL","name":"Container Terminal ` +
+	`Altenwerder","address":{"street":"Am Ballinkai 1","postalCode":"21129","city":"Hamburg","country":` +
+	`{"code":"DE"}},"geoLocation":{"latitude":53.5,"longitude":9.93}}}}`
+
+func BenchmarkScanEventUnit(b *testing.B) {
+	data := []byte(unitEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ScanEvent(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

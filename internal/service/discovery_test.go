@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -72,7 +73,10 @@ func TestDiscoveryShowsNoCallerBytes(t *testing.T) {
 	// that an answer beyond it is cheap.
 	h := start(t, options{upstreamURL: scriptedUpstream(t), concurrency: 1,
 		nats: func(o *server.Options) { o.MaxPayload = 64 << 10 }})
-	tok := start(t, options{}) // against the simulator, whose token endpoint fails on demand
+	tok := start(t, options{})     // against the simulator, whose token endpoint fails on demand
+	u := newUnitsStore(t, h, true) // the units view on h; tok has none
+	// The units endpoints' reads go to a JetStream API nobody answers.
+	lost := start(t, options{jsPrefix: "NOBODY.API"})
 
 	var n atomic.Int32
 	marker := func() string { return fmt.Sprintf("zMARK%03dq", n.Add(1)) }
@@ -169,6 +173,27 @@ func TestDiscoveryShowsNoCallerBytes(t *testing.T) {
 			},
 			code: 504, last: "504:no access token in time"},
 	}
+	rows = append(rows,
+		row{name: "no event of the unit", h: h, op: "units.get",
+			body: func(m string) string { return `{"unit":"` + m + `"}` },
+			code: 404, last: "404:the units view has no event of the unit"},
+		row{name: "no units view", h: tok, op: "units.get",
+			body: func(m string) string { return `{"unit":"` + m + `"}` },
+			code: 503, last: "503:the units view or the events stream does not exist"},
+		row{name: "the view's value not JSON", h: h, op: "units.get",
+			body: func(m string) string {
+				u.put(layout.UnitToken(m), "e-"+m, "not JSON "+m)
+				return `{"unit":"` + m + `"}`
+			},
+			code: 502, last: "502:the units view holds a value that is not JSON"},
+		row{name: "NATS not in time", h: h, op: "units.events",
+			body: func(m string) string { return `{"unit":"` + m + `"}` },
+			hdr:  func(string) nats.Header { return nats.Header{service.TimeoutHeader: {"1ns"}} },
+			code: 504, last: "504:NATS did not answer in time"},
+		row{name: "NATS read failed", h: lost, op: "units.events",
+			body: func(m string) string { return `{"unit":"` + m + `"}` },
+			code: 503, last: "503:reading from NATS failed"},
+	)
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
 			m := marker()

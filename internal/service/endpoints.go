@@ -37,8 +37,14 @@ type Operation struct {
 	// request is a few short members (MaxEnvelopeBytes) need no room for a booking order or a report.
 	MaxBody int
 
+	// Source, on an operation answered from NATS instead of the upstream (OpenAPI, Method and Path
+	// empty), says what it reads, for discovery, in the names of any prefix (PFX_UNITS, P.events.>).
+	Source string
+
 	// build turns a request's body into the upstream request, or lists every problem of the body.
 	build func(b builder, body []byte) (upstream.APIRequest, []string)
+	// query, on an operation answered from NATS, checks a request's body instead of build.
+	query func(c *checker, body []byte) (unitQuery, []string)
 }
 
 // builder carries what building an upstream request needs besides the body.
@@ -68,6 +74,27 @@ var Operations = []Operation{
 	{Name: layout.OpDeleteOrder, OpenAPI: "deleteOrder", Summary: "delete booking order", Method: http.MethodDelete, Path: "/orders/{id}", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildByID(http.MethodDelete)},
 	{Name: layout.OpQueryTracking, OpenAPI: "queryTracking", Summary: "query tracking events", Method: http.MethodGet, Path: "/tracking", Success: 200, MaxBody: MaxEnvelopeBytes, build: buildQuery},
 	{Name: layout.OpReportEvent, OpenAPI: "reportTrackingEvent", Summary: "report a tracking event", Method: http.MethodPost, Path: "/tracking/events", Success: 202, build: buildReport},
+	{Name: layout.OpUnitLatest, Summary: "the latest event of a loading unit", Source: SourceUnitsBucket, Success: 200, MaxBody: MaxEnvelopeBytes, query: buildUnit(false)},
+	{Name: layout.OpUnitEvents, Summary: "the most recent stored events of a loading unit", Source: SourceEventsStream, Success: 200, MaxBody: MaxEnvelopeBytes, query: buildUnit(true)},
+}
+
+// Sources of the operations answered from NATS, as discovery's metadata names them: PFX and P are the
+// names of docs/subjects.md.
+const (
+	SourceUnitsBucket  = "NATS: key-value bucket PFX_UNITS"
+	SourceEventsStream = "NATS: stream PFX_EVENTS, subjects P.events.*.<UNIT>"
+)
+
+// FromNATS reports whether the operation is answered from NATS rather than by the upstream.
+func (op Operation) FromNATS() bool { return op.query != nil }
+
+// Describe returns the operation's metadata in discovery's INFO answer: what it is, and the upstream
+// operation it calls or what it reads from NATS.
+func (op Operation) Describe() map[string]string {
+	if op.FromNATS() {
+		return map[string]string{"operation": op.Summary, "source": op.Source}
+	}
+	return map[string]string{"operation": op.OpenAPI + " (" + op.Summary + ")", "upstream": op.Method + " " + op.Path}
 }
 
 // MaxEnvelopeBytes bounds the body of an operation whose request is a few members of at most
@@ -294,8 +321,8 @@ func withQuery(path string, q url.Values) string {
 }
 
 // changes reports whether the operation changes something upstream (create, update, delete, report):
-// those are audited.
-func (op Operation) changes() bool { return op.Method != http.MethodGet }
+// those are audited. The operations answered from NATS only read.
+func (op Operation) changes() bool { return !op.FromNATS() && op.Method != http.MethodGet }
 
 // buildSearch: searchLocations, {"type","name","page","pageSize"}, each optional.
 func buildSearch(b builder, body []byte) (upstream.APIRequest, []string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -43,6 +44,7 @@ type options struct {
 	upstreamURL string                // instead of the simulator's
 	svc         func(*service.Config) // adjusts the service's configuration
 	inbox       string                // the service connection's inbox prefix, when not nats.go's
+	jsPrefix    string                // the JetStream API prefix of the units endpoints' reads, when not $JS.API
 }
 
 // countingCaller counts the upstream calls the service makes.
@@ -133,6 +135,13 @@ func start(t *testing.T, o options) *harness {
 	cfg := service.Config{
 		Prefix: "tracking", Concurrency: o.concurrency, Timeout: o.timeout, Version: "dev",
 		Validator: validator, Observer: h.obs, Logger: slog.New(h.logs),
+	}
+	if o.jsPrefix != "" {
+		js, err := jetstream.NewWithAPIPrefix(bridgeNC, o.jsPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.JetStream = js
 	}
 	if o.svc != nil {
 		o.svc(&cfg)

@@ -25,8 +25,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{refused: map[string]prometheus.Counter{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "_api_requests_total",
 		Help: "Requests answered by the API service (P.api.*), by endpoint and code: the upstream's status " +
-			"on success, the Nats-Service-Error-Code on failure (400 refused before calling, a body too large included, 502 unusable " +
-			"answer, 503 unreachable, no token or busy, 504 timeout, else the upstream's status)."},
+			"on success (200 for units.get and units.events, answered from NATS), the Nats-Service-Error-Code on failure (400 " +
+			"refused before calling, a body too large included, 404 no event of the unit in the units view, 502 unusable " +
+			"answer, 503 unreachable, no token, busy or no units bucket, 504 timeout, else the upstream's status)."},
 		[]string{"endpoint", "code"})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metrics.Namespace + "_api_request_duration_seconds",
 		Help:    "Time from receiving an API service request to sending its reply, by endpoint.",

@@ -44,6 +44,8 @@ const (
 	CodeBadAnswer   = http.StatusBadGateway         // the upstream's answer is unusable (or cannot travel on NATS)
 	CodeUnavailable = http.StatusServiceUnavailable // upstream unreachable, no token, or the bridge busy or stopping
 	CodeTimeout     = http.StatusGatewayTimeout     // the upstream did not answer in time
+	// CodeNotFound: units.get, the units view holds no event of the unit.
+	CodeNotFound = http.StatusNotFound
 )
 
 // kind names a kind of failure in the bridge's own words. Discovery's STATS answer shows the last one of
@@ -68,11 +70,17 @@ const (
 	kindBadAnswer    kind = "the upstream's answer is too large or cut short"
 	kindUnreachable  kind = "the upstream cannot be reached"
 	kindReplyTooBig  kind = "the reply is larger than the NATS server's max_payload"
+	kindNoUnitEvent  kind = "the units view has no event of the unit"
+	kindNoView       kind = "the units view or the events stream does not exist"
+	kindViewNotJSON  kind = "the units view holds a value that is not JSON"
+	kindNATSTimeout  kind = "NATS did not answer in time"
+	kindNATS         kind = "reading from NATS failed"
 )
 
 // kinds are every kind, for the test that no caller's byte reaches discovery.
 var kinds = []kind{kindTooLargeBody, kindInvalid, kindBusy, kindStopping, kindUpstream, kindNotJSON, kindUnexpected,
-	kindTimeout, kindTokenTimeout, kindNoToken, kindShutdown, kindBadAnswer, kindUnreachable, kindReplyTooBig}
+	kindTimeout, kindTokenTimeout, kindNoToken, kindShutdown, kindBadAnswer, kindUnreachable, kindReplyTooBig,
+	kindNoUnitEvent, kindNoView, kindViewNotJSON, kindNATSTimeout, kindNATS}
 
 // result is what one request comes to: a success carrying the upstream's body verbatim, or a failure
 // with its code, kind, one-line description and ApiResponseMessage body.
@@ -84,6 +92,7 @@ type result struct {
 	body     []byte
 	upstream int    // the upstream's HTTP status, 0 when it did not answer
 	retry    string // the upstream's Retry-After, on failures
+	unit     string // units.get's success: the Tracking-Unit header
 }
 
 // apiMessage is the ApiResponseMessage body.
@@ -213,10 +222,14 @@ func httpStatus(code int) string {
 }
 
 // message renders r as the reply to subject. A success is the upstream's body alone, without headers:
-// docs/api.md#replies promises nothing else, and a header block costs every hop a parse.
+// docs/api.md#replies promises nothing else, and a header block costs every hop a parse. The one
+// exception is units.get's Tracking-Unit.
 func (r result) message(subject string) *nats.Msg {
 	m := &nats.Msg{Subject: subject, Data: r.body}
 	if r.ok {
+		if r.unit != "" {
+			m.Header = nats.Header{UnitHeader: []string{r.unit}}
+		}
 		return m
 	}
 	m.Header = nats.Header{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -102,12 +103,21 @@ func TestSemver(t *testing.T) {
 // operation's method on a path under its documented one.
 func FuzzBuild(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"id":"BO-1"}`, `{"id":"a/../b","order":{}}`, `{"page":1e3,"pageSize":-0}`,
-		`{"orderId":"o","positionId":"p"}`, `[]`, `{"id":"\u0000"}`, `{"event":{"timestamp":"2024-01-01T00:00:00Z","type":"X"}}`} {
+		`{"orderId":"o","positionId":"p"}`, `[]`, `{"id":"\u0000"}`, `{"event":{"timestamp":"2024-01-01T00:00:00Z","type":"X"}}`,
+		`{"unit":"msku 123456-7","limit":5}`, `{"unit":"--"}`} {
 		f.Add(s)
 	}
 	b := builder{reportPath: "/tracking/events", validator: defaultValidator()}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, op := range Operations {
+			if op.FromNATS() {
+				q, problems := op.query(&checker{}, []byte(body))
+				if len(problems) == 0 && (q.token != layout.UnitToken(q.number) || q.token == layout.NoUnit ||
+					q.limit < 1 || q.limit > MaxUnitEvents) {
+					t.Fatalf("%s accepted %q as unit %q, limit %d", op.Name, body, q.token, q.limit)
+				}
+				continue
+			}
 			req, problems := op.build(b, []byte(body))
 			if len(problems) > 0 {
 				continue

@@ -10,6 +10,9 @@
 // never queued: a queue in front of a slow upstream would only turn into timeouts the caller cannot tell
 // apart, and a 503 before any upstream call is always safe to retry, on this replica or another.
 //
+// Two endpoints, units.get and units.events, are answered from NATS instead (units.go): the units bucket
+// and the events stream, read through Config.JetStream with slots of their own.
+//
 // Each upstream call gets Config.Timeout, or less when the caller sends a Bridge-Timeout header. A 401 gets
 // a new token and one repeat (upstream.APIClient); nothing else is ever repeated, POST or not. The reply
 // to a success is the upstream's body verbatim; a failure carries micro's error headers with the code of
@@ -52,6 +55,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
 
@@ -112,10 +116,15 @@ const DefaultMaxBody = 256 << 10
 type Config struct {
 	// Prefix is the subject prefix P (BRIDGE_SUBJECT_PREFIX).
 	Prefix string
-	// Concurrency is the most upstream calls in flight at once on this replica (BRIDGE_API_CONCURRENCY).
+	// Concurrency is the most upstream calls in flight at once on this replica (BRIDGE_API_CONCURRENCY),
+	// and, besides them, the most reads from NATS of the units endpoints.
 	Concurrency int
-	// Timeout bounds one request's upstream call, token and 401 repeat included (BRIDGE_API_TIMEOUT).
+	// Timeout bounds one request's upstream call, token and 401 repeat included, or its reads from NATS
+	// (BRIDGE_API_TIMEOUT).
 	Timeout time.Duration
+	// JetStream reads the units bucket and the events stream for the units endpoints; nil means a
+	// JetStream handle on the service's own connection.
+	JetStream jetstream.JetStream
 	// ReportPath is the path of operation reportTrackingEvent (BRIDGE_REPORT_PATH); default /tracking/events.
 	ReportPath string
 	// Validator checks request bodies; nil means the OpenAPIValidator without a bound on a report's size.
@@ -152,6 +161,8 @@ type Service struct {
 	api   Caller
 	log   *slog.Logger
 	sem   chan struct{} // one slot per upstream call in flight
+	reads chan struct{} // one slot per read from NATS in flight (the units endpoints)
+	units *units
 	base  context.Context
 	abort context.CancelFunc   // ends every call in flight (shutdown past its drain deadline)
 	eps   map[string]*endpoint // the endpoints served, by micro name
@@ -195,9 +206,17 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 		cfg.MaxBody = DefaultMaxBody
 	}
 	s := &Service{cfg: cfg, nc: nc, api: api, log: cfg.Logger, sem: make(chan struct{}, cfg.Concurrency),
-		eps: map[string]*endpoint{}, limit: logging.NewLimiter(cfg.RefusalLogEvery, nil)}
+		reads: make(chan struct{}, cfg.Concurrency), eps: map[string]*endpoint{}, limit: logging.NewLimiter(cfg.RefusalLogEvery, nil)}
 	s.base, s.abort = context.WithCancel(context.Background())
 	var errs []error
+	js := cfg.JetStream
+	if js == nil && nc != nil {
+		var err error
+		if js, err = jetstream.New(nc); err != nil {
+			errs = append(errs, fmt.Errorf("JetStream for the units endpoints: %w", err))
+		}
+	}
+	s.units = newUnits(js, cfg.Prefix)
 	for _, p := range cfg.ReplyPrefixes {
 		if !validReplyPrefix(p) {
 			errs = append(errs, fmt.Errorf("reply prefix %q: not whole subject tokens ending in a dot, without wildcards or white space", p))
@@ -289,7 +308,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 		infos = append(infos, micro.EndpointInfo{Name: microName(op.Name), Subject: s.Subject(op.Name), QueueGroup: QueueGroup,
-			Metadata: map[string]string{"operation": op.OpenAPI + " (" + op.Summary + ")", "upstream": op.Method + " " + ep.Path}})
+			Metadata: ep.Describe()})
 	}
 	d.info = func() micro.Info {
 		return micro.Info{ServiceIdentity: d.identity, Type: micro.InfoResponseType,
@@ -314,13 +333,17 @@ func (s *Service) Run(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.up.Store(false)
 	stop()
-	// Taking every slot waits for the calls in flight, and makes a request still arriving from the
-	// drained subscriptions get 503 rather than a call that could outlive the connection.
+	// Taking every slot waits for the calls and reads in flight, and makes a request still arriving from
+	// the drained subscriptions get 503 rather than a call that could outlive the connection.
 	taken := 0
 	acquire := func(done <-chan struct{}) bool {
-		for ; taken < cap(s.sem); taken++ {
+		for ; taken < cap(s.sem)+cap(s.reads); taken++ {
+			slots := s.sem
+			if taken >= cap(s.sem) {
+				slots = s.reads
+			}
 			select {
-			case s.sem <- struct{}{}:
+			case slots <- struct{}{}:
 			case <-done:
 				return false
 			}
@@ -328,7 +351,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return true
 	}
 	if !acquire(drain.Done()) {
-		s.log.Warn("API calls still in flight at the shutdown deadline; abandoning them", "in_flight", cap(s.sem)-taken)
+		s.log.Warn("API calls still in flight at the shutdown deadline; abandoning them", "in_flight", cap(s.sem)+cap(s.reads)-taken)
 		s.abort() // their callers get 503 at once
 		grace, cancel := context.WithTimeout(context.Background(), time.Second)
 		acquire(grace.Done())
@@ -379,15 +402,24 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
 			strQuote(key), len(key), upstream.MaxIdempotencyKeyBytes)
 	}
-	req, problems := ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
+	var req upstream.APIRequest
+	var q unitQuery
+	var problems []string
+	slots, busy := s.sem, "upstream calls"
+	if ep.FromNATS() {
+		q, problems = ep.query(&c, r.Data)
+		slots, busy = s.reads, "reads from NATS"
+	} else {
+		req, problems = ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
+	}
 	if len(problems) > 0 {
 		s.refuse(ep, r, failure(CodeInvalid, kindInvalid, problems...), start)
 		return
 	}
 	select {
-	case s.sem <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
-		msg, k := fmt.Sprintf("the bridge is busy: %d upstream calls in flight on this replica; try again", cap(s.sem)), kindBusy
+		msg, k := fmt.Sprintf("the bridge is busy: %d %s in flight on this replica; try again", cap(slots), busy), kindBusy
 		if !s.up.Load() {
 			msg, k = "the bridge is stopping; try again (another replica may answer)", kindStopping
 		} else {
@@ -397,7 +429,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
-	cl := call{req: req, reply: reply, prefix: prefix, timeout: timeout, start: start}
+	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start}
 	if ep.changes() {
 		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
@@ -411,8 +443,9 @@ const MaxTimeoutHeader = 32
 // call is a checked request, handed to a worker.
 type call struct {
 	req     upstream.APIRequest
-	reply   string // the caller's inbox
-	prefix  string // the configured prefix reply is under
+	unit    unitQuery // instead of req, for an operation answered from NATS
+	reply   string    // the caller's inbox
+	prefix  string    // the configured prefix reply is under
 	timeout time.Duration
 	start   time.Time // of handling, for the duration observed
 	caller  slog.Attr // from Nats-Request-Info, for the audit line; when named
@@ -549,17 +582,26 @@ func (s *Service) refuse(ep *endpoint, r *nats.Msg, res result, start time.Time)
 	}
 }
 
-// work makes the upstream call and answers it. It runs in its own goroutine holding a slot of s.sem.
+// work makes the upstream call, or the read from NATS, and answers it. It runs in its own goroutine
+// holding a slot of s.sem, or of s.reads.
 func (s *Service) work(ep *endpoint, c call) {
-	defer func() { <-s.sem }()
-	ep.calls.Add(1)
+	var res result
 	req := c.req
-	ctx, cancel := context.WithTimeout(s.base, c.timeout)
-	resp, err := s.api.Call(ctx, req)
-	cancel()
-	res := outcome(resp, err, c.timeout, req.Method == "POST")
-	if errors.Is(err, upstream.ErrAnswerTooLarge) {
-		res = tooLarge(res, 0, req.MaxBody)
+	if ep.FromNATS() {
+		defer func() { <-s.reads }()
+		ctx, cancel := context.WithTimeout(s.base, c.timeout)
+		res = s.readUnit(ctx, ep, c.unit, c.timeout, int(s.nc.MaxPayload()))
+		cancel()
+	} else {
+		defer func() { <-s.sem }()
+		ep.calls.Add(1)
+		ctx, cancel := context.WithTimeout(s.base, c.timeout)
+		resp, err := s.api.Call(ctx, req)
+		cancel()
+		res = outcome(resp, err, c.timeout, req.Method == "POST")
+		if errors.Is(err, upstream.ErrAnswerTooLarge) {
+			res = tooLarge(res, 0, req.MaxBody)
+		}
 	}
 	if ep.changes() {
 		s.audit(ep, c, res)
@@ -574,7 +616,7 @@ func (s *Service) work(ep *endpoint, c call) {
 		s.log.Debug("API request failed", "subject", s.Subject(ep.Name), "status", res.code, "err", res.desc)
 	}
 	s.observe(ep, res.code, c.start) // before the reply, so that a caller that got it sees it counted
-	err = s.nc.PublishMsg(m)
+	err := s.nc.PublishMsg(m)
 	if errors.Is(err, nats.ErrMaxPayload) { // the server's limit changed under us
 		res = tooLarge(res, size(m), int(s.nc.MaxPayload()))
 		err = s.nc.PublishMsg(res.message(c.reply))
@@ -641,7 +683,7 @@ func (ep *endpoint) stats() EndpointStats {
 	ep.mu.Lock()
 	last := ep.lastErr
 	ep.mu.Unlock()
-	return EndpointStats{Operation: ep.OpenAPI + " (" + ep.Summary + ")", UpstreamCalls: ep.calls.Load(),
+	return EndpointStats{Operation: ep.Describe()["operation"], UpstreamCalls: ep.calls.Load(),
 		Errors: ep.errs.Load(), Busy: ep.busy.Load(), Dropped: ep.dropped.Load(), LastError: last}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
@@ -84,6 +86,12 @@ func TestEndpointsSucceed(t *testing.T) {
 	if list := h.ok("orders.list", ``); bytes.Contains(list, []byte(id)) {
 		t.Errorf("deleted order still listed: %s", list)
 	}
+
+	// The units endpoints, answered from NATS.
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", u.store(layout.EventSubject("tracking", "LOAD", "MSKU1234567"), event("e-1", "LOAD", "MSKU1234567", 1, 0)))
+	h.ok("units.get", `{"unit":"MSKU1234567"}`)
+	h.ok("units.events", `{"unit":"MSKU1234567"}`)
 
 	for _, op := range service.Operations {
 		if h.obs.last(op.Name) != op.Success {
@@ -384,13 +392,22 @@ func TestDiscovery(t *testing.T) {
 	if err := json.Unmarshal(h.control(micro.InfoVerb), &info); err != nil {
 		t.Fatal(err)
 	}
+	for _, op := range service.Operations {
+		want := map[string]string{"operation": op.OpenAPI + " (" + op.Summary + ")", "upstream": op.Method + " " + op.Path}
+		if op.FromNATS() {
+			want = map[string]string{"operation": op.Summary, "source": op.Source}
+		}
+		if !maps.Equal(op.Describe(), want) {
+			t.Errorf("%s: metadata %v, want %v", op.Name, op.Describe(), want)
+		}
+	}
 	if len(info.Endpoints) != len(service.Operations) {
 		t.Fatalf("info lists %d endpoints, want %d", len(info.Endpoints), len(service.Operations))
 	}
 	for i, op := range service.Operations {
 		e := info.Endpoints[i]
 		if e.Subject != "tracking.api."+op.Name || e.QueueGroup != service.QueueGroup ||
-			e.Metadata["operation"] != op.OpenAPI+" ("+op.Summary+")" || e.Metadata["upstream"] != op.Method+" "+op.Path {
+			!maps.Equal(e.Metadata, op.Describe()) {
 			t.Errorf("endpoint %d: %+v", i, e)
 		}
 	}

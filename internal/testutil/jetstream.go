@@ -50,10 +50,11 @@ func CountMsgs(ctx context.Context, js jetstream.JetStream, stream string) (uint
 
 // IsFence reports whether subject is one of an events stream's fence subjects (P.leader.<n> and
 // P.leader.restart, docs/subjects.md#streams), whose markers StreamMsgs and StreamContents leave out: tests
-// count events. P.events.leader (an event type) is not one.
+// count events. P.events.leader.<UNIT> and P.events.leader (an event type) are not ones.
 func IsFence(subject string) bool {
 	tokens := strings.Split(subject, ".")
-	return len(tokens) >= 3 && tokens[len(tokens)-2] == "leader"
+	n := len(tokens)
+	return n >= 3 && tokens[n-2] == "leader" && (n < 4 || tokens[n-3] != "events")
 }
 
 // StreamContents returns every message a JetStream stream holds but fence markers, in sequence order.

@@ -44,3 +44,20 @@ func TestStreamMsgsAndContents(t *testing.T) {
 		t.Errorf("StreamContents = %q, want [a c]", got)
 	}
 }
+
+// TestIsFence: the fence's subjects are told from events, an event of the type "leader" among them.
+func TestIsFence(t *testing.T) {
+	for subject, want := range map[string]bool{
+		"tracking.leader.7":                  true,
+		"tracking.leader.restart":            true,
+		"acme.t.leader.12":                   true,
+		"tracking.events.leader":             false,
+		"tracking.events.leader.MSKU1234565": false,
+		"tracking.events.leader._":           false,
+		"tracking.events.GATE_IN.MSKU1":      false,
+	} {
+		if got := testutil.IsFence(subject); got != want {
+			t.Errorf("IsFence(%q) = %v, want %v", subject, got, want)
+		}
+	}
+}

@@ -1,0 +1,407 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+// unitsStore is the bridge's events stream and units bucket as a test fills them: events stored on
+// P.events.<TYPE>.<UNIT> directly, and view values written as the view writes them.
+type unitsStore struct {
+	t  *testing.T
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+	n  int // events stored, for their ids
+}
+
+// newUnitsStore creates the streams and, with bucket, the units bucket.
+func newUnitsStore(t *testing.T, h *harness, bucket bool) *unitsStore {
+	t.Helper()
+	js, err := jetstream.New(h.ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := (layout.Streams{Prefix: "tracking"}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	u := &unitsStore{t: t, js: js}
+	if bucket {
+		u.createBucket()
+	}
+	return u
+}
+
+func (u *unitsStore) createBucket() {
+	u.t.Helper()
+	kv, err := u.js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: layout.UnitsBucket("tracking"), History: 1})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	u.kv = kv
+}
+
+// event returns the data of an event of unit number at second sec, padded to at least size bytes.
+func event(id, typ, number string, sec, size int) string {
+	e := fmt.Sprintf(`{"id":%q,"type":%q,"timestamp":"2026-01-02T03:%02d:%02dZ","observation":{"observedLoadingUnit":{"loadingUnit":{"number":%q}}}`,
+		id, typ, sec/60%60, sec%60, number)
+	if pad := size - len(e) - len(`,"pad":""}`); pad > 0 {
+		e += `,"pad":"` + strings.Repeat("x", pad) + `"`
+	}
+	return e + "}"
+}
+
+// store stores data on subject as the bridge does, and returns it.
+func (u *unitsStore) store(subject, data string) string {
+	u.t.Helper()
+	u.n++
+	m := nats.NewMsg(subject)
+	m.Data = []byte(data)
+	m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("ev-%d", u.n))
+	if _, err := u.js.PublishMsg(context.Background(), m); err != nil {
+		u.t.Fatal(err)
+	}
+	return data
+}
+
+// put writes the view's value of a unit token as the view does: through $KV.<bucket>.<key> with the
+// event's id, the token and the compare-and-set on the key's revision.
+func (u *unitsStore) put(token, id, data string) {
+	u.t.Helper()
+	m := nats.NewMsg("$KV." + layout.UnitsBucket("tracking") + "." + token)
+	m.Data = []byte(data)
+	m.Header.Set("Tracking-Event-Id", id)
+	m.Header.Set("Tracking-Unit", token)
+	var rev uint64
+	if e, err := u.kv.Get(context.Background(), token); err == nil {
+		rev = e.Revision()
+	}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, fmt.Sprint(rev))
+	if _, err := u.js.PublishMsg(context.Background(), m); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+// unitEvents is the reply of units.events.
+type unitEvents struct {
+	Unit   string            `json:"unit"`
+	Events []json.RawMessage `json:"events"`
+}
+
+func (h *harness) unitEvents(body string) unitEvents {
+	h.t.Helper()
+	var out unitEvents
+	data := h.ok("units.events", body)
+	if err := json.Unmarshal(data, &out); err != nil || out.Events == nil {
+		h.t.Fatalf("units.events %s: %q: %v", body, data, err)
+	}
+	return out
+}
+
+// TestUnitsGet: units.get answers the unit's value in the units bucket verbatim with Tracking-Unit, for
+// the number as written; 404 when the view has none; 503 naming the bucket while it does not exist. No
+// upstream call.
+func TestUnitsGet(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	u := newUnitsStore(t, h, false)
+
+	r := h.request("units.get", `{"unit":"msku 123456-7"}`)
+	if r.code != 503 || !strings.Contains(r.desc, "bucket TRACKING_UNITS does not exist") || !strings.Contains(r.desc, "BRIDGE_UNITS_VIEW") {
+		t.Errorf("without the bucket: %d %q, want 503 naming it", r.code, r.desc)
+	}
+	r.messages(t)
+
+	u.createBucket()
+	r = h.request("units.get", `{"unit":"msku 123456-7"}`)
+	if r.code != 404 || !strings.Contains(r.desc, "no event of unit MSKU1234567") {
+		t.Errorf("no value: %d %q, want 404", r.code, r.desc)
+	}
+	r.messages(t)
+	if h.obs.last("units.get") != 404 {
+		t.Errorf("observed %d", h.obs.last("units.get"))
+	}
+
+	// Verbatim: the bytes as stored, white space and member order included.
+	data := ` {"id":"e-1", "type":"GATE_IN","timestamp":"2026-01-02T03:04:05+01:00",` +
+		`"observation":{"observedLoadingUnit":{"loadingUnit":{"number":"msku 123456-7"}}}}`
+	u.put("MSKU1234567", "e-1", data)
+	for _, number := range []string{"msku 123456-7", "MSKU1234567", "MSKU-123.456/7"} {
+		r = h.request("units.get", `{"unit":`+fmt.Sprintf("%q", number)+`}`)
+		if r.code != 0 || string(r.msg.Data) != data || r.msg.Header.Get(service.UnitHeader) != "MSKU1234567" {
+			t.Errorf("%q: %d %q %q, header %v", number, r.code, r.desc, r.msg.Data, r.msg.Header)
+		}
+	}
+	if h.obs.last("units.get") != 200 {
+		t.Errorf("observed %d, want 200", h.obs.last("units.get"))
+	}
+
+	// A newer value replaces it; a deleted key is none.
+	newer := strings.Replace(data, "e-1", "e-2", 1)
+	u.put("MSKU1234567", "e-2", newer)
+	if got := h.ok("units.get", `{"unit":"MSKU1234567"}`); string(got) != newer {
+		t.Errorf("after the update: %q", got)
+	}
+	if err := u.kv.Delete(context.Background(), "MSKU1234567"); err != nil {
+		t.Fatal(err)
+	}
+	if r = h.request("units.get", `{"unit":"MSKU1234567"}`); r.code != 404 {
+		t.Errorf("deleted: %d %q, want 404", r.code, r.desc)
+	}
+	if n := h.calls.n.Load(); n != 0 {
+		t.Errorf("%d upstream calls", n)
+	}
+}
+
+// TestUnitsEvents: units.events answers the unit's most recent events of every type from the events
+// stream, oldest first, each event's data verbatim: DefaultUnitEvents without a limit, limit when given,
+// all when fewer are stored; another unit's events and the events stored before subjects carried the unit
+// (P.events.<TYPE>) are not among them; a unit without events gets an empty list.
+func TestUnitsEvents(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	u := newUnitsStore(t, h, true)
+
+	types := []string{"GATE_IN", "LOAD", "DISCHARGE", "GATE_OUT"}
+	var mine []string
+	// An event of the unit from before the unit token: not on P.events.*.<UNIT>.
+	u.store(layout.Event("tracking", "GATE_IN"), event("old", "GATE_IN", "MSKU1234567", 0, 0))
+	for i := range 30 {
+		typ := types[i%len(types)]
+		mine = append(mine, u.store(layout.EventSubject("tracking", typ, "MSKU1234567"), event(fmt.Sprint("m", i), typ, "msku 123456-7", i+1, 0)))
+		u.store(layout.EventSubject("tracking", typ, "TGHU7654321"), event(fmt.Sprint("o", i), typ, "TGHU7654321", i+1, 0))
+		u.store(layout.EventSubject("tracking", typ, layout.NoUnit), event(fmt.Sprint("n", i), typ, "", i+1, 0))
+	}
+	check := func(body string, want []string) {
+		t.Helper()
+		got := h.unitEvents(body)
+		if got.Unit != "MSKU1234567" || len(got.Events) != len(want) {
+			t.Fatalf("%s: unit %q, %d events, want %d", body, got.Unit, len(got.Events), len(want))
+		}
+		for i := range want {
+			if string(got.Events[i]) != want[i] {
+				t.Errorf("%s: event %d is %s, want %s", body, i, got.Events[i], want[i])
+			}
+		}
+	}
+	check(`{"unit":"msku 123456-7"}`, mine[30-service.DefaultUnitEvents:])
+	check(`{"unit":"MSKU1234567","limit":5}`, mine[25:])
+	check(`{"unit":"MSKU1234567","limit":1}`, mine[29:])
+	check(fmt.Sprintf(`{"unit":"MSKU1234567","limit":%d}`, service.MaxUnitEvents), mine)
+	check(`{"unit":"MSKU1234567","limit":null}`, mine[30-service.DefaultUnitEvents:])
+
+	if got := h.unitEvents(`{"unit":"ABCU0000001"}`); got.Unit != "ABCU0000001" || len(got.Events) != 0 {
+		t.Errorf("a unit without events: %+v", got)
+	}
+	if h.obs.last("units.events") != 200 {
+		t.Errorf("observed %d, want 200", h.obs.last("units.events"))
+	}
+	if n := h.calls.n.Load(); n != 0 {
+		t.Errorf("%d upstream calls", n)
+	}
+}
+
+// TestUnitsEventsMaxPayload: when the most recent events would not fit in the server's max_payload, the
+// reply holds the most recent that do, oldest first, and fits.
+func TestUnitsEventsMaxPayload(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 16 << 10
+	h := start(t, options{nats: func(o *server.Options) { o.MaxPayload = maxPayload }})
+	u := newUnitsStore(t, h, true)
+	var mine []string
+	for i := range 40 {
+		mine = append(mine, u.store(layout.EventSubject("tracking", "LOAD", "MSKU1234567"), event(fmt.Sprint("m", i), "LOAD", "MSKU1234567", i, 1000)))
+	}
+	data := h.ok("units.events", `{"unit":"MSKU1234567","limit":40}`)
+	var got unitEvents
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > maxPayload || len(got.Events) < 14 || len(got.Events) >= 17 {
+		t.Fatalf("%d bytes, %d events; want at most %d bytes and 14 to 16 events of 1 KB", len(data), len(got.Events), maxPayload)
+	}
+	want := mine[40-len(got.Events):]
+	for i := range want {
+		if string(got.Events[i]) != want[i] {
+			t.Errorf("event %d: %.40s…, want %.40s…", i, got.Events[i], want[i])
+		}
+	}
+}
+
+// TestUnitsHostile: every bad units request is a 400 that says what is wrong, before any read: a unit
+// of 10 KB, not a string, an array, an object, with control characters, of separators or non-ASCII
+// letters alone, of more than 64 letters and digits, missing; a limit of 0, negative, huge, fractional,
+// not a number, above the maximum; an unknown member; a body past the endpoint's bound. A request with a
+// reply subject outside the callers' inboxes (the bucket's own subject) is dropped without an answer and
+// writes nothing.
+func TestUnitsHostile(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
+
+	for _, tc := range []struct{ op, body, want string }{
+		{"units.get", `{"unit":"` + strings.Repeat("A", 10<<10) + `"}`, "unit is 10240 bytes long, more than the limit of 128"},
+		{"units.get", `{"unit":1234567}`, "unit must be a string, not a number"},
+		{"units.get", `{"unit":["MSKU1234567"]}`, "unit must be a string, not an array"},
+		{"units.get", `{"unit":{"number":"MSKU1234567"}}`, "unit must be a string, not an object"},
+		{"units.get", `{"unit":"MSKU\u0000123"}`, "unit must not contain control characters"},
+		{"units.get", `{"unit":"MSKU\n1234567"}`, "unit must not contain control characters"},
+		{"units.get", `{"unit":" -./ "}`, "names no loading unit"},
+		{"units.get", `{"unit":"äöüß"}`, "names no loading unit"},
+		{"units.get", `{"unit":"` + strings.Repeat("A1", 33) + `"}`, "names no loading unit"},
+		{"units.get", `{"unit":"_"}`, "names no loading unit"},
+		{"units.get", `{}`, "unit is missing"},
+		{"units.get", `{"unit":""}`, "unit must not be empty"},
+		{"units.get", `["MSKU1234567"]`, "must be a JSON object, not an array"},
+		{"units.get", `"MSKU1234567"`, "must be a JSON object, not a string"},
+		{"units.get", `{"unit":"MSKU1234567","limit":5}`, `unknown member "limit"`},
+		{"units.events", `{"unit":"MSKU1234567","limit":0}`, "limit must be at least 1, not 0"},
+		{"units.events", `{"unit":"MSKU1234567","limit":-5}`, "limit must be at least 1, not -5"},
+		{"units.events", `{"unit":"MSKU1234567","limit":1e12}`, "limit must be an integer (int32)"},
+		{"units.events", `{"unit":"MSKU1234567","limit":99999999999999999999999}`, "limit must be an integer (int32)"},
+		{"units.events", `{"unit":"MSKU1234567","limit":2.5}`, "limit must be an integer (int32)"},
+		{"units.events", `{"unit":"MSKU1234567","limit":"10"}`, "limit must be an integer, not a string"},
+		{"units.events", `{"unit":"MSKU1234567","limit":[10]}`, "limit must be an integer, not an array"},
+		{"units.events", fmt.Sprintf(`{"unit":"MSKU1234567","limit":%d}`, service.MaxUnitEvents+1), fmt.Sprintf("limit must be at most %d", service.MaxUnitEvents)},
+		{"units.events", `{"unit":["a"],"limit":0,"x":1}`, `unknown member "x"`},
+		{"units.events", `{"unit":"MSKU1234567","unit":"TGHU7654321"}`, `gives the key "unit" twice`},
+		{"units.events", `{"unit":"` + strings.Repeat(" ", service.MaxEnvelopeBytes) + `"}`, "more than the limit of 16384 bytes for units.events"},
+		{"units.get", `{"unit":"` + strings.Repeat(" ", service.MaxEnvelopeBytes) + `"}`, "more than the limit of 16384 bytes for units.get"},
+	} {
+		r := h.request(tc.op, tc.body)
+		if r.code != 400 || !strings.Contains(r.desc, tc.want) {
+			t.Errorf("%s %.60s: %d %q, want 400 with %q", tc.op, tc.body, r.code, r.desc, tc.want)
+			continue
+		}
+		r.messages(t)
+		if len(r.desc) > 2<<10 {
+			t.Errorf("%s %.60s: a description of %d bytes", tc.op, tc.body, len(r.desc))
+		}
+	}
+	// Non-ASCII letters among others: the ASCII letters and digits are the unit.
+	if r := h.request("units.get", `{"unit":"MSKÜ 1234567 msku"}`); r.code != 404 || !strings.Contains(r.desc, "unit MSK1234567MSKU") {
+		t.Errorf("non-ASCII letters among others: %d %q, want 404 for MSK1234567MSKU", r.code, r.desc)
+	}
+
+	// A hostile reply subject: the request is dropped, the bucket gets nothing, the drop is counted.
+	before := h.obs.refusals(service.RefusedReplyNotInbox)
+	evil := "$KV." + layout.UnitsBucket("tracking") + ".EVIL"
+	for _, op := range []string{"units.get", "units.events"} {
+		if err := h.nc.PublishRequest("tracking.api."+op, evil, []byte(`{"unit":"MSKU1234567"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 5*time.Second, "two drops counted", func() bool {
+		return h.obs.refusals(service.RefusedReplyNotInbox) == before+2
+	})
+	if _, err := u.kv.Get(context.Background(), "EVIL"); err != jetstream.ErrKeyNotFound {
+		t.Errorf("the bucket's key EVIL: %v, want none", err)
+	}
+}
+
+// TestUnitsNotBusyWithUpstream: the units endpoints read NATS in slots of their own: while every upstream
+// slot is held by a call the upstream does not answer, an upstream request is refused 503 busy and the
+// units endpoints still answer.
+func TestUnitsNotBusyWithUpstream(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{upstreamURL: scriptedUpstream(t), concurrency: 1})
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
+
+	held := make(chan reply, 1)
+	go func() { held <- h.request("orders.get", `{"id":"slow-held"}`, service.TimeoutHeader, "3s") }()
+	testutil.Eventually(t, 5*time.Second, "a call held upstream", func() bool { return h.calls.n.Load() == 1 })
+	if r := h.request("orders.get", `{"id":"slow-other"}`); r.code != 503 || !strings.Contains(r.desc, "busy") {
+		t.Fatalf("an upstream request beside the held one: %d %q, want 503 busy", r.code, r.desc)
+	}
+	for range 3 {
+		h.ok("units.get", `{"unit":"MSKU1234567"}`)
+		h.ok("units.events", `{"unit":"MSKU1234567"}`)
+	}
+	if r := <-held; r.code != 504 {
+		t.Errorf("the held call: %d %q, want 504", r.code, r.desc)
+	}
+}
+
+// BenchmarkUnitsGet measures units.get through the service with BENCH_UNITS units in the bucket (100,000
+// unless set), each value an event of about 600 bytes, one caller, requests spread over every unit; it
+// reports the p50 and p99 latency in microseconds, from the caller's request to its reply. Run it with
+//
+//	go test -run XXX -bench BenchmarkUnitsGet -benchtime 5000x ./internal/service/
+func BenchmarkUnitsGet(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("BENCH_UNITS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ns := testutil.StartNATS(b, nil)
+	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	nc := ns.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: layout.UnitsBucket("tracking"), History: 1}); err != nil {
+		b.Fatal(err)
+	}
+	unit := func(i int) string { return fmt.Sprintf("BENU%07d", i) }
+	start := time.Now()
+	for i := range n {
+		data := event(fmt.Sprint("e-", i), "LOAD", unit(i), i, 600)
+		if _, err := js.PublishAsync("$KV."+layout.UnitsBucket("tracking")+"."+unit(i), []byte(data)); err != nil {
+			b.Fatal(err)
+		}
+		if i%5000 == 4999 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				b.Fatal("the bucket's puts were not acknowledged")
+			}
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.Logf("%d units in the bucket in %v", n, time.Since(start))
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		body := []byte(`{"unit":"` + unit((i*7919)%n) + `"}`)
+		t0 := time.Now()
+		m, err := nc.Request("tracking.api.units.get", body, 5*time.Second)
+		lat = append(lat, time.Since(t0))
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			b.Fatalf("units.get: %v %v", m, err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.5), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
