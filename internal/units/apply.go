@@ -190,7 +190,9 @@ type cache struct {
 	units map[string]value
 }
 
-const cacheMax = 200_000
+// cacheMax bounds the cache's memory to a few MB (about 100 bytes a unit); a unit it forgot costs one
+// direct get of its value.
+const cacheMax = 50_000
 
 func (c *cache) generation() uint64 {
 	c.mu.Lock()
