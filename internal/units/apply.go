@@ -66,9 +66,48 @@ func (v *View) count(outcome string) {
 // maxConflicts is how often one event is decided again after a conflict before it is handed back.
 const maxConflicts = 8
 
-// handle applies one event and settles it: acknowledged once its unit's value is it or a later event,
-// handed back (Nak with a delay) when the bucket cannot be written.
-func (v *View) handle(ctx context.Context, kv jetstream.Stream, ev event) {
+// handleQueued handles ev with the events already waiting behind it in its worker's queue q (at most
+// queueLen): of the events of one unit only the latest is written, and the others settle with it. So
+// when events come faster than the view writes (a flood, a replay), a unit costs one write per batch
+// instead of one per event, and the view spends its time where the event path does not need it.
+func (v *View) handleQueued(ctx context.Context, kv jetstream.Stream, ev event, q <-chan event) {
+	batch := []event{ev}
+more:
+	for len(batch) < queueLen {
+		select {
+		case e, ok := <-q:
+			if !ok {
+				break more
+			}
+			batch = append(batch, e)
+		default:
+			break more
+		}
+	}
+	for len(batch) > 0 {
+		unit := batch[0].unit
+		var same []event
+		rest := batch[:0]
+		latest := 0
+		for _, e := range batch {
+			if e.unit != unit {
+				rest = append(rest, e)
+				continue
+			}
+			if len(same) > 0 && e.stamp.after(same[latest].stamp) {
+				latest = len(same)
+			}
+			same = append(same, e)
+		}
+		batch = rest
+		same[0], same[latest] = same[latest], same[0]
+		v.handle(ctx, kv, same[0], same[1:])
+	}
+}
+
+// handle applies one event and settles it with the older events of its unit: acknowledged once its
+// unit's value is it or a later event, handed back (Nak with a delay) when the bucket cannot be written.
+func (v *View) handle(ctx context.Context, kv jetstream.Stream, ev event, older []event) {
 	for attempt := 0; ; attempt++ {
 		outcome, err := v.apply(ctx, kv, ev)
 		if err == nil {
@@ -77,6 +116,9 @@ func (v *View) handle(ctx context.Context, kv jetstream.Stream, ev event) {
 				v.lastWrite.Store(time.Now().UnixNano())
 			}
 			v.done(ev, outcome)
+			for _, e := range older {
+				v.done(e, OutcomeOlder)
+			}
 			return
 		}
 		if errors.Is(err, errConflict) && attempt < maxConflicts {
@@ -97,8 +139,11 @@ func (v *View) handle(ctx context.Context, kv jetstream.Stream, ev event) {
 		if md != nil {
 			delivered = int(min(md.NumDelivered, 30))
 		}
-		_ = ev.msg.NakWithDelay(retry.Backoff(v.cfg.BackoffMin, v.cfg.BackoffMax, delivered-1))
-		v.count(OutcomeRetry)
+		delay := retry.Backoff(v.cfg.BackoffMin, v.cfg.BackoffMax, delivered-1)
+		for _, e := range append(older, ev) {
+			_ = e.msg.NakWithDelay(delay)
+			v.count(OutcomeRetry)
+		}
 		return
 	}
 }

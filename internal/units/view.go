@@ -12,11 +12,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
+
+// DefaultMaxRate is a bridge's view's default Config.MaxRate: half again the 2,000 events a second it is
+// measured at (docs/performance.md#the-units-view), while the rest of a flood's processor time stays with
+// the event path.
+const DefaultMaxRate = 3000
 
 // DefaultDurable is the durable consumer on the events stream that the views of every bridge share.
 const DefaultDurable = "tracking-bridge-units"
@@ -39,6 +45,10 @@ type Config struct {
 	// StopTimeout bounds the writes still in flight after Run's context ended (BRIDGE_SHUTDOWN_TIMEOUT);
 	// zero: no bound.
 	StopTimeout time.Duration
+	// MaxRate is the most events a second this bridge takes from the stream (DefaultMaxRate when zero; no
+	// limit when negative). The view yields the processors to the event path that way during a flood or
+	// a replay, and catches up after.
+	MaxRate float64
 	// BackoffMin and BackoffMax pace the retries of what failed: setting up, writes handed back (500ms, 10s).
 	BackoffMin, BackoffMax time.Duration
 	Logger                 *slog.Logger
@@ -54,6 +64,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 10 * time.Second
+	}
+	if c.MaxRate == 0 {
+		c.MaxRate = DefaultMaxRate
 	}
 	if c.BackoffMin <= 0 {
 		c.BackoffMin = 500 * time.Millisecond
@@ -202,7 +215,7 @@ func (v *View) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			for ev := range queues[i] {
-				v.handle(stopBy, kv, ev)
+				v.handleQueued(stopBy, kv, ev, queues[i])
 			}
 		}()
 	}
@@ -315,6 +328,10 @@ const opTimeout = 5 * time.Second
 // its iterator had fetched ahead.
 func (v *View) loop(ctx context.Context, cons jetstream.Consumer, dispatch func(jetstream.Msg)) {
 	fails := 0
+	limit := rate.NewLimiter(rate.Inf, 0)
+	if v.cfg.MaxRate > 0 {
+		limit = rate.NewLimiter(rate.Limit(v.cfg.MaxRate), max(1, int(v.cfg.MaxRate/10)))
+	}
 	for ctx.Err() == nil {
 		if v.reset.Swap(false) {
 			v.cache.clear()
@@ -328,6 +345,11 @@ func (v *View) loop(ctx context.Context, cons jetstream.Consumer, dispatch func(
 			msg, err := it.Next(jetstream.NextMaxWait(time.Second))
 			if err == nil {
 				fails = 0
+				if limit.Wait(ctx) != nil {
+					_ = msg.Nak()
+					handBack(it)
+					return
+				}
 				dispatch(msg)
 				if !v.reset.Load() {
 					continue
