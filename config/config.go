@@ -157,6 +157,9 @@ type Config struct {
 	APIReplyPrefixes string `envconfig:"API_REPLY_PREFIXES" default:"_INBOX." desc:"comma-separated subject prefixes (whole tokens) of the reply subjects the API answers: the callers' inbox prefixes; the replies NATS writes for callers in other accounts that import the service (_R_.) are answered besides them, always; a request with any other reply subject, or none, gets no answer and no upstream call, and is counted in bridge_api_requests_refused_total"`
 	APIMaxBodyBytes  int    `envconfig:"API_MAX_BODY_BYTES" default:"262144" desc:"largest API request body, in bytes (at most 67108864); a larger one is answered 400 before it is parsed, without calling the upstream (locations.search, orders.list, orders.get, orders.delete, tracking.query, units.get and units.events, whose requests are a few short members, allow at most 16384)"`
 
+	// The units view: the latest event per loading unit (docs/subjects.md#units-the-latest-event-per-loading-unit).
+	UnitsView bool `envconfig:"UNITS_VIEW" default:"true" desc:"build the units view, the key-value bucket PFX_UNITS with the latest event of every loading unit, from the events stream (every bridge with it on shares the work; the bucket is created with the streams' replicas when BRIDGE_CREATE_STREAMS allows)"`
+
 	// Lifecycle.
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"time from SIGINT or SIGTERM (or a fatal error) to exit, for in-flight reports and publishes and the NATS drain"`
 

@@ -132,6 +132,7 @@ func TestLoadDefaults(t *testing.T) {
 		APIEndpoints:          "all",
 		APIReplyPrefixes:      "_INBOX.",
 		APIMaxBodyBytes:       256 << 10,
+		UnitsView:             true,
 		NATSInboxPrefix:       "_INBOX_bridge",
 		ShutdownTimeout:       30 * time.Second,
 	}

@@ -163,8 +163,9 @@ func TestGrafanaDashboard(t *testing.T) {
 }
 
 // sharedGauges are the gauges every replica reports alike, for state the replicas share (the durable
-// report consumer's backlog): summed over the replicas they count it once per replica.
-var sharedGauges = []string{"bridge_reports_pending"}
+// report consumer's backlog, the units view's shared consumer's lag): summed over the replicas they count
+// it once per replica.
+var sharedGauges = []string{"bridge_reports_pending", "bridge_units_lag_events", "bridge_units_lag_seconds"}
 
 // summedShared returns the sharedGauges that expr sums.
 func summedShared(expr parser.Expr) []string {

@@ -29,6 +29,7 @@ type benchLatResult struct {
 	cpuNote  string
 	peakRSS  int64
 	self     string
+	units    string // the units view's lag (unitsLag), for a bridge with the view on
 }
 
 func (r benchLatResult) String() string {
@@ -47,6 +48,9 @@ func (r benchLatResult) String() string {
 	if r.self != "" {
 		out += "\n        own line: " + r.self
 	}
+	if r.units != "" {
+		out += "\n        " + r.units
+	}
 	return out
 }
 
@@ -54,7 +58,10 @@ func benchUS(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.
 
 // latencyRun measures one pipeline at the configured rate: start is called with the simulator and must
 // start the pipeline; subject is where its events appear.
-func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total int,
+//
+// values, when not "", is the subject of the bridge's units bucket ($KV.<bucket>.>): the view's lag behind
+// the events is measured too (unitsLag), and the bridge stopped once the view has caught up.
+func (e *benchEnv) latencyRun(ctx context.Context, name, subject, values string, total int,
 	start func(*benchSim) (*Child, error), selfExits bool) (benchLatResult, error) {
 	r := benchLatResult{pipeline: name}
 	rec := &Recorder{}
@@ -71,6 +78,12 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 	_ = sub.SetPendingLimits(-1, -1)
 	if err := nc.Flush(); err != nil {
 		return r, err
+	}
+	var view *unitsLag
+	if values != "" {
+		if view, err = watchUnits(nc, subject, values); err != nil {
+			return r, err
+		}
 	}
 
 	e.simSeq++
@@ -121,6 +134,12 @@ func (e *benchEnv) latencyRun(ctx context.Context, name, subject string, total i
 		case <-tick.C:
 		}
 	}
+	if view != nil {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		view.settle(sctx)
+		cancel()
+		r.units = view.String()
+	}
 	_ = sub.Unsubscribe()
 	var u Usage
 	if selfExits {
@@ -158,10 +177,10 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 			e.seq++
 			prefix := fmt.Sprintf("bench%d", e.seq)
 			lay := layout.Streams{Prefix: prefix}
-			r, err := e.latencyRun(ctx, b.name, lay.EventsSubject(), total, func(s *benchSim) (*Child, error) {
+			r, err := e.latencyRun(ctx, b.name, lay.EventsSubject(), lay.UnitSubject(">"), total, func(s *benchSim) (*Child, error) {
 				return e.startBridge(ctx, b, fmt.Sprintf("%s-latency-%d", b.name, i), s, prefix)
 			}, false)
-			e.deleteStreams(lay.Events(), lay.Reports(), lay.DLQ())
+			e.deleteStreams(lay.Events(), lay.Reports(), lay.DLQ(), lay.UnitsStream())
 			if err != nil {
 				return fmt.Errorf("%s latency run %d: %w", b.name, i, err)
 			}
@@ -173,7 +192,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		}
 		var out benchOutput
 		e.deleteStreams(benchRefStream)
-		r, err := e.latencyRun(ctx, e.refName, benchRefSubject, total, func(s *benchSim) (*Child, error) {
+		r, err := e.latencyRun(ctx, e.refName, benchRefSubject, "", total, func(s *benchSim) (*Child, error) {
 			return e.startRefpipe(ctx, fmt.Sprintf("%s-latency-%d", e.refName, i), s, total, &out)
 		}, true)
 		e.deleteStreams(benchRefStream)

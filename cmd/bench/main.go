@@ -64,6 +64,7 @@ type benchOptions struct {
 	memprofile string
 	cluster    bool
 	idle       time.Duration
+	units      int // -units-sizing
 }
 
 func main() {
@@ -112,6 +113,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (child logs, JetStream store)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "instead of comparing, run the bridge once in this process (over -n events, or with -latency at -rate) and write its CPU profile here")
 	fs.StringVar(&o.memprofile, "memprofile", "", "with -cpuprofile: also write the allocation profile here")
+	fs.IntVar(&o.units, "units-sizing", 0, "instead of comparing, write this many units (of -size bytes) to a bucket made as the bridge makes PFX_UNITS, twice, and report its size and nats-server's memory")
 	fs.BoolVar(&o.cluster, "cluster", false, "run JetStream as a 3-node cluster (routes on loopback) with the bridge's streams and lease bucket at 3 replicas; measures the bridge only")
 	fs.DurationVar(&o.idle, "idle", 0, "instead of throughput, measure each bridge's RSS this long after /readyz first answered 200, the simulator at 5 events/s")
 	serveNATS := fs.String("serve-nats", "", "internal: only run a JetStream server storing in this directory (the benchmark starts itself this way)")
@@ -131,7 +133,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *serveNATS != "" {
 		return serveBenchNATS(ctx, *serveNATS, *natsAddr, *natsPeers, *natsRoutes)
 	}
-	if o.idle > 0 {
+	if o.idle > 0 || o.units > 0 {
 		o.skipRef = true // the yardstick has no idle state: it exits after -n events
 	}
 	if o.cluster {
@@ -173,6 +175,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	fmt.Fprint(stdout, benchMachine())
 	switch {
+	case o.units > 0:
+		err = e.unitsSizing(ctx, stdout, o.units, o.size)
 	case o.cpuprofile != "":
 		err = e.profile(ctx, stdout)
 	case o.idle > 0:

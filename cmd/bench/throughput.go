@@ -95,7 +95,7 @@ func (e *benchEnv) throughputBridge(ctx context.Context, b benchBridge, run int)
 	e.seq++
 	prefix := fmt.Sprintf("bench%d", e.seq)
 	layout := layout.Streams{Prefix: prefix}
-	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ())
+	defer e.deleteStreams(layout.Events(), layout.Reports(), layout.DLQ(), layout.UnitsStream())
 	r := benchTPResult{pipeline: b.name}
 	if e.o.cluster {
 		// Replicated streams made here, so that a build without BRIDGE_STREAM_REPLICAS uses them too.

@@ -6,6 +6,7 @@
 //	bridge version       version, commit and Go version
 //	bridge cursor show|restart  the upstream stream's stored resume point and the lease's holder; make
 //	                     the next leader resume after an id or from the beginning (cursor.go)
+//	bridge units rebuild [-purge]  build the units view again from the events stream (units.go)
 //
 // This package is wiring only: it parses the configuration, builds the logger, runs the daemon
 // (internal/daemon) and maps the outcome to an exit code. It is the only place that handles signals or
@@ -116,6 +117,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		err = cursorCommand(ctx, args, stdout)
+	case "units":
+		if len(args) == 0 || isHelp(args) {
+			unitsUsage(stdout)
+			return 0
+		}
+		err = unitsCommand(ctx, args, stdout)
 	case "version", "-version", "--version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "tracking-bridge %s (commit %s, %s)\n", v, c, runtime.Version())
@@ -177,6 +184,9 @@ Usage:
   bridge cursor restart -after ID | -from-beginning
                         make the next leader resume the upstream stream after ID, or from its
                         beginning; safe while bridges run (see 'bridge cursor -h')
+  bridge units rebuild [-purge]
+                        build the units view PFX_UNITS again from the events stream's first event,
+                        while bridges run; -purge empties it first (see 'bridge units -h')
   bridge <command> -h   this text
 
 The demo, the simulator and the benchmark are commands of their own:

@@ -20,6 +20,8 @@ type part struct {
 	check func(ctx context.Context) error
 	// what names the part in its Run error, when the component's errors do not name it themselves.
 	what string
+	// notReadiness keeps the part out of /readyz: its state shows in its own section of /status.
+	notReadiness bool
 }
 
 // statusWriter is a part that contributes its section to /status.

@@ -24,6 +24,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/units"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -56,7 +57,12 @@ type Daemon struct {
 	// events, the lease and the reports travel on.
 	apiNC *nats.Conn
 	apiSt *natsState // apiNC's state
-	ops   *ops       // metrics, health checks and the HTTP endpoint (http.go)
+	// units builds the units view (PFX_UNITS) on a NATS connection of its own, unitsNC, so that its
+	// traffic never delays the event path's; nil when BRIDGE_UNITS_VIEW is false.
+	units   *unitsView
+	unitsNC *nats.Conn
+	unitsSt *natsState
+	ops     *ops // metrics, health checks and the HTTP endpoint (http.go)
 	// parts lists the components, and the streams' check, in /readyz's order (listParts): Run's group,
 	// /readyz and /status are built from it.
 	parts []part
@@ -174,6 +180,13 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		d.nc.Close()
 		return nil, err
 	}
+	if err := d.newUnits(log); err != nil {
+		d.nc.Close()
+		if d.apiNC != nil {
+			d.apiNC.Close()
+		}
+		return nil, err
+	}
 	d.parts = d.listParts()
 	d.ops.addChecks(d.parts)
 	d.registerMetrics(d.ops.reg)
@@ -194,7 +207,59 @@ func (d *Daemon) listParts() []part {
 	if d.api != nil {
 		ps = append(ps, part{name: checkAPI, c: &apiPart{d.api, d.apiSt}}) // its errors name the service
 	}
+	if d.units != nil {
+		// Not a readiness check: see unitsView.
+		ps = append(ps, part{name: checkUnits, c: d.units, notReadiness: true})
+	}
 	return ps
+}
+
+// unitsView is the units view (units.View) with its section of /status.
+//
+// Its state does not take the bridge out of /readyz: the view is a read model rebuilt from the stream at
+// any time, while readiness gates what must not stop (a rolling update of the event path, the reports, the
+// API). A view that cannot write, or lags, shows in /status, in bridge_units_view_up and
+// bridge_units_lag_seconds, and in the alert on them.
+type unitsView struct {
+	*units.View
+	bucket string
+	conn   *natsState
+}
+
+func (u *unitsView) status(doc *statusDoc) {
+	st := u.Status()
+	s := &statusUnits{Enabled: true, Bucket: u.bucket, Ready: st.Problem == "", Reason: st.Problem,
+		LagEvents: st.LagEvents, LagSeconds: st.LagSeconds, LastAppliedAt: optionalTime(st.LastApplied),
+		Events: st.Events, Conflicts: st.Conflicts}
+	if why := u.conn.NotConnected(); why != "" {
+		s.Ready, s.Reason = false, "the units view's NATS connection: "+why
+	}
+	doc.Units = s
+}
+
+// newUnits builds the units view, on a NATS connection of its own, when BRIDGE_UNITS_VIEW is true.
+func (d *Daemon) newUnits(log *slog.Logger) error {
+	if !d.cfg.UnitsView {
+		return nil
+	}
+	nc, st, err := connectNATS(d.cfg, natsUnitsName, log.With("component", "nats-units"))
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	d.unitsNC, d.unitsSt = nc, st
+	d.units = &unitsView{bucket: d.layout.Units(), conn: st, View: units.New(js, units.Config{
+		Streams:     d.layout,
+		Create:      d.cfg.CreateStreams,
+		StopTimeout: d.cfg.ShutdownTimeout,
+		Logger:      log.With("component", "units"),
+		Metrics:     d.ops.metrics.units,
+	})}
+	return nil
 }
 
 // apiPart is the API service with the readiness of its own NATS connection: a caller's flood can get
@@ -352,6 +417,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.apiNC != nil {
 		if derr := drain(dctx, d.apiNC); derr != nil {
 			d.log.Warn("NATS drain of the API connection incomplete", "err", derr)
+		}
+	}
+	if d.unitsNC != nil {
+		if derr := drain(dctx, d.unitsNC); derr != nil {
+			d.log.Warn("NATS drain of the units view's connection incomplete", "err", derr)
 		}
 	}
 	if derr := drain(dctx, d.nc); derr != nil {

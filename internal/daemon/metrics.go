@@ -9,6 +9,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/units"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -20,6 +21,7 @@ type partMetrics struct {
 	publish  *publish.Metrics        // every term's publisher's observer, and the lease's foreign writes
 	reports  *consume.Metrics        // the report consumer's observer
 	api      *service.Metrics        // the API service's observer
+	units    *units.Metrics          // the units view's counters
 }
 
 func newPartMetrics(reg prometheus.Registerer) partMetrics {
@@ -29,6 +31,7 @@ func newPartMetrics(reg prometheus.Registerer) partMetrics {
 		publish:  publish.NewMetrics(reg),
 		reports:  consume.NewMetrics(reg),
 		api:      service.NewMetrics(reg),
+		units:    units.NewMetrics(reg),
 	}
 }
 
@@ -38,6 +41,9 @@ func newPartMetrics(reg prometheus.Registerer) partMetrics {
 func (d *Daemon) registerMetrics(reg prometheus.Registerer) {
 	upstream.RegisterStreamState(reg, d.events.StreamState)
 	consume.RegisterPending(reg, d.reports.Pending)
+	if d.units != nil {
+		units.RegisterLag(reg, d.units.View)
+	}
 	o := d.ops
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metrics.Namespace + "_build_info",

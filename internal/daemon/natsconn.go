@@ -230,8 +230,9 @@ func natsOptions(cfg *config.Config, name string, log *slog.Logger, state *natsS
 
 // Names of the bridge's NATS connections, as the server shows them (nats server report connections).
 const (
-	natsName    = "tracking-bridge"
-	natsAPIName = "tracking-bridge-api"
+	natsName      = "tracking-bridge"
+	natsAPIName   = "tracking-bridge-api"
+	natsUnitsName = "tracking-bridge-units"
 )
 
 // connectNATS connects to the configured servers as name. With RetryOnFailedConnect it returns at once
@@ -260,6 +261,10 @@ func (d *Daemon) closeNATS() {
 	if d.apiNC != nil {
 		d.apiNC.Close()
 		states = append(states, d.apiSt)
+	}
+	if d.unitsNC != nil {
+		d.unitsNC.Close()
+		states = append(states, d.unitsSt)
 	}
 	t := time.NewTimer(closeWait)
 	defer t.Stop()

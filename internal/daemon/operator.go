@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
+	"github.com/tracking-bridge/tracking-bridge/internal/units"
 )
 
-// The operator's commands on the event path (`bridge cursor show`, `bridge cursor restart`): the daemon
-// connects to NATS as it does for itself; the event path (internal/publish) does the rest.
+// The operator's commands on the event path (`bridge cursor show`, `bridge cursor restart`) and the units
+// view (`bridge units rebuild`): the daemon connects to NATS as it does for itself; the event path
+// (internal/publish) and the view (internal/units) do the rest.
 
 // Cursor is where the event path stands, as `bridge cursor show` prints it.
 type Cursor = publish.Cursor
@@ -65,4 +68,22 @@ func operatorConn(ctx context.Context, cfg *config.Config) (*nats.Conn, layout.S
 		return nil, streams, fmt.Errorf("NATS %s: not reachable", cfg.NATSURL)
 	}
 	return nc, streams, nil
+}
+
+// Rebuilt is what `bridge units rebuild` did.
+type Rebuilt = units.Rebuilt
+
+// RebuildUnits makes the units view start again from the events stream's first event, emptying its bucket
+// first with purge (units.Rebuild); it is safe while bridges run.
+func RebuildUnits(ctx context.Context, cfg *config.Config, purge bool) (Rebuilt, error) {
+	nc, streams, err := operatorConn(ctx, cfg)
+	if err != nil {
+		return Rebuilt{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return Rebuilt{}, err
+	}
+	return units.Rebuild(ctx, js, streams, units.DefaultDurable, purge)
 }

@@ -19,7 +19,8 @@ const (
 	checkStream   = "upstream_stream"
 	checkReports  = "report_consumer"
 	checkAPI      = "api_service"
-	checkLoop     = "loop" // liveness
+	checkUnits    = "units_view" // not a readiness check: /status's "units"
+	checkLoop     = "loop"       // liveness
 	streamsTTL    = 2 * time.Second
 	httpStopLimit = 5 * time.Second
 )
@@ -27,7 +28,9 @@ const (
 // addChecks makes /readyz of the parts' readiness, in their order.
 func (o *ops) addChecks(parts []part) {
 	for _, p := range parts {
-		o.ready.Add(p.name, p.ready())
+		if !p.notReadiness {
+			o.ready.Add(p.name, p.ready())
+		}
 	}
 }
 

@@ -625,6 +625,14 @@ func TestLeastPrivilegePermissions(t *testing.T) {
 		d := opsStreamMsgs(t, ns.URL(), "TRACKING_DLQ", admin)
 		return e > 10 && d == 2, fmt.Sprintf("events %d, dead letters %d (want an event and a report)", e, d)
 	})
+	// The units view works with the same user: it creates its bucket, writes to it, acknowledges its
+	// events (the lag falls to 0) and reads its consumer's state.
+	testutil.EventuallyState(t, 20*time.Second, "the units view applies events and catches up", func() (bool, string) {
+		u := ob.status(t).Units
+		applied := ob.counter(t, "bridge_units_events_total", map[string]string{"outcome": "applied"})
+		return u != nil && u.Ready && applied > 0 && u.LagEvents == 0 && u.LagSeconds == 0,
+			fmt.Sprintf("applied %v, %+v", applied, u)
+	})
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,26 @@ type statusDoc struct {
 	Stream  statusStream   `json:"stream"`
 	NATS    statusNATS     `json:"nats"`
 	Reports *statusReports `json:"reports,omitempty"` // once the report consumer is set up
+	// Units is the units view's state; {"enabled": false} when BRIDGE_UNITS_VIEW is false.
+	Units *statusUnits `json:"units"`
+}
+
+// statusUnits is the units view's section (docs/operations.md#the-units-view). Its readiness is its
+// own: it does not count in the document's "ready" nor in /readyz.
+type statusUnits struct {
+	Enabled bool   `json:"enabled"`
+	Bucket  string `json:"bucket,omitempty"`
+	Ready   bool   `json:"ready"`
+	Reason  string `json:"reason,omitempty"`
+	// LagEvents is the events of the stream the view has not applied yet; LagSeconds how long ago the
+	// stream stored the first of them (0 when none is left).
+	LagEvents  uint64  `json:"lag_events"`
+	LagSeconds float64 `json:"lag_seconds"`
+	// LastAppliedAt is when this bridge last made an event its unit's value.
+	LastAppliedAt *time.Time `json:"last_applied_at"`
+	// Events counts the events this bridge took since start-up, by outcome (bridge_units_events_total).
+	Events    map[string]uint64 `json:"events,omitempty"`
+	Conflicts uint64            `json:"write_conflicts"`
 }
 
 // statusLease names the lease's holder, this bridge or another (docs/replicas.md#the-lease).
@@ -77,7 +97,8 @@ type statusReports struct {
 
 // status gathers the status document: the readiness checks, run as for /readyz, and each part's section.
 func (o *ops) status(ctx context.Context) statusDoc {
-	doc := statusDoc{Version: o.d.info.Version, Commit: o.d.info.Commit, Checks: []statusCheck{}}
+	doc := statusDoc{Version: o.d.info.Version, Commit: o.d.info.Commit, Checks: []statusCheck{},
+		Units: &statusUnits{}}
 	rs := o.ready.Evaluate(ctx)
 	doc.Ready = len(rs) > 0
 	for _, r := range rs {
