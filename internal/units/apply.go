@@ -24,8 +24,15 @@ type event struct {
 	stored time.Time // when the stream stored it
 }
 
+// MaxAhead is how far an event's timestamp may lie after the time the events stream stored it (clocks
+// that disagree) and the event still be kept. A report producer may date an event in the year 9999; kept,
+// it would stay its unit's latest for good, every real event after it hidden, and come back with every
+// rebuild.
+const MaxAhead = time.Hour
+
 // parse reads the event's unit, id and timestamp. An event the view does not keep (no unit, no RFC 3339
-// timestamp) is acknowledged and counted here, and ok is false.
+// timestamp, a timestamp more than MaxAhead after its storage) is acknowledged and counted here, and ok
+// is false.
 func (v *View) parse(msg jetstream.Msg) (ev event, ok bool) {
 	ev = event{msg: msg, unit: unitOf(v.base, msg.Subject(), msg.Data())}
 	if md, err := msg.Metadata(); err == nil {
@@ -38,6 +45,10 @@ func (v *View) parse(msg jetstream.Msg) (ev event, ok bool) {
 	at, ok := timestampOf(msg.Data())
 	if !ok {
 		v.done(ev, OutcomeBadTimestamp)
+		return ev, false
+	}
+	if !ev.stored.IsZero() && at.After(ev.stored.Add(MaxAhead)) {
+		v.done(ev, OutcomeFuture)
 		return ev, false
 	}
 	ev.stamp = stamp{at: at, id: msg.Headers().Get(jetstream.MsgIDHeader)}

@@ -18,12 +18,15 @@ const (
 	// OutcomeBadTimestamp: the event's top-level timestamp is missing, not a string or not an RFC 3339
 	// time (or its data is not a JSON object); not kept.
 	OutcomeBadTimestamp = "bad_timestamp"
+	// OutcomeFuture: the event's timestamp lies more than MaxAhead after the time the stream stored it;
+	// not kept, or one such event would stay its unit's latest and hide every real one after it.
+	OutcomeFuture = "future"
 	// OutcomeRetry: the bucket write failed (NATS unreachable, a timeout); the event is handed back and
 	// taken again later.
 	OutcomeRetry = "retry"
 )
 
-var outcomes = [...]string{OutcomeApplied, OutcomeOlder, OutcomeNoUnit, OutcomeBadTimestamp, OutcomeRetry}
+var outcomes = [...]string{OutcomeApplied, OutcomeOlder, OutcomeNoUnit, OutcomeBadTimestamp, OutcomeFuture, OutcomeRetry}
 
 // Metrics is the units view's series (docs/operations.md#metrics-reference). Safe for concurrent use. The
 // lag gauges are registered with RegisterLag, once the view exists.

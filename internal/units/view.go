@@ -96,9 +96,9 @@ type View struct {
 	reset atomic.Bool
 
 	lagEvents atomic.Uint64
-	lagSince  atomic.Int64     // storage time (Unix ns) of the first event not applied yet; 0: none
-	lastWrite atomic.Int64     // when this bridge last applied an event (Unix ns)
-	counts    [5]atomic.Uint64 // by outcome, in the order of outcomes
+	lagSince  atomic.Int64                 // storage time (Unix ns) of the first event not applied yet; 0: none
+	lastWrite atomic.Int64                 // when this bridge last applied an event (Unix ns)
+	counts    [len(outcomes)]atomic.Uint64 // by outcome, in the order of outcomes
 	conflicts atomic.Uint64
 
 	mu       sync.Mutex

@@ -122,8 +122,8 @@ func (h *harness) publish(id, number, ts string, old bool) {
 	}
 	// The test's own reading, independent of the view's: RFC 3339 allows lower-case letters, and no comma.
 	at, err := time.Parse(time.RFC3339Nano, strings.ToUpper(ts))
-	if err != nil || strings.Contains(ts, ",") || unit == layout.NoUnit {
-		return
+	if err != nil || strings.Contains(ts, ",") || unit == layout.NoUnit || at.After(time.Now().Add(MaxAhead)) {
+		return // not kept: no RFC 3339 time, no unit, or dated past MaxAhead after its storage (just now)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -330,4 +330,26 @@ func TestViewNotKept(t *testing.T) {
 		return st.Events[OutcomeBadTimestamp] == uint64(len(bad)) && st.Events[OutcomeNoUnit] == 6 &&
 			st.Events[OutcomeApplied] == 1, fmt.Sprint(st.Events)
 	})
+}
+
+// TestViewFutureTimestamp: an event dated more than MaxAhead after its storage (a report producer's year
+// 9999) is counted and not kept, so it cannot pin its unit; an event within MaxAhead is kept as usual, and
+// the real events after the future ones still move the unit on.
+func TestViewFutureTimestamp(t *testing.T) {
+	h := newTestHarness(t, false)
+	rv := h.startView()
+	now := time.Now().UTC()
+	h.publish("a-real", "ABCU1234567", now.Format(time.RFC3339Nano), false)
+	h.publish("z-pin", "ABCU1234567", "9999-12-31T23:59:59.999999999Z", false)
+	h.publish("z-ahead", "ABCU1234567", now.Add(2*MaxAhead).Format(time.RFC3339), false)
+	h.publish("b-skewed", "ABCU1234567", now.Add(MaxAhead/2).Format(time.RFC3339), false)
+	h.waitView(20 * time.Second)
+	testutil.EventuallyState(t, 20*time.Second, "every event counted", func() (bool, string) {
+		st := rv.v.Status()
+		return st.Events[OutcomeFuture] == 2 && st.Events[OutcomeApplied]+st.Events[OutcomeOlder] == 2, fmt.Sprint(st.Events)
+	})
+	got, _ := h.bucket()
+	if got["ABCU1234567"].id != "b-skewed" {
+		t.Fatalf("value %+v, want b-skewed (the latest event not dated past MaxAhead)", got["ABCU1234567"])
+	}
 }
