@@ -108,10 +108,14 @@ func (h *harness) publish(id, number, ts string, old bool) {
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Header.Set(layout.HeaderEventID, id)
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
+	// Each attempt has a deadline of its own: a request sent on a connection to a node that just stopped is
+	// never answered, and the next attempt (same id, stored once) goes to a node that answers.
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	for {
-		_, err := h.js.PublishMsg(ctx, m)
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		_, err := h.js.PublishMsg(actx, m)
+		acancel()
 		if err == nil {
 			break
 		}
