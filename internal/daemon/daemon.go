@@ -230,7 +230,7 @@ func (u *unitsView) status(doc *statusDoc) {
 	st := u.Status()
 	s := &statusUnits{Enabled: true, Bucket: u.bucket, Ready: st.Problem == "", Reason: st.Problem,
 		LagEvents: st.LagEvents, LagSeconds: st.LagSeconds, LastAppliedAt: optionalTime(st.LastApplied),
-		Events: st.Events, Conflicts: st.Conflicts}
+		Events: st.Events, Conflicts: st.Conflicts, Yielding: st.Yielding}
 	if why := u.conn.NotConnected(); why != "" {
 		s.Ready, s.Reason = false, "the units view's NATS connection: "+why
 	}

@@ -20,9 +20,14 @@ import (
 )
 
 // DefaultMaxRate is a bridge's view's default Config.MaxRate: half again the 2,000 events a second it is
-// measured at (docs/performance.md#the-units-view), while the rest of a flood's processor time stays with
-// the event path.
+// measured at (docs/performance.md#the-units-view).
 const DefaultMaxRate = 3000
+
+// floodShare is the part of Config.MaxRate a view takes while events arrive faster than MaxRate (a flood,
+// a replay): each event the view applies costs about 90 µs of processor time between the bridge and
+// nats-server, and at the full rate that took a tenth of a flood's throughput from the event path
+// (docs/performance.md#the-units-view). The view catches up once the events slow down.
+const floodShare = 0.1
 
 // DefaultDurable is the durable consumer on the events stream that the views of every bridge share.
 const DefaultDurable = "tracking-bridge-units"
@@ -46,8 +51,9 @@ type Config struct {
 	// zero: no bound.
 	StopTimeout time.Duration
 	// MaxRate is the most events a second this bridge takes from the stream (DefaultMaxRate when zero; no
-	// limit when negative). The view yields the processors to the event path that way during a flood or
-	// a replay, and catches up after.
+	// limit when negative). While the stream stores events faster than that (a flood, a replay), the view
+	// yields the processors to the event path: it takes a tenth of MaxRate until they slow down, then
+	// catches up.
 	MaxRate float64
 	// BackoffMin and BackoffMax pace the retries of what failed: setting up, writes handed back (500ms, 10s).
 	BackoffMin, BackoffMax time.Duration
@@ -92,6 +98,10 @@ type View struct {
 
 	started atomic.Bool
 	cache   cache
+	// limit paces the events the view takes: MaxRate, or a tenth of it while yielding to a flood.
+	limit    *rate.Limiter
+	yielding atomic.Bool
+	arrivals arrivals // the stream's storage rate, as watch reads it
 	// reset asks the loop for a new iterator and an empty cache: the consumer was deleted.
 	reset atomic.Bool
 
@@ -112,7 +122,12 @@ type View struct {
 // delays the event path's). Nothing is contacted before Run.
 func New(js jetstream.JetStream, cfg Config) *View {
 	cfg = cfg.withDefaults()
-	return &View{js: js, cfg: cfg, log: cfg.Logger, m: cfg.Metrics, base: layout.EventBase(cfg.Streams.Prefix)}
+	limit := rate.NewLimiter(rate.Inf, 0)
+	if cfg.MaxRate > 0 {
+		limit = rate.NewLimiter(rate.Limit(cfg.MaxRate), max(1, int(cfg.MaxRate/10)))
+	}
+	return &View{js: js, cfg: cfg, log: cfg.Logger, m: cfg.Metrics, base: layout.EventBase(cfg.Streams.Prefix),
+		limit: limit}
 }
 
 var _ component.Component = (*View)(nil)
@@ -128,6 +143,9 @@ type Status struct {
 	LagSeconds float64
 	// LastApplied is when this bridge last applied an event (zero: never since start-up).
 	LastApplied time.Time
+	// Yielding is true while the stream stores events faster than the view's MaxRate: the view then takes
+	// a tenth of it, and catches up when they slow down.
+	Yielding bool
 	// Events counts the events this bridge took, by outcome (OutcomeApplied, ...).
 	Events map[string]uint64
 	// Conflicts counts the writes refused because another bridge changed the unit first.
@@ -136,7 +154,8 @@ type Status struct {
 
 // Status returns the view's state. It reads state; it asks nobody.
 func (v *View) Status() Status {
-	st := Status{LagEvents: v.lagEvents.Load(), Conflicts: v.conflicts.Load(), Events: map[string]uint64{}}
+	st := Status{LagEvents: v.lagEvents.Load(), Conflicts: v.conflicts.Load(), Events: map[string]uint64{},
+		Yielding: v.yielding.Load()}
 	for i, o := range outcomes {
 		st.Events[o] = v.counts[i].Load()
 	}
@@ -328,10 +347,6 @@ const opTimeout = 5 * time.Second
 // its iterator had fetched ahead.
 func (v *View) loop(ctx context.Context, cons jetstream.Consumer, dispatch func(jetstream.Msg)) {
 	fails := 0
-	limit := rate.NewLimiter(rate.Inf, 0)
-	if v.cfg.MaxRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(v.cfg.MaxRate), max(1, int(v.cfg.MaxRate/10)))
-	}
 	for ctx.Err() == nil {
 		if v.reset.Swap(false) {
 			v.cache.clear()
@@ -345,7 +360,7 @@ func (v *View) loop(ctx context.Context, cons jetstream.Consumer, dispatch func(
 			msg, err := it.Next(jetstream.NextMaxWait(time.Second))
 			if err == nil {
 				fails = 0
-				if limit.Wait(ctx) != nil {
+				if v.limit.Wait(ctx) != nil {
 					_ = msg.Nak()
 					handBack(it)
 					return
@@ -418,10 +433,14 @@ func (v *View) watch(ctx context.Context, cons jetstream.Consumer) {
 // watchEvery is how often the view reads its consumer's state.
 const watchEvery = time.Second
 
-// readLag reads the consumer's pending events and the storage time of the first one not applied yet.
+// readLag reads the consumer's pending events and the storage time of the first one not applied yet, and
+// the stream's last sequence, which paces the view.
 func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jetstream.Stream) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	if si, err := events.Info(ctx); err == nil {
+		v.pace(v.arrivals.observe(si.State.LastSeq, time.Now()))
+	}
 	info, err := cons.Info(ctx)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -444,4 +463,43 @@ func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jets
 		v.lagSince.Store(msg.Time.UnixNano())
 	}
 	v.lagEvents.Store(behind)
+}
+
+// pace sets the view's rate from the stream's storage rate (events a second; negative: not known yet).
+// It yields when events arrive faster than MaxRate, and takes the full rate again once they arrive at
+// less than four fifths of it: the gap keeps a rate near MaxRate from switching every second.
+func (v *View) pace(arriving float64) {
+	if v.cfg.MaxRate <= 0 || arriving < 0 {
+		return
+	}
+	switch {
+	case arriving > v.cfg.MaxRate && !v.yielding.Load():
+		v.yielding.Store(true)
+		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate * floodShare))
+		v.log.Info("events arrive faster than the units view takes them: it yields to the event path and "+
+			"catches up when they slow down", "arriving_per_s", int(arriving), "max_rate", v.cfg.MaxRate,
+			"rate_while_yielding", v.cfg.MaxRate*floodShare)
+	case arriving < 0.8*v.cfg.MaxRate && v.yielding.Load():
+		v.yielding.Store(false)
+		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate))
+		v.log.Info("the units view takes events at its full rate again", "arriving_per_s", int(arriving),
+			"max_rate", v.cfg.MaxRate)
+	}
+}
+
+// arrivals turns the stream's last sequence, read about once a second, into a storage rate.
+type arrivals struct {
+	seq uint64
+	at  time.Time
+}
+
+// observe records the last sequence at t and returns the events a second since the previous reading, or
+// -1 for the first reading and after the stream went back (it was purged or made again).
+func (a *arrivals) observe(seq uint64, t time.Time) float64 {
+	prev, since := a.seq, t.Sub(a.at)
+	a.seq, a.at = seq, t
+	if prev == 0 || seq < prev || since <= 0 {
+		return -1
+	}
+	return float64(seq-prev) / since.Seconds()
 }

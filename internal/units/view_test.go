@@ -64,14 +64,18 @@ func newHarness(t *testing.T, replicas int, connect func() *nats.Conn) *harness 
 }
 
 // startView runs one more view, as one more bridge would.
-func (h *harness) startView() *runningView {
+func (h *harness) startView(options ...func(*Config)) *runningView {
 	h.t.Helper()
 	js, err := jetstream.New(h.connect())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	v := New(js, Config{Streams: h.streams, Create: true, AckWait: 2 * time.Second,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond, StopTimeout: 5 * time.Second})
+	cfg := Config{Streams: h.streams, Create: true, AckWait: 2 * time.Second,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond, StopTimeout: 5 * time.Second}
+	for _, o := range options {
+		o(&cfg)
+	}
+	v := New(js, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	rv := &runningView{v: v, stop: cancel, done: make(chan struct{})}
 	go func() {

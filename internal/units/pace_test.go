@@ -1,0 +1,137 @@
+package units
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
+
+// TestArrivals: the storage rate from two readings of the stream's last sequence; none from the first
+// reading, or when the stream went back.
+func TestArrivals(t *testing.T) {
+	var a arrivals
+	t0 := time.Unix(1000, 0)
+	for i, c := range []struct {
+		seq  uint64
+		at   time.Time
+		want float64
+	}{
+		{0, t0, -1},                                    // an empty stream
+		{100, t0.Add(time.Second), -1},                 // the first events: no rate yet
+		{2100, t0.Add(3 * time.Second), 1000},          // 2,000 in two seconds
+		{2100, t0.Add(4 * time.Second), 0},             // none
+		{50, t0.Add(5 * time.Second), -1},              // purged or made again
+		{5050, t0.Add(5500 * time.Millisecond), 10000}, // 5,000 in half a second
+		{6000, t0.Add(5500 * time.Millisecond), -1},    // no time passed
+	} {
+		if got := a.observe(c.seq, c.at); got != c.want {
+			t.Errorf("reading %d (seq %d): %v events/s, want %v", i, c.seq, got, c.want)
+		}
+	}
+}
+
+// TestPace: the view yields above MaxRate, and takes its full rate again below four fifths of it.
+func TestPace(t *testing.T) {
+	v := New(nil, Config{MaxRate: 1000})
+	for i, c := range []struct {
+		arriving float64
+		yielding bool
+		limit    float64
+	}{
+		{500, false, 1000}, {1000, false, 1000}, {1001, true, 100}, {-1, true, 100}, {900, true, 100},
+		{800, true, 100}, {799, false, 1000}, {5000, true, 100}, {0, false, 1000},
+	} {
+		v.pace(c.arriving)
+		if v.yielding.Load() != c.yielding || float64(v.limit.Limit()) != c.limit {
+			t.Errorf("step %d, %v events/s arriving: yielding %v at %v a second, want %v at %v", i, c.arriving,
+				v.yielding.Load(), v.limit.Limit(), c.yielding, c.limit)
+		}
+	}
+	unlimited := New(nil, Config{MaxRate: -1})
+	unlimited.pace(1e9)
+	if unlimited.yielding.Load() {
+		t.Error("a view without a rate limit yields")
+	}
+}
+
+// TestViewYieldsToFlood: events stored faster than the view's MaxRate make it yield (Status.Yielding)
+// and take a tenth of its rate; once they stop it takes the full rate again and the bucket holds every
+// unit's latest event. What yielding saves the event path is measured by cmd/bench, not here.
+func TestViewYieldsToFlood(t *testing.T) {
+	h := newTestHarness(t, false)
+	const maxRate = 1000
+	rv := h.startView(func(c *Config) { c.MaxRate = maxRate })
+	h.publish(h.nextID(), "PACE0000", "2026-04-02T00:00:00Z", false)
+	h.waitView(30 * time.Second)
+
+	// A flood of about three times maxRate (300 events every 100 ms, published asynchronously), until the
+	// view says it yields and two seconds beyond; a busy machine that cannot publish as fast still
+	// publishes faster than maxRate.
+	js, err := jetstream.New(h.connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var sent []string
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; {
+			for range 300 {
+				id := fmt.Sprintf("flood-%06d", i)
+				unit := fmt.Sprintf("PACE%04d", i%500)
+				m := nats.NewMsg(layout.EventSubject(h.streams.Prefix, "GATE_IN", layout.UnitToken(unit)))
+				m.Data = eventData(id, unit, "2026-04-02T00:00:00Z")
+				m.Header.Set(jetstream.MsgIDHeader, id)
+				if _, err := js.PublishMsgAsync(m); err != nil {
+					t.Errorf("publishing: %v", err)
+					return
+				}
+				sent = append(sent, id)
+				i++
+			}
+			<-js.PublishAsyncComplete()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	testutil.Eventually(t, 30*time.Second, "the view yields while the flood lasts", func() bool {
+		return rv.v.Status().Yielding
+	})
+	if got := float64(rv.v.limit.Limit()); got != maxRate*floodShare {
+		t.Errorf("while yielding the view takes %v events a second, want %v", got, maxRate*floodShare)
+	}
+	time.Sleep(2 * time.Second) // the flood goes on a while, the view yielding
+	close(stop)
+	wg.Wait()
+	<-js.PublishAsyncComplete()
+	testutil.Eventually(t, 30*time.Second, "the view takes its full rate again once the flood stops", func() bool {
+		return !rv.v.Status().Yielding
+	})
+	// Every flood event holds the same timestamp: the largest id of each unit is its latest.
+	h.mu.Lock()
+	for _, id := range sent {
+		var i int
+		fmt.Sscanf(id, "flood-%06d", &i)
+		unit := layout.UnitToken(fmt.Sprintf("PACE%04d", i%500))
+		at := time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC).UnixNano()
+		if w, ok := h.want[unit]; !ok || at > w.nanos || at == w.nanos && id > w.id {
+			h.want[unit] = wantValue{nanos: at, id: id, data: string(eventData(id, fmt.Sprintf("PACE%04d", i%500), "2026-04-02T00:00:00Z"))}
+		}
+	}
+	h.mu.Unlock()
+	h.waitView(60 * time.Second)
+}
