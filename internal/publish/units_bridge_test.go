@@ -35,12 +35,24 @@ func TestBridgeEventSubjectsCarryUnits(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	stream := layout.EventsStream(b.Prefix)
-	testutil.Eventually(t, 60*time.Second, "events stored after the malformed ones", func() bool {
-		return testutil.StreamMsgs(t, js, stream) >= uint64(len(malformed))+300
+	// The simulator places the injected events after every event generated until the injection, which
+	// on a busy machine may be many: wait for the injected ones and 100 after them.
+	var stored []*jetstream.RawStreamMsg
+	testutil.Eventually(t, 60*time.Second, "the malformed events stored, and 100 events after them", func() bool {
+		stored = testutil.StreamContents(t, js, stream)
+		injected, after := 0, 0
+		for _, m := range stored {
+			if strings.HasPrefix(m.Header.Get(publish.HeaderMsgID), "bad-unit-") {
+				injected++
+			} else if injected == len(malformed) {
+				after++
+			}
+		}
+		return injected == len(malformed) && after >= 100
 	})
 	units := map[string]int{}
 	injected := 0
-	for _, m := range testutil.StreamContents(t, js, stream) {
+	for _, m := range stored {
 		tokens := strings.Split(m.Subject, ".")
 		if len(tokens) != 4 || tokens[0] != b.Prefix || tokens[1] != "events" {
 			t.Fatalf("event on %q, want %s.events.<TYPE>.<UNIT>", m.Subject, b.Prefix)
