@@ -41,7 +41,7 @@ type statusUnits struct {
 	LagEvents  uint64  `json:"lag_events"`
 	LagSeconds float64 `json:"lag_seconds"`
 	// Yielding is true while the events stream stores events faster than the view's rate: it takes a
-	// tenth of it and catches up after (docs/operations.md#the-units-view).
+	// hundredth of it and catches up after (docs/operations.md#the-units-view).
 	Yielding bool `json:"yielding"`
 	// LastAppliedAt is when this bridge last made an event its unit's value.
 	LastAppliedAt *time.Time `json:"last_applied_at"`

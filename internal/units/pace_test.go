@@ -13,23 +13,29 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-// TestArrivals: the storage rate from two readings of the stream's last sequence; none from the first
-// reading, or when the stream went back.
+// TestArrivals: the storage rate over the readings of about the last second (four of them); none from
+// the first reading, and the readings start again when the stream went back.
 func TestArrivals(t *testing.T) {
 	var a arrivals
 	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	for i, c := range []struct {
 		seq  uint64
 		at   time.Time
 		want float64
 	}{
-		{0, t0, -1},                                    // an empty stream
-		{100, t0.Add(time.Second), -1},                 // the first events: no rate yet
-		{2100, t0.Add(3 * time.Second), 1000},          // 2,000 in two seconds
-		{2100, t0.Add(4 * time.Second), 0},             // none
-		{50, t0.Add(5 * time.Second), -1},              // purged or made again
-		{5050, t0.Add(5500 * time.Millisecond), 10000}, // 5,000 in half a second
-		{6000, t0.Add(5500 * time.Millisecond), -1},    // no time passed
+		{0, at(0), -1},       // an empty stream, the first reading
+		{500, at(250), 2000}, // 500 in 250 ms
+		{500, at(500), 1000}, // 500 in 500 ms
+		{500, at(750), 500 / 0.75},
+		{1000, at(1000), 1000}, // 1,000 in the last second: the first reading is the oldest kept
+		{1000, at(1250), 500},  // the first reading has left the ring: 500 in the second since 250 ms
+		{1000, at(1500), 500},  // and since 500 ms
+		{1000, at(1750), 500},  // and since 750 ms
+		{1000, at(2000), 0},    // the burst has left the last second
+		{50, at(2250), -1},     // purged or made again: the readings start again
+		{550, at(2500), 2000},
+		{600, at(2500), -1}, // no time passed: start again
 	} {
 		if got := a.observe(c.seq, c.at); got != c.want {
 			t.Errorf("reading %d (seq %d): %v events/s, want %v", i, c.seq, got, c.want)
@@ -37,22 +43,30 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
-// TestPace: the view yields above MaxRate, and takes its full rate again below four fifths of it.
+// TestPace: a hundredth of the rate until the stream's rate is known; the view yields above MaxRate, and
+// takes its full rate again below four fifths of it.
 func TestPace(t *testing.T) {
 	v := New(nil, Config{MaxRate: 1000})
+	if v.yielding.Load() || v.limit.Limit() != 10 {
+		t.Errorf("a new view: yielding %v at %v a second, want false at 10", v.yielding.Load(), v.limit.Limit())
+	}
 	for i, c := range []struct {
 		arriving float64
 		yielding bool
 		limit    float64
 	}{
-		{500, false, 1000}, {1000, false, 1000}, {1001, true, 100}, {-1, true, 100}, {900, true, 100},
-		{800, true, 100}, {799, false, 1000}, {5000, true, 100}, {0, false, 1000},
+		{-1, false, 10}, {500, false, 1000}, {1000, false, 1000}, {1001, true, 10}, {-1, true, 10},
+		{900, true, 10}, {800, true, 10}, {799, false, 1000}, {5000, true, 10}, {0, false, 1000},
 	} {
 		v.pace(c.arriving)
 		if v.yielding.Load() != c.yielding || float64(v.limit.Limit()) != c.limit {
 			t.Errorf("step %d, %v events/s arriving: yielding %v at %v a second, want %v at %v", i, c.arriving,
 				v.yielding.Load(), v.limit.Limit(), c.yielding, c.limit)
 		}
+	}
+	flood := New(nil, Config{MaxRate: 1000})
+	if flood.pace(3000); !flood.yielding.Load() || flood.limit.Limit() != 10 {
+		t.Errorf("a view started into a flood: yielding %v at %v a second, want true at 10", flood.yielding.Load(), flood.limit.Limit())
 	}
 	unlimited := New(nil, Config{MaxRate: -1})
 	unlimited.pace(1e9)
@@ -62,7 +76,7 @@ func TestPace(t *testing.T) {
 }
 
 // TestViewYieldsToFlood: events stored faster than the view's MaxRate make it yield (Status.Yielding)
-// and take a tenth of its rate; once they stop it takes the full rate again and the bucket holds every
+// and take a hundredth of its rate; once they stop it takes the full rate again and the bucket holds every
 // unit's latest event. What yielding saves the event path is measured by cmd/bench, not here.
 func TestViewYieldsToFlood(t *testing.T) {
 	h := newTestHarness(t, false)

@@ -25,9 +25,10 @@ const DefaultMaxRate = 3000
 
 // floodShare is the part of Config.MaxRate a view takes while events arrive faster than MaxRate (a flood,
 // a replay): each event the view applies costs about 90 µs of processor time between the bridge and
-// nats-server, and at the full rate that took a tenth of a flood's throughput from the event path
-// (docs/performance.md#the-units-view). The view catches up once the events slow down.
-const floodShare = 0.1
+// nats-server; at the full rate that took a tenth of a flood's throughput from the event path, at a tenth
+// of it still a twentieth (docs/performance.md#the-units-view). A trickle, not a stop, keeps the view
+// alive through a flood that does not end. It catches up once the events slow down.
+const floodShare = 0.01
 
 // DefaultDurable is the durable consumer on the events stream that the views of every bridge share.
 const DefaultDurable = "tracking-bridge-units"
@@ -52,7 +53,7 @@ type Config struct {
 	StopTimeout time.Duration
 	// MaxRate is the most events a second this bridge takes from the stream (DefaultMaxRate when zero; no
 	// limit when negative). While the stream stores events faster than that (a flood, a replay), the view
-	// yields the processors to the event path: it takes a tenth of MaxRate until they slow down, then
+	// yields the processors to the event path: it takes a hundredth of MaxRate until they slow down, then
 	// catches up.
 	MaxRate float64
 	// BackoffMin and BackoffMax pace the retries of what failed: setting up, writes handed back (500ms, 10s).
@@ -98,9 +99,10 @@ type View struct {
 
 	started atomic.Bool
 	cache   cache
-	// limit paces the events the view takes: MaxRate, or a tenth of it while yielding to a flood.
+	// limit paces the events the view takes: MaxRate, or MaxRate*floodShare while yielding to a flood.
 	limit    *rate.Limiter
 	yielding atomic.Bool
+	paced    bool     // the stream's rate was known once; watch's own
 	arrivals arrivals // the stream's storage rate, as watch reads it
 	// reset asks the loop for a new iterator and an empty cache: the consumer was deleted.
 	reset atomic.Bool
@@ -124,7 +126,9 @@ func New(js jetstream.JetStream, cfg Config) *View {
 	cfg = cfg.withDefaults()
 	limit := rate.NewLimiter(rate.Inf, 0)
 	if cfg.MaxRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(cfg.MaxRate), max(1, int(cfg.MaxRate/10)))
+		// The rate of a view that yields until the stream's rate is known: a bridge often starts into a
+		// flood (the upstream replays what it missed).
+		limit = rate.NewLimiter(rate.Limit(cfg.MaxRate*floodShare), max(1, int(cfg.MaxRate/10)))
 	}
 	return &View{js: js, cfg: cfg, log: cfg.Logger, m: cfg.Metrics, base: layout.EventBase(cfg.Streams.Prefix),
 		limit: limit}
@@ -144,7 +148,7 @@ type Status struct {
 	// LastApplied is when this bridge last applied an event (zero: never since start-up).
 	LastApplied time.Time
 	// Yielding is true while the stream stores events faster than the view's MaxRate: the view then takes
-	// a tenth of it, and catches up when they slow down.
+	// a hundredth of it, and catches up when they slow down.
 	Yielding bool
 	// Events counts the events this bridge took, by outcome (OutcomeApplied, ...).
 	Events map[string]uint64
@@ -415,32 +419,45 @@ func handBack(it jetstream.MessagesContext) {
 	}
 }
 
-// watch reads the consumer's state every watchEvery until ctx ends: the lag.
+// watch reads the stream's last sequence every paceEvery, which paces the view, and the consumer's state
+// every lagEvery, the lag, until ctx ends.
 func (v *View) watch(ctx context.Context, cons jetstream.Consumer) {
 	events, err := v.js.Stream(ctx, v.cfg.Streams.Events())
-	for {
+	for tick := 0; ; tick++ {
 		if err == nil {
-			v.readLag(ctx, cons, events)
+			v.readArrivals(ctx, events)
+			if tick%int(lagEvery/paceEvery) == 0 {
+				v.readLag(ctx, cons, events)
+			}
 		} else if ctx.Err() == nil {
 			events, err = v.js.Stream(ctx, v.cfg.Streams.Events())
 		}
-		if !retry.Sleep(ctx, watchEvery) {
+		if !retry.Sleep(ctx, paceEvery) {
 			return
 		}
 	}
 }
 
-// watchEvery is how often the view reads its consumer's state.
-const watchEvery = time.Second
+// paceEvery is how often the view reads the stream's last sequence: a flood is seen within about a
+// second. lagEvery is how often it reads its consumer's state.
+const (
+	paceEvery = 250 * time.Millisecond
+	lagEvery  = time.Second
+)
 
-// readLag reads the consumer's pending events and the storage time of the first one not applied yet, and
-// the stream's last sequence, which paces the view.
-func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jetstream.Stream) {
+// readArrivals reads the stream's last sequence and paces the view by the rate it gives.
+func (v *View) readArrivals(ctx context.Context, events jetstream.Stream) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if si, err := events.Info(ctx); err == nil {
 		v.pace(v.arrivals.observe(si.State.LastSeq, time.Now()))
 	}
+}
+
+// readLag reads the consumer's pending events and the storage time of the first one not applied yet.
+func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jetstream.Stream) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	info, err := cons.Info(ctx)
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -467,11 +484,18 @@ func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jets
 
 // pace sets the view's rate from the stream's storage rate (events a second; negative: not known yet).
 // It yields when events arrive faster than MaxRate, and takes the full rate again once they arrive at
-// less than four fifths of it: the gap keeps a rate near MaxRate from switching every second.
+// less than four fifths of it: the gap keeps a rate near MaxRate from switching at every reading. Until
+// the first rate is known the view takes what it takes while yielding, without saying it yields.
 func (v *View) pace(arriving float64) {
 	if v.cfg.MaxRate <= 0 || arriving < 0 {
 		return
 	}
+	if !v.paced && arriving <= v.cfg.MaxRate {
+		v.paced = true
+		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate))
+		return
+	}
+	v.paced = true
 	switch {
 	case arriving > v.cfg.MaxRate && !v.yielding.Load():
 		v.yielding.Store(true)
@@ -487,19 +511,35 @@ func (v *View) pace(arriving float64) {
 	}
 }
 
-// arrivals turns the stream's last sequence, read about once a second, into a storage rate.
+// arrivals turns the stream's last sequence, read every paceEvery, into a storage rate over about the
+// last second: a burst shorter than that (the upstream's events come in bursts) is no flood.
 type arrivals struct {
+	readings [lagEvery / paceEvery]reading // a ring, the oldest at next once full
+	n, next  int
+}
+
+type reading struct {
 	seq uint64
 	at  time.Time
 }
 
-// observe records the last sequence at t and returns the events a second since the previous reading, or
-// -1 for the first reading and after the stream went back (it was purged or made again).
+// observe records the last sequence at t and returns the events a second since the oldest reading kept,
+// or -1 for the first reading, and when the stream went back (it was purged or made again) or no time
+// passed, which start the readings again.
 func (a *arrivals) observe(seq uint64, t time.Time) float64 {
-	prev, since := a.seq, t.Sub(a.at)
-	a.seq, a.at = seq, t
-	if prev == 0 || seq < prev || since <= 0 {
-		return -1
+	if a.n > 0 {
+		newest := a.readings[(a.next+len(a.readings)-1)%len(a.readings)]
+		if seq < newest.seq || !t.After(newest.at) {
+			a.n, a.next = 0, 0
+		}
 	}
-	return float64(seq-prev) / since.Seconds()
+	rate := -1.0
+	if a.n > 0 {
+		oldest := a.readings[(a.next+len(a.readings)-a.n)%len(a.readings)]
+		rate = float64(seq-oldest.seq) / t.Sub(oldest.at).Seconds()
+	}
+	a.readings[a.next] = reading{seq: seq, at: t}
+	a.next = (a.next + 1) % len(a.readings)
+	a.n = min(a.n+1, len(a.readings))
+	return rate
 }
