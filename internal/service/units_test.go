@@ -9,12 +9,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -425,4 +428,97 @@ func BenchmarkUnitsGet(b *testing.B) {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
 	b.ReportMetric(pct(0.5), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// TestUnitsGetNotBusyWithEvents: units.get has read slots of its own: while 64 callers hammer
+// units.events (a unit of 2,000 events, so that each read takes a while), enough to keep every slot of
+// units.events taken (some are refused 503 busy), units.get answers every request, none busy.
+func TestUnitsGetNotBusyWithEvents(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{concurrency: 2})
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
+	storeMany(t, u.js, "MSKU1234567", 2000, 0)
+
+	var (
+		stop               = make(chan struct{})
+		done               sync.WaitGroup
+		served, eventsBusy atomic.Int64
+	)
+	nc := h.ns.Connect()
+	for range 64 {
+		done.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m, err := nc.Request("tracking.api.units.events", []byte(`{"unit":"MSKU1234567","limit":200}`), 10*time.Second)
+				switch {
+				case err != nil:
+				case m.Header.Get(micro.ErrorCodeHeader) == "503" && strings.Contains(m.Header.Get(micro.ErrorHeader), "busy"):
+					eventsBusy.Add(1)
+				case m.Header.Get(micro.ErrorCodeHeader) == "":
+					served.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); done.Wait() }()
+	testutil.Eventually(t, 30*time.Second, "units.events busy under the flood", func() bool {
+		return eventsBusy.Load() > 0 && served.Load() > 0
+	})
+	busy := 0
+	for range 200 {
+		r := h.request("units.get", `{"unit":"MSKU1234567"}`)
+		switch {
+		case r.code == 503 && strings.Contains(r.desc, "busy"):
+			busy++
+		case r.code != 0:
+			t.Fatalf("units.get during the flood: %d %q", r.code, r.desc)
+		}
+	}
+	if busy > 0 {
+		t.Errorf("units.get answered 503 busy %d times out of 200 while units.events was flooded", busy)
+	}
+	if eventsBusy.Load() < 10 {
+		t.Errorf("units.events was refused busy only %d times: the flood did not hold its slots", eventsBusy.Load())
+	}
+}
+
+// storeMany stores n events of unit with PublishAsync, each followed by other events of other units.
+// It returns the unit's events' data in their order.
+func storeMany(t *testing.T, js jetstream.JetStream, unit string, n, others int) []string {
+	t.Helper()
+	var mine []string
+	types := []string{"GATE_IN", "LOAD", "DISCHARGE", "GATE_OUT"}
+	for i := range n {
+		typ := types[i%len(types)]
+		data := event(fmt.Sprintf("%s-%d", unit, i), typ, unit, i, 0)
+		mine = append(mine, data)
+		if _, err := js.PublishAsync(layout.EventSubject("tracking", typ, unit), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range others {
+			other := fmt.Sprintf("OTHU%07d", (i*others+j)%97)
+			if _, err := js.PublishAsync(layout.EventSubject("tracking", typ, other), []byte(event(fmt.Sprintf("%s-%d-%d", unit, i, j), typ, other, i, 0))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%(1000/(1+others)+1) == 0 {
+			waitPublished(t, js)
+		}
+	}
+	waitPublished(t, js)
+	return mine
+}
+
+func waitPublished(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(testutil.Scale(30 * time.Second)):
+		t.Fatal("the events' publishes were not acknowledged")
+	}
 }
