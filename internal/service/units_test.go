@@ -725,3 +725,76 @@ func TestUnitsEventsWhileRemoved(t *testing.T) {
 	}
 	t.Logf("%d reads while the events were removed", reads)
 }
+
+// BenchmarkUnitsEvents measures units.events through the service for a unit with BENCH_UNIT_EVENTS
+// stored events (50,000 unless set), each followed by an event of another unit, one caller asking for
+// the default 20; it reports the p50 and p99 latency in microseconds and the consumers each read made.
+// Run it with
+//
+//	go test -run XXX -bench BenchmarkUnitsEvents -benchtime 200x ./internal/service/
+func BenchmarkUnitsEvents(b *testing.B) {
+	n := 50_000
+	if v := os.Getenv("BENCH_UNIT_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ns := testutil.StartNATS(b, nil)
+	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	nc := ns.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := (layout.Streams{Prefix: "tracking"}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for i := range n {
+		for _, unit := range []string{"MSKU1234567", fmt.Sprintf("OTHU%07d", i%1000)} {
+			if _, err := js.PublishAsync(layout.EventSubject("tracking", "LOAD", unit), []byte(event(fmt.Sprint(unit, i), "LOAD", unit, i, 300))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%1000 == 999 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				b.Fatal("the events' publishes were not acknowledged")
+			}
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.Logf("%d events of the unit, as many of others, stored in %v", n, time.Since(start))
+	creates := make(chan *nats.Msg, 1<<16)
+	if _, err := nc.ChanSubscribe("$JS.API.CONSUMER.CREATE."+layout.EventsStream("tracking")+".>", creates); err != nil {
+		b.Fatal(err)
+	}
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		m, err := nc.Request("tracking.api.units.events", []byte(`{"unit":"MSKU1234567"}`), 10*time.Second)
+		lat = append(lat, time.Since(t0))
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			b.Fatalf("units.events: %v %v", m, err)
+		}
+	}
+	b.StopTimer()
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.5), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(len(creates))/float64(b.N), "consumers/op")
+}
