@@ -160,7 +160,7 @@ const maxProbes = 40
 // It costs what the answer holds, not the unit's history: the events stream allows no direct gets, so
 // the events are read through consumers of their subject filter, which the stream's per-subject index
 // serves without reading other units' events, and whose NumPending (in the answer that creates one)
-// counts the unit's events from the consumer's start on. One from the unit's first event counts them
+// counts the unit's events from the consumer's start on. One from the stream's first event counts them
 // all (N); when N is at most 2×limit, they are read from there. Otherwise a search over stream sequences
 // finds a start from which the unit has limit to 2×limit events, each step a consumer made at a
 // sequence for its count (see tail), and the events are read from there.
@@ -218,13 +218,15 @@ func (r *unitRead) probe(ctx context.Context, policy jetstream.DeliverPolicy, se
 }
 
 // tail returns a consumer from whose start the unit has limit to 2×limit events: all, the one from the
-// unit's first event, when it has no more than 2×limit. Otherwise it searches between all's start (more
-// than 2×limit from there) and the unit's last event (one from there) for a start with limit to 2×limit.
-// Each step guesses where that many would begin were the unit's events spread evenly between the two
-// bounds it has (few steps when they are), and halves the span instead after a guess that did not halve
-// it (so that a history of bursts costs at most twice a bisection's steps). After maxProbes steps, or
-// when the counts moved under it (events removed or added meanwhile), it returns the latest start it
-// found with more than 2×limit, which the fetch reads from, keeping the last limit.
+// stream's first event, when the unit has no more than 2×limit. Otherwise it searches between all's start
+// (more than 2×limit from there) and the unit's last event (one from there) for a start with limit to
+// 2×limit. Each step guesses where that many would begin were the unit's events spread evenly between
+// the two bounds it has (few steps when they are), and halves the span instead after a guess that did
+// not halve it (so that a history of bursts costs at most twice a bisection's steps). After maxProbes
+// steps, or when the counts moved under it (events removed or added meanwhile), it returns the latest
+// start it found with more than 2×limit, which the fetch reads from, keeping the last limit: from there
+// the unit has at most as many events more than from the upper bound as the span between them holds
+// sequences, after maxProbes steps no more than a millionth of the stream's.
 func (r *unitRead) tail(ctx context.Context, all probe, limit uint64) (probe, error) {
 	in := func(p probe) bool { return p.count >= limit && p.count <= 2*limit }
 	if all.count <= 2*limit {
