@@ -798,3 +798,57 @@ func BenchmarkUnitsEvents(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(float64(len(creates))/float64(b.N), "consumers/op")
 }
+
+// TestUnitsEventsCluster: on a 3-node cluster with the events stream replicated, units.events of a unit
+// with 2,000 events among others answers exactly the latest, through a search of a few consumers (a
+// consumer's creation there tells its start and count as on one server).
+func TestUnitsEventsCluster(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t)
+	nc := c.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	if err := (layout.Streams{Prefix: "tracking", Replicas: 3}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitStreamLeader(layout.EventsStream("tracking"))
+	mine := storeMany(t, js, "MSKU1234567", 2000, 2)
+
+	svc := service.New(c.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 4, Timeout: testutil.Scale(10 * time.Second), Version: "1.0.0"})
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(sctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	testutil.Eventually(t, 10*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	creates := make(chan *nats.Msg, 1<<12)
+	if _, err := nc.ChanSubscribe("$JS.API.CONSUMER.CREATE."+layout.EventsStream("tracking")+".>", creates); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{5, 20} {
+		m, err := nc.Request("tracking.api.units.events", fmt.Appendf(nil, `{"unit":"MSKU1234567","limit":%d}`, limit), testutil.Scale(10*time.Second))
+		if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+			t.Fatalf("units.events: %v %v", m, err)
+		}
+		var got unitEvents
+		if err := json.Unmarshal(m.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		checkSuffix(t, fmt.Sprint("limit ", limit), got.Events, mine, limit)
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for len(creates) > 0 {
+			<-creates
+			n++
+		}
+		if n < 3 || n > 2+40 {
+			t.Errorf("limit %d: %d consumers created, want 3 to 42 (a search)", limit, n)
+		}
+	}
+}
