@@ -830,10 +830,19 @@ func TestUnitsEventsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, limit := range []int{5, 20} {
-		m, err := nc.Request("tracking.api.units.events", fmt.Appendf(nil, `{"unit":"MSKU1234567","limit":%d}`, limit), testutil.Scale(10*time.Second))
-		if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
-			t.Fatalf("units.events: %v %v", m, err)
-		}
+		// A young cluster may answer a JetStream request with no responders for a moment (503, reading
+		// from NATS failed): the caller asks again, as a caller would.
+		var m *nats.Msg
+		testutil.EventuallyState(t, 20*time.Second, "units.events answered", func() (bool, string) {
+			for len(creates) > 0 {
+				<-creates
+			}
+			m, err = nc.Request("tracking.api.units.events", fmt.Appendf(nil, `{"unit":"MSKU1234567","limit":%d}`, limit), testutil.Scale(10*time.Second))
+			if err != nil {
+				return false, err.Error()
+			}
+			return m.Header.Get(micro.ErrorCodeHeader) == "", m.Header.Get(micro.ErrorHeader)
+		})
 		var got unitEvents
 		if err := json.Unmarshal(m.Data, &got); err != nil {
 			t.Fatal(err)
