@@ -150,7 +150,7 @@ type Config struct {
 
 	// The partner API on NATS (docs/api.md).
 	APIEnabled     bool          `envconfig:"API_ENABLED" default:"true" desc:"serve the upstream's API to NATS clients as the micro service tracking-bridge on P.api.*"`
-	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096), and besides them the most reads from NATS of units.get and units.events; a request beyond them is answered 503 at once"`
+	APIConcurrency int           `envconfig:"API_CONCURRENCY" default:"32" desc:"most API requests this replica sends upstream at the same time (at most 4096), and besides them as many reads from NATS of units.get, and as many again of units.events (each endpoint its own, so units.events never makes units.get busy); a request beyond them is answered 503 at once"`
 	APITimeout     time.Duration `envconfig:"API_TIMEOUT" default:"30s" desc:"longest an API request may take upstream, token and 401 repeat included, or reading NATS for units.get and units.events; a caller's Bridge-Timeout header can shorten it"`
 	// Who may call what: the endpoints served and the reply subjects answered (docs/api.md#who-may-call-it).
 	APIEndpoints     string `envconfig:"API_ENDPOINTS" default:"all" desc:"the API endpoints served: all, or a comma-separated list of locations.search, orders.list, orders.create, orders.get, orders.update, orders.delete, tracking.query, tracking.report, units.get, units.events; the others are not subscribed (their callers get no responders)"`

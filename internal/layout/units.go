@@ -27,8 +27,11 @@ func (l Streams) UnitsStream() string { return "KV_" + l.Units() }
 // UnitSubject is $KV.PFX_UNITS.<UNIT>, the subject of one unit's value in the units bucket.
 func (l Streams) UnitSubject(unit string) string { return "$KV." + l.Units() + "." + unit }
 
-// UnitsConfig is the units bucket the bridge creates: one value per unit (history 1), kept until it is
-// replaced (no TTL), file storage, the streams' replicas, and values as large as the events stream's.
+// UnitsConfig is the units bucket the bridge creates: one value per unit (history 1), file storage, the
+// streams' replicas, and values as large as the events stream's. A value is kept until it is replaced or,
+// when the events stream has a maximum age, until it is that old (the bucket's TTL): a value is one of
+// the stream's events, written a moment after the stream stored it, so it leaves the bucket soon after
+// its event left the stream, and the bucket holds no more units than the stream holds events of.
 func (l Streams) UnitsConfig() jetstream.KeyValueConfig {
 	events, _, _ := l.MsgSizes()
 	size := int32(-1)
@@ -36,8 +39,16 @@ func (l Streams) UnitsConfig() jetstream.KeyValueConfig {
 		size = events
 	}
 	return jetstream.KeyValueConfig{Bucket: l.Units(), History: 1, Storage: jetstream.FileStorage,
-		Replicas: max(l.Replicas, 1), MaxValueSize: size,
+		Replicas: max(l.Replicas, 1), MaxValueSize: size, TTL: max(l.EventsLimits.MaxAge, 0),
 		Description: "tracking-bridge: the latest event per loading unit, built from " + l.Events()}
+}
+
+// ttl writes a bucket's TTL, 0 as "none".
+func ttl(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
 }
 
 // EnsureUnits makes sure the units bucket exists, as Ensure does for the streams: with create it creates it
@@ -54,7 +65,8 @@ func (l Streams) EnsureUnits(ctx context.Context, js jetstream.JetStream, create
 			}
 			return fmt.Errorf("creating bucket %s: %w", want.Bucket, err)
 		}
-		log.Info("bucket created", "bucket", want.Bucket, "replicas", want.Replicas, "max_value_size", want.MaxValueSize)
+		log.Info("bucket created", "bucket", want.Bucket, "replicas", want.Replicas, "max_value_size", want.MaxValueSize,
+			"ttl", ttl(want.TTL))
 		return nil
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		return fmt.Errorf("%w: %s, and BRIDGE_CREATE_STREAMS is false", jetstream.ErrBucketNotFound, want.Bucket)
@@ -69,8 +81,8 @@ func (l Streams) EnsureUnits(ctx context.Context, js jetstream.JetStream, create
 	if st.History() != int64(want.History) {
 		diff = append(diff, fmt.Sprintf("history %d (want %d)", st.History(), want.History))
 	}
-	if st.TTL() != time.Duration(0) {
-		diff = append(diff, fmt.Sprintf("ttl %v (want none)", st.TTL()))
+	if st.TTL() != want.TTL {
+		diff = append(diff, fmt.Sprintf("ttl %s (want %s)", ttl(st.TTL()), ttl(want.TTL)))
 	}
 	if info, ok := st.(*jetstream.KeyValueBucketStatus); ok {
 		have := info.StreamInfo().Config

@@ -33,6 +33,7 @@ type harness struct {
 	svc    *service.Service
 	logs   *testutil.Logs // the service's
 	nc     *nats.Conn     // the caller's
+	reads  *nats.Conn     // the units endpoints' reads', with options.readsConn
 	stop   func()         // stops the service and waits for Run
 }
 
@@ -45,6 +46,7 @@ type options struct {
 	svc         func(*service.Config) // adjusts the service's configuration
 	inbox       string                // the service connection's inbox prefix, when not nats.go's
 	jsPrefix    string                // the JetStream API prefix of the units endpoints' reads, when not $JS.API
+	readsConn   bool                  // the units endpoints read through a connection of their own, harness.reads
 }
 
 // countingCaller counts the upstream calls the service makes.
@@ -138,6 +140,14 @@ func start(t *testing.T, o options) *harness {
 	}
 	if o.jsPrefix != "" {
 		js, err := jetstream.NewWithAPIPrefix(bridgeNC, o.jsPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.JetStream = js
+	}
+	if o.readsConn {
+		h.reads = h.ns.Connect()
+		js, err := jetstream.New(h.reads)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,9 @@
 // apart, and a 503 before any upstream call is always safe to retry, on this replica or another.
 //
 // Two endpoints, units.get and units.events, are answered from NATS instead (units.go): the units bucket
-// and the events stream, read through Config.JetStream with slots of their own.
+// and the events stream, read through Config.JetStream with slots of their own, each endpoint its own
+// Config.Concurrency of them: a slow upstream never makes them busy, and a flood of units.events (each a
+// read of many events) never makes units.get (one get) busy.
 //
 // Each upstream call gets Config.Timeout, or less when the caller sends a Bridge-Timeout header. A 401 gets
 // a new token and one repeat (upstream.APIClient); nothing else is ever repeated, POST or not. The reply
@@ -117,7 +119,7 @@ type Config struct {
 	// Prefix is the subject prefix P (BRIDGE_SUBJECT_PREFIX).
 	Prefix string
 	// Concurrency is the most upstream calls in flight at once on this replica (BRIDGE_API_CONCURRENCY),
-	// and, besides them, the most reads from NATS of the units endpoints.
+	// and, besides them, the most reads from NATS of units.get, and again of units.events.
 	Concurrency int
 	// Timeout bounds one request's upstream call, token and 401 repeat included, or its reads from NATS
 	// (BRIDGE_API_TIMEOUT).
@@ -161,7 +163,8 @@ type Service struct {
 	api   Caller
 	log   *slog.Logger
 	sem   chan struct{} // one slot per upstream call in flight
-	reads chan struct{} // one slot per read from NATS in flight (the units endpoints)
+	gets  chan struct{} // one slot per units.get in flight (a read from NATS)
+	reads chan struct{} // one slot per units.events in flight (a read from NATS)
 	units *units
 	base  context.Context
 	abort context.CancelFunc   // ends every call in flight (shutdown past its drain deadline)
@@ -206,7 +209,8 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 		cfg.MaxBody = DefaultMaxBody
 	}
 	s := &Service{cfg: cfg, nc: nc, api: api, log: cfg.Logger, sem: make(chan struct{}, cfg.Concurrency),
-		reads: make(chan struct{}, cfg.Concurrency), eps: map[string]*endpoint{}, limit: logging.NewLimiter(cfg.RefusalLogEvery, nil)}
+		gets: make(chan struct{}, cfg.Concurrency), reads: make(chan struct{}, cfg.Concurrency), eps: map[string]*endpoint{},
+		limit: logging.NewLimiter(cfg.RefusalLogEvery, nil)}
 	s.base, s.abort = context.WithCancel(context.Background())
 	var errs []error
 	js := cfg.JetStream
@@ -335,15 +339,17 @@ func (s *Service) Run(ctx context.Context) error {
 	stop()
 	// Taking every slot waits for the calls and reads in flight, and makes a request still arriving from
 	// the drained subscriptions get 503 rather than a call that could outlive the connection.
+	var slots []chan struct{} // every slot of every pool, by its pool
+	for _, pool := range []chan struct{}{s.sem, s.gets, s.reads} {
+		for range cap(pool) {
+			slots = append(slots, pool)
+		}
+	}
 	taken := 0
 	acquire := func(done <-chan struct{}) bool {
-		for ; taken < cap(s.sem)+cap(s.reads); taken++ {
-			slots := s.sem
-			if taken >= cap(s.sem) {
-				slots = s.reads
-			}
+		for ; taken < len(slots); taken++ {
 			select {
-			case slots <- struct{}{}:
+			case slots[taken] <- struct{}{}:
 			case <-done:
 				return false
 			}
@@ -351,7 +357,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return true
 	}
 	if !acquire(drain.Done()) {
-		s.log.Warn("API calls still in flight at the shutdown deadline; abandoning them", "in_flight", cap(s.sem)+cap(s.reads)-taken)
+		s.log.Warn("API calls still in flight at the shutdown deadline; abandoning them", "in_flight", len(slots)-taken)
 		s.abort() // their callers get 503 at once
 		grace, cancel := context.WithTimeout(context.Background(), time.Second)
 		acquire(grace.Done())
@@ -408,7 +414,10 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	slots, busy := s.sem, "upstream calls"
 	if ep.FromNATS() {
 		q, problems = ep.query(&c, r.Data)
-		slots, busy = s.reads, "reads from NATS"
+		slots, busy = s.reads, ep.Name+" reads from NATS"
+		if ep.Name == layout.OpUnitLatest {
+			slots = s.gets
+		}
 	} else {
 		req, problems = ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	}
@@ -429,7 +438,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
-	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start}
+	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start, slots: slots}
 	if ep.changes() {
 		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
@@ -450,6 +459,7 @@ type call struct {
 	start   time.Time // of handling, for the duration observed
 	caller  slog.Attr // from Nats-Request-Info, for the audit line; when named
 	named   bool
+	slots   chan struct{} // the pool whose slot the call holds
 }
 
 // replyPrefix returns the configured prefix the reply subject is under, or the reason to drop the
@@ -583,17 +593,16 @@ func (s *Service) refuse(ep *endpoint, r *nats.Msg, res result, start time.Time)
 }
 
 // work makes the upstream call, or the read from NATS, and answers it. It runs in its own goroutine
-// holding a slot of s.sem, or of s.reads.
+// holding a slot of c.slots: s.sem, s.gets or s.reads.
 func (s *Service) work(ep *endpoint, c call) {
+	defer func() { <-c.slots }()
 	var res result
 	req := c.req
 	if ep.FromNATS() {
-		defer func() { <-s.reads }()
 		ctx, cancel := context.WithTimeout(s.base, c.timeout)
 		res = s.readUnit(ctx, ep, c.unit, c.timeout, int(s.nc.MaxPayload()))
 		cancel()
 	} else {
-		defer func() { <-s.sem }()
 		ep.calls.Add(1)
 		ctx, cancel := context.WithTimeout(s.base, c.timeout)
 		resp, err := s.api.Call(ctx, req)

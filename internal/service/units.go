@@ -19,9 +19,9 @@ import (
 // of a loading unit from the units bucket PFX_UNITS (which the bridges build from the events stream), and
 // units.events reads a unit's most recent events from PFX_EVENTS through the subject filter
 // P.events.*.<UNIT>. They go through the same reply check, endpoint list, body bound, metrics and
-// discovery as the upstream's operations, with slots of their own (Config.Concurrency reads in flight
-// besides as many upstream calls), so a slow upstream never makes them busy. They change nothing, so
-// they are never audited.
+// discovery as the upstream's operations, with slots of their own (Config.Concurrency reads of each
+// endpoint in flight besides as many upstream calls), so a slow upstream never makes them busy and
+// units.events never makes units.get busy. They change nothing, so they are never audited.
 
 // UnitHeader is on the reply to units.get: the unit token of the number asked for, the bucket's key.
 const UnitHeader = "Tracking-Unit"
@@ -141,46 +141,171 @@ func (u *units) latest(ctx context.Context, token string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-// unitReadIdle is the inactive threshold of the consumer units.events reads through: the server removes
+// unitReadIdle is the inactive threshold of the consumers units.events reads through: the server removes
 // one the bridge could not delete itself (it was cut off, or stopped) after this long.
 const unitReadIdle = 30 * time.Second
 
 // unitFetch is the most events one fetch asks for.
 const unitFetch = 256
 
+// maxProbes bounds the consumers one units.events read makes to find where the unit's most recent events
+// begin, beyond the first two: a search that has not found it by then reads from the latest start it
+// found with more events (bounded by the request's timeout, as every read is).
+const maxProbes = 40
+
 // events returns the unit's most recent events on P.events.*.<token>, oldest first: at most limit of
-// them, and no more than room bytes of data together (counting a comma each), the oldest left out. The
-// events are read from the unit's first through a consumer of their subject filter, which the stream's
-// per-subject index serves without reading other units' events; the time it takes grows with the unit's
-// stored events and is bounded by ctx. Data that is not JSON (nothing the bridge publishes) is skipped.
+// them, and no more than room bytes of data together (counting a comma each), the oldest left out. Data
+// that is not JSON (nothing the bridge publishes) is skipped. Everything is bounded by ctx.
+//
+// It costs what the answer holds, not the unit's history: the events stream allows no direct gets, so
+// the events are read through consumers of their subject filter, which the stream's per-subject index
+// serves without reading other units' events, and whose NumPending (in the answer that creates one)
+// counts the unit's events from the consumer's start on. One from the stream's first event counts them
+// all (N); when N is at most 2×limit, they are read from there. Otherwise a search over stream sequences
+// finds a start from which the unit has limit to 2×limit events, each step a consumer made at a
+// sequence for its count (see tail), and the events are read from there.
 func (u *units) events(ctx context.Context, token string, limit, room int) (events [][]byte, skipped int, err error) {
-	filter := layout.EventBase(u.prefix) + "*." + token
-	cons, err := u.js.CreateConsumer(ctx, u.stream, jetstream.ConsumerConfig{
-		FilterSubject: filter, DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckNonePolicy,
-		MemoryStorage: true, Replicas: 1, InactiveThreshold: unitReadIdle,
-		Description: "tracking-bridge units.events: the stored events of one unit",
-	})
+	r := &unitRead{u: u, filter: layout.EventBase(u.prefix) + "*." + token}
+	defer r.close()
+	all, err := r.probe(ctx, jetstream.DeliverAllPolicy, 0)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, 0, errNoEvents
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	name := cons.CachedInfo().Name
-	defer func() {
+	from, err := r.tail(ctx, all, uint64(limit))
+	if err != nil {
+		return nil, 0, err
+	}
+	r.dropAllBut(from)
+	return fetchEvents(ctx, from, limit, room)
+}
+
+// unitRead is one units.events read: the consumers it made, each deleted when no longer needed and all
+// by close (the server removes one a lost delete left after unitReadIdle).
+type unitRead struct {
+	u      *units
+	filter string // P.events.*.<UNIT>
+	made   []probe
+	wg     sync.WaitGroup
+}
+
+// probe is a consumer of the unit's subject filter: count is the unit's events stored from stream
+// sequence start on when it was made.
+type probe struct {
+	cons  jetstream.Consumer
+	name  string
+	start uint64
+	count uint64
+}
+
+// probe makes a consumer of the unit's events delivering by policy (from stream sequence seq with
+// DeliverByStartSequencePolicy) and reads its start and count from the answer that created it.
+func (r *unitRead) probe(ctx context.Context, policy jetstream.DeliverPolicy, seq uint64) (probe, error) {
+	cons, err := r.u.js.CreateConsumer(ctx, r.u.stream, jetstream.ConsumerConfig{
+		FilterSubject: r.filter, DeliverPolicy: policy, OptStartSeq: seq, AckPolicy: jetstream.AckNonePolicy,
+		MemoryStorage: true, Replicas: 1, InactiveThreshold: unitReadIdle,
+		Description: "tracking-bridge units.events: the stored events of one unit",
+	})
+	if err != nil {
+		return probe{}, err
+	}
+	info := cons.CachedInfo()
+	p := probe{cons: cons, name: info.Name, start: info.Delivered.Stream + 1, count: info.NumPending}
+	r.made = append(r.made, p)
+	return p, nil
+}
+
+// tail returns a consumer from whose start the unit has limit to 2×limit events: all, the one from the
+// stream's first event, when the unit has no more than 2×limit. Otherwise it searches between all's start
+// (more than 2×limit from there) and the unit's last event (one from there) for a start with limit to
+// 2×limit. Each step guesses where that many would begin were the unit's events spread evenly between
+// the two bounds it has (few steps when they are), and halves the span instead after a guess that did
+// not halve it (so that a history of bursts costs at most twice a bisection's steps). After maxProbes
+// steps, or when the counts moved under it (events removed or added meanwhile), it returns the latest
+// start it found with more than 2×limit, which the fetch reads from, keeping the last limit: from there
+// the unit has at most as many events more than from the upper bound as the span between them holds
+// sequences, after maxProbes steps no more than a millionth of the stream's.
+func (r *unitRead) tail(ctx context.Context, all probe, limit uint64) (probe, error) {
+	in := func(p probe) bool { return p.count >= limit && p.count <= 2*limit }
+	if all.count <= 2*limit {
+		return all, nil
+	}
+	hi, err := r.probe(ctx, jetstream.DeliverLastPolicy, 0)
+	if err != nil {
+		return probe{}, err
+	}
+	if hi.count >= limit { // a limit of 1, or a burst of the unit's events stored meanwhile
+		return hi, nil
+	}
+	lo, halve := all, false
+	target := limit + limit/2
+	for range maxProbes {
+		if hi.start <= lo.start+1 || lo.count <= hi.count {
+			break
+		}
+		span := hi.start - lo.start
+		seq := lo.start + span/2
+		if !halve {
+			seq = lo.start + uint64(float64(span)*float64(lo.count-target)/float64(lo.count-hi.count))
+		}
+		seq = min(max(seq, lo.start+1), hi.start-1)
+		p, err := r.probe(ctx, jetstream.DeliverByStartSequencePolicy, seq)
+		if err != nil {
+			return probe{}, err
+		}
+		if in(p) {
+			return p, nil
+		}
+		if p.count > 2*limit {
+			lo = p
+		} else {
+			hi = p
+		}
+		halve = hi.start-lo.start > span/2
+	}
+	return lo, nil
+}
+
+// dropAllBut deletes, in the background, every consumer made but keep.
+func (r *unitRead) dropAllBut(keep probe) {
+	for _, p := range r.made {
+		if p.name != keep.name {
+			r.drop(p.name)
+		}
+	}
+	r.made = []probe{keep}
+}
+
+func (r *unitRead) drop(name string) {
+	r.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = u.js.DeleteConsumer(ctx, u.stream, name) // else the server removes it after unitReadIdle
+		_ = r.u.js.DeleteConsumer(ctx, r.u.stream, name) // else the server removes it after unitReadIdle
 		cancel()
-	}()
-	total := cons.CachedInfo().NumPending
+	})
+}
+
+// close deletes the consumers left and waits for every delete.
+func (r *unitRead) close() {
+	for _, p := range r.made {
+		r.drop(p.name)
+	}
+	r.made = nil
+	r.wg.Wait()
+}
+
+// fetchEvents reads from's events (at most from.count: those stored when it was made) and keeps the
+// last limit of them within room bytes, oldest first.
+func fetchEvents(ctx context.Context, from probe, limit, room int) (events [][]byte, skipped int, err error) {
 	var (
 		keep  [][]byte // the most recent, oldest first, from index first
 		first int
 		bytes int
 		got   uint64
 	)
-	for got < total {
-		left := min(total-got, unitFetch)
+	for got < from.count {
+		left := min(from.count-got, unitFetch)
 		// A fetch ends when it has its count, or its bytes: room plus one message of max_payload beyond
 		// it bounds what a read holds at once. It waits at most a second for events that were removed
 		// meanwhile (the stream's limits), then ends the read with what it has.
@@ -191,7 +316,7 @@ func (u *units) events(ctx context.Context, token string, limit, room int) (even
 		if wait <= 0 {
 			return nil, 0, context.DeadlineExceeded
 		}
-		batch, err := cons.Fetch(int(left), jetstream.FetchMaxBytes(2*room+4096), jetstream.FetchMaxWait(wait))
+		batch, err := from.cons.Fetch(int(left), jetstream.FetchMaxBytes(2*room+4096), jetstream.FetchMaxWait(wait))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -215,7 +340,7 @@ func (u *units) events(ctx context.Context, token string, limit, room int) (even
 				keep[first] = nil
 				first++
 			}
-			if first > 2*limit { // compact, so that a long history holds no more than the kept events
+			if first > 2*limit { // compact, so that a long read holds no more than the kept events
 				keep = append([][]byte(nil), keep[first:]...)
 				first = 0
 			}

@@ -9,12 +9,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
@@ -425,4 +428,436 @@ func BenchmarkUnitsGet(b *testing.B) {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
 	b.ReportMetric(pct(0.5), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// TestUnitsGetNotBusyWithEvents: units.get has read slots of its own: while 64 callers hammer
+// units.events (a unit of 2,000 events, so that each read takes a while), enough to keep every slot of
+// units.events taken (some are refused 503 busy), units.get answers every request, none busy.
+func TestUnitsGetNotBusyWithEvents(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{concurrency: 2})
+	u := newUnitsStore(t, h, true)
+	u.put("MSKU1234567", "e-1", event("e-1", "LOAD", "MSKU1234567", 1, 0))
+	storeMany(t, u.js, "MSKU1234567", 2000, 0)
+
+	var (
+		stop               = make(chan struct{})
+		done               sync.WaitGroup
+		served, eventsBusy atomic.Int64
+	)
+	nc := h.ns.Connect()
+	for range 64 {
+		done.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m, err := nc.Request("tracking.api.units.events", []byte(`{"unit":"MSKU1234567","limit":200}`), 10*time.Second)
+				switch {
+				case err != nil:
+				case m.Header.Get(micro.ErrorCodeHeader) == "503" && strings.Contains(m.Header.Get(micro.ErrorHeader), "busy"):
+					eventsBusy.Add(1)
+				case m.Header.Get(micro.ErrorCodeHeader) == "":
+					served.Add(1)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); done.Wait() }()
+	testutil.Eventually(t, 30*time.Second, "units.events busy under the flood", func() bool {
+		return eventsBusy.Load() > 0 && served.Load() > 0
+	})
+	busy := 0
+	for range 200 {
+		r := h.request("units.get", `{"unit":"MSKU1234567"}`)
+		switch {
+		case r.code == 503 && strings.Contains(r.desc, "busy"):
+			busy++
+		case r.code != 0:
+			t.Fatalf("units.get during the flood: %d %q", r.code, r.desc)
+		}
+	}
+	if busy > 0 {
+		t.Errorf("units.get answered 503 busy %d times out of 200 while units.events was flooded", busy)
+	}
+	if eventsBusy.Load() < 10 {
+		t.Errorf("units.events was refused busy only %d times: the flood did not hold its slots", eventsBusy.Load())
+	}
+}
+
+// storeMany stores n events of unit with PublishAsync, each followed by other events of other units.
+// It returns the unit's events' data in their order.
+func storeMany(t *testing.T, js jetstream.JetStream, unit string, n, others int) []string {
+	t.Helper()
+	var mine []string
+	types := []string{"GATE_IN", "LOAD", "DISCHARGE", "GATE_OUT"}
+	for i := range n {
+		typ := types[i%len(types)]
+		data := event(fmt.Sprintf("%s-%d", unit, i), typ, unit, i, 0)
+		mine = append(mine, data)
+		if _, err := js.PublishAsync(layout.EventSubject("tracking", typ, unit), []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range others {
+			other := fmt.Sprintf("OTHU%07d", (i*others+j)%97)
+			if _, err := js.PublishAsync(layout.EventSubject("tracking", typ, other), []byte(event(fmt.Sprintf("%s-%d-%d", unit, i, j), typ, other, i, 0))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%(1000/(1+others)+1) == 0 {
+			waitPublished(t, js)
+		}
+	}
+	waitPublished(t, js)
+	return mine
+}
+
+func waitPublished(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(testutil.Scale(30 * time.Second)):
+		t.Fatal("the events' publishes were not acknowledged")
+	}
+}
+
+// readCost is what one units.events read asked of NATS: the consumers it created on the events stream,
+// and the messages its connection received (JetStream's answers and the events fetched).
+type readCost struct{ creates, msgs int64 }
+
+// costMeter counts the consumer creations on the events stream, seen on the server's $JS.API subjects,
+// and the messages the service's reads connection receives.
+type costMeter struct {
+	h       *harness
+	creates chan *nats.Msg
+}
+
+func newCostMeter(t *testing.T, h *harness) *costMeter {
+	t.Helper()
+	c := &costMeter{h: h, creates: make(chan *nats.Msg, 1<<12)}
+	if _, err := h.nc.ChanSubscribe("$JS.API.CONSUMER.CREATE."+layout.EventsStream("tracking")+".>", c.creates); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// read asks units.events with body and returns its reply and cost. Once answered, no consumer of the
+// read is left on the stream.
+func (c *costMeter) read(body string) (unitEvents, readCost) {
+	c.h.t.Helper()
+	m0 := c.h.reads.Stats().InMsgs
+	got := c.h.unitEvents(body)
+	// The creations were published before the reply; once a flush of the counting connection returns,
+	// its reader has put them in the channel (a channel subscription's messages go there as they are read).
+	if err := c.h.nc.Flush(); err != nil {
+		c.h.t.Fatal(err)
+	}
+	cost := readCost{msgs: int64(c.h.reads.Stats().InMsgs - m0)}
+	for len(c.creates) > 0 {
+		<-c.creates
+		cost.creates++
+	}
+	js, err := jetstream.New(c.h.nc)
+	if err != nil {
+		c.h.t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), layout.EventsStream("tracking"))
+	if err != nil {
+		c.h.t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Consumers; n != 0 {
+		c.h.t.Errorf("%s: %d consumers left on the events stream after the reply", body, n)
+	}
+	return got, cost
+}
+
+// checkSuffix fails unless got is the last n of want, in order.
+func checkSuffix(t *testing.T, what string, got []json.RawMessage, want []string, n int) {
+	t.Helper()
+	if len(got) != n || n > len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), n)
+	}
+	for i, e := range want[len(want)-n:] {
+		if string(got[i]) != e {
+			t.Fatalf("%s: event %d is %.60s…, want %.60s…", what, i, got[i], e)
+		}
+	}
+}
+
+// TestUnitsEventsLongHistory: a unit with 20,000 stored events among other units' events: units.events
+// answers exactly its latest events, oldest first, for a limit of 5, the default and the maximum, and
+// each read costs what its answer holds, not the unit's history: a bounded number of consumers, and no
+// more messages received than a few per consumer besides twice the limit (a read of the whole history
+// receives 20,000). Every consumer is deleted by the time of the reply.
+func TestUnitsEventsLongHistory(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{readsConn: true, timeout: testutil.Scale(20 * time.Second)})
+	u := newUnitsStore(t, h, true)
+	mine := storeMany(t, u.js, "MSKU1234567", 20_000, 1)
+	meter := newCostMeter(t, h)
+
+	for _, limit := range []int{5, service.DefaultUnitEvents, service.MaxUnitEvents, 1} {
+		body := fmt.Sprintf(`{"unit":"MSKU1234567","limit":%d}`, limit)
+		if limit == service.DefaultUnitEvents {
+			body = `{"unit":"MSKU1234567"}`
+		}
+		got, cost := meter.read(body)
+		checkSuffix(t, body, got.Events, mine, limit)
+		t.Logf("%s: %d consumers, %d messages received", body, cost.creates, cost.msgs)
+		if cost.creates > 2+40 || cost.creates < 1 {
+			t.Errorf("%s: %d consumers created, want 1 to 42", body, cost.creates)
+		}
+		if max := int64(2*limit) + 4*cost.creates + 10; cost.msgs > max {
+			t.Errorf("%s: %d messages received, more than %d: the read costs the unit's history", body, cost.msgs, max)
+		}
+	}
+	// A unit whose events came in a burst of 10,000, then few among many others: spread unevenly, so
+	// that guesses from an even spread miss and the search halves its span instead.
+	burst := storeMany(t, u.js, "TGHU7654321", 10_000, 0)
+	storeMany(t, u.js, "ZZZU0000001", 10_000, 0)
+	burst = append(burst, storeMany(t, u.js, "TGHU7654321", 30, 50)...)
+	for _, limit := range []int{20, 5, service.MaxUnitEvents} {
+		body := fmt.Sprintf(`{"unit":"TGHU7654321","limit":%d}`, limit)
+		got, cost := meter.read(body)
+		checkSuffix(t, body, got.Events, burst, limit)
+		t.Logf("%s: %d consumers, %d messages received", body, cost.creates, cost.msgs)
+		if max := int64(2*limit) + 4*cost.creates + 10; cost.creates > 2+40 || cost.msgs > max {
+			t.Errorf("%s: %d consumers created, %d messages received; want at most 42 and %d", body, cost.creates, cost.msgs, max)
+		}
+	}
+	// A unit without events is answered as before.
+	if got := h.unitEvents(`{"unit":"ABCU0000001"}`); len(got.Events) != 0 {
+		t.Errorf("a unit without events: %d events", len(got.Events))
+	}
+}
+
+// TestUnitsEventsEdges: a unit of 11 events among others, read with a limit of 11 (N = limit), 10
+// (N = limit+1), 5 (N = 2×limit+1, the least that searches) and 1: exactly the latest, oldest first;
+// up to 2×limit events are read from the unit's first through one consumer, beyond that a search makes
+// a few more.
+func TestUnitsEventsEdges(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{readsConn: true})
+	u := newUnitsStore(t, h, true)
+	mine := storeMany(t, u.js, "MSKU1234567", 11, 3)
+	meter := newCostMeter(t, h)
+	for _, tc := range []struct {
+		limit             int
+		creates, creates2 int64 // at least, at most
+	}{
+		{11, 1, 1}, {10, 1, 1}, {6, 1, 1}, {5, 2, 42}, {1, 2, 2}, {200, 1, 1},
+	} {
+		body := fmt.Sprintf(`{"unit":"MSKU1234567","limit":%d}`, tc.limit)
+		got, cost := meter.read(body)
+		checkSuffix(t, body, got.Events, mine, min(tc.limit, len(mine)))
+		if cost.creates < tc.creates || cost.creates > tc.creates2 {
+			t.Errorf("%s: %d consumers created, want %d to %d", body, cost.creates, tc.creates, tc.creates2)
+		}
+	}
+}
+
+// TestUnitsEventsWhileRemoved: while the unit's 3,000 events are removed from the stream, oldest first
+// (as the stream's limits remove them), every read is answered, with the unit's latest events still
+// stored, oldest first: a contiguous run that ends with its newest; once all are gone, with none. No
+// read receives more than a few messages per consumer besides twice its limit.
+func TestUnitsEventsWhileRemoved(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{readsConn: true})
+	u := newUnitsStore(t, h, true)
+	mine := storeMany(t, u.js, "MSKU1234567", 3000, 1)
+	stream, err := u.js.Stream(context.Background(), layout.EventsStream("tracking"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := stream.CachedInfo().State.LastSeq
+
+	removed := make(chan struct{})
+	go func() {
+		defer close(removed)
+		for seq := uint64(1); seq <= last+1; seq += 40 {
+			if err := stream.Purge(context.Background(), jetstream.WithPurgeSubject("tracking.events.*.MSKU1234567"),
+				jetstream.WithPurgeSequence(seq)); err != nil {
+				t.Errorf("purging up to %d: %v", seq, err)
+				return
+			}
+			time.Sleep(time.Millisecond) // spreads the removal over the reads; nothing waits on it
+		}
+		if err := stream.Purge(context.Background(), jetstream.WithPurgeSubject("tracking.events.*.MSKU1234567")); err != nil {
+			t.Errorf("purging: %v", err)
+		}
+	}()
+	index := map[string]int{}
+	for i, e := range mine {
+		index[e] = i
+	}
+	meter := newCostMeter(t, h)
+	reads := 0
+	for done := false; !done; reads++ {
+		select {
+		case <-removed:
+			done = true
+		default:
+		}
+		limit := []int{5, 20, 200}[reads%3]
+		got, cost := meter.read(fmt.Sprintf(`{"unit":"MSKU1234567","limit":%d}`, limit))
+		if len(got.Events) > limit {
+			t.Fatalf("read %d: %d events, more than %d", reads, len(got.Events), limit)
+		}
+		if max := int64(2*limit) + 4*cost.creates + 10; cost.creates > 2+40 || cost.msgs > max {
+			t.Errorf("read %d (limit %d): %d consumers created, %d messages received; want at most 42 and %d", reads, limit,
+				cost.creates, cost.msgs, max)
+		}
+		for i, e := range got.Events {
+			at, ok := index[string(e)]
+			if !ok || at != len(mine)-len(got.Events)+i {
+				t.Fatalf("read %d (limit %d): event %d of %d is %.60s…, not the unit's %dth newest", reads, limit, i,
+					len(got.Events), e, len(got.Events)-i)
+			}
+		}
+	}
+	if got := h.unitEvents(`{"unit":"MSKU1234567"}`); len(got.Events) != 0 {
+		t.Errorf("after every event was removed: %d events", len(got.Events))
+	}
+	t.Logf("%d reads while the events were removed", reads)
+}
+
+// BenchmarkUnitsEvents measures units.events through the service for a unit with BENCH_UNIT_EVENTS
+// stored events (50,000 unless set), each followed by an event of another unit, one caller asking for
+// the default 20; it reports the p50 and p99 latency in microseconds and the consumers each read made.
+// Run it with
+//
+//	go test -run XXX -bench BenchmarkUnitsEvents -benchtime 200x ./internal/service/
+func BenchmarkUnitsEvents(b *testing.B) {
+	n := 50_000
+	if v := os.Getenv("BENCH_UNIT_EVENTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ns := testutil.StartNATS(b, nil)
+	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	nc := ns.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := (layout.Streams{Prefix: "tracking"}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for i := range n {
+		for _, unit := range []string{"MSKU1234567", fmt.Sprintf("OTHU%07d", i%1000)} {
+			if _, err := js.PublishAsync(layout.EventSubject("tracking", "LOAD", unit), []byte(event(fmt.Sprint(unit, i), "LOAD", unit, i, 300))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%1000 == 999 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				b.Fatal("the events' publishes were not acknowledged")
+			}
+		}
+	}
+	<-js.PublishAsyncComplete()
+	b.Logf("%d events of the unit, as many of others, stored in %v", n, time.Since(start))
+	creates := make(chan *nats.Msg, 1<<16)
+	if _, err := nc.ChanSubscribe("$JS.API.CONSUMER.CREATE."+layout.EventsStream("tracking")+".>", creates); err != nil {
+		b.Fatal(err)
+	}
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		m, err := nc.Request("tracking.api.units.events", []byte(`{"unit":"MSKU1234567"}`), 10*time.Second)
+		lat = append(lat, time.Since(t0))
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			b.Fatalf("units.events: %v %v", m, err)
+		}
+	}
+	b.StopTimer()
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.5), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(len(creates))/float64(b.N), "consumers/op")
+}
+
+// TestUnitsEventsCluster: on a 3-node cluster with the events stream replicated, units.events of a unit
+// with 2,000 events among others answers exactly the latest, through a search of a few consumers (a
+// consumer's creation there tells its start and count as on one server).
+func TestUnitsEventsCluster(t *testing.T) {
+	t.Parallel()
+	c := testutil.StartCluster(t)
+	nc := c.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	if err := (layout.Streams{Prefix: "tracking", Replicas: 3}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitStreamLeader(layout.EventsStream("tracking"))
+	mine := storeMany(t, js, "MSKU1234567", 2000, 2)
+
+	svc := service.New(c.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 4, Timeout: testutil.Scale(10 * time.Second), Version: "1.0.0"})
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(sctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	testutil.Eventually(t, 10*time.Second, "service up", func() bool { return svc.Ready() == nil })
+
+	creates := make(chan *nats.Msg, 1<<12)
+	if _, err := nc.ChanSubscribe("$JS.API.CONSUMER.CREATE."+layout.EventsStream("tracking")+".>", creates); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{5, 20} {
+		// A young cluster may answer a JetStream request with no responders for a moment (503, reading
+		// from NATS failed): the caller asks again, as a caller would.
+		var m *nats.Msg
+		testutil.EventuallyState(t, 20*time.Second, "units.events answered", func() (bool, string) {
+			for len(creates) > 0 {
+				<-creates
+			}
+			m, err = nc.Request("tracking.api.units.events", fmt.Appendf(nil, `{"unit":"MSKU1234567","limit":%d}`, limit), testutil.Scale(10*time.Second))
+			if err != nil {
+				return false, err.Error()
+			}
+			return m.Header.Get(micro.ErrorCodeHeader) == "", m.Header.Get(micro.ErrorHeader)
+		})
+		var got unitEvents
+		if err := json.Unmarshal(m.Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		checkSuffix(t, fmt.Sprint("limit ", limit), got.Events, mine, limit)
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for len(creates) > 0 {
+			<-creates
+			n++
+		}
+		if n < 3 || n > 2+40 {
+			t.Errorf("limit %d: %d consumers created, want 3 to 42 (a search)", limit, n)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -47,10 +48,14 @@ type wantValue struct {
 	data  string
 }
 
-func newHarness(t *testing.T, replicas int, connect func() *nats.Conn) *harness {
+// newHarness makes the streams with the layout the test runs with, after adjust changed it.
+func newHarness(t *testing.T, replicas int, connect func() *nats.Conn, adjust ...func(*layout.Streams)) *harness {
 	t.Helper()
 	h := &harness{t: t, connect: connect, want: map[string]wantValue{},
 		streams: layout.Streams{Prefix: "tracking", DuplicateWindow: time.Minute, Replicas: replicas, MaxEventBytes: 1 << 20}}
+	for _, f := range adjust {
+		f(&h.streams)
+	}
 	var err error
 	if h.js, err = jetstream.New(connect()); err != nil {
 		t.Fatal(err)
@@ -360,4 +365,39 @@ func TestViewFutureTimestamp(t *testing.T) {
 	if got["ABCU1234567"].id != "b-skewed" {
 		t.Fatalf("value %+v, want b-skewed (the latest event not dated past MaxAhead)", got["ABCU1234567"])
 	}
+}
+
+// TestViewAgesOut: with a maximum age on the events stream, the bucket the view makes has it as its TTL,
+// so a unit's value leaves the bucket soon after its event left the stream; the unit's next event is
+// then its value, even one dated before the value that left (the view's cache still knows that value: the
+// bucket decides).
+func TestViewAgesOut(t *testing.T) {
+	const age = 2 * time.Second
+	n := testutil.StartNATS(t, nil)
+	h := newHarness(t, 1, n.Connect, func(l *layout.Streams) {
+		l.DuplicateWindow, l.EventsLimits.MaxAge = age/2, age
+	})
+	h.startView()
+	now := time.Now().UTC()
+	h.publish("e-1", "ABCU1234567", now.Format(time.RFC3339Nano), false)
+	h.waitView(20 * time.Second)
+
+	kv, err := h.js.KeyValue(context.Background(), h.streams.Units())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := kv.Status(context.Background()); err != nil || st.TTL() != age {
+		t.Fatalf("the bucket's TTL: %v %v, want %v", st, err, age)
+	}
+	testutil.EventuallyState(t, 20*time.Second, "the value and its event gone", func() (bool, string) {
+		_, err := kv.Get(context.Background(), "ABCU1234567")
+		events := testutil.StreamMsgs(t, h.js, h.streams.Events())
+		return errors.Is(err, jetstream.ErrKeyNotFound) && events == 0, fmt.Sprintf("value: %v; events stored: %d", err, events)
+	})
+
+	h.mu.Lock()
+	delete(h.want, "ABCU1234567") // the test's own record: the unit's events left the stream
+	h.mu.Unlock()
+	h.publish("e-0", "ABCU1234567", now.Add(-time.Hour).Format(time.RFC3339Nano), false)
+	h.waitView(20 * time.Second)
 }
