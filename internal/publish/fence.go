@@ -61,8 +61,11 @@ type fence struct {
 	stream jetstream.Stream
 	log    *logging.Limiter
 	// For sweep: the sequence of the newest message on P.leader.> this leader knows of (its own, or
-	// one sweep looked at already).
+	// one sweep looked at already); again when the last sweep left a subject to the next one (it was
+	// written to while being claimed, or the sweep failed), which this leader's own markers since must
+	// not hide.
 	known uint64
+	again bool
 }
 
 func (f *fence) on() bool { return len(f.subjects) > 0 }
@@ -428,8 +431,8 @@ func (p *Publisher) ownMarker(m *jetstream.RawStreamMsg, j int) bool {
 // fence subject no event happens to check, or on P.leader.restart, would pile up there without bound
 // (JetStream's acknowledgements of a flood of a client's publishes, aimed there), fill the events
 // stream and push its events out. Run calls it every second with p.mu held. It reads the newest message
-// on P.leader.> (one request); only when it is newer than what this leader knows does it look at every
-// subject there, settle the events in flight, and claim again each fence subject holding more than its
+// on P.leader.> (one request); only when it is newer than what this leader knows, or the last sweep left
+// a subject to this one, does it look at every subject there, settle the events in flight, and claim again each fence subject holding more than its
 // marker (reclaimSubject, with its conditions), and record P.leader.restart's directive as taken
 // (sweepRestart). Another leader's marker found there is left for the next event to meet (ErrFenced).
 func (p *Publisher) sweep(ctx context.Context) error {
@@ -446,9 +449,16 @@ func (p *Publisher) sweep(ctx context.Context) error {
 		p.fence.stream = s
 	}
 	newest, err := p.fence.stream.GetLastMsgForSubject(rctx, p.cfg.FenceSubject+".>")
-	if err != nil || newest.Sequence <= p.fence.known {
+	if err != nil || newest.Sequence <= p.fence.known && !p.fence.again {
 		return err
 	}
+	p.fence.again = false
+	complete := false
+	defer func() {
+		if !complete {
+			p.fence.again = true
+		}
+	}()
 	info, err := p.fence.stream.Info(rctx, jetstream.WithSubjectFilter(p.cfg.FenceSubject+".>"))
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
@@ -536,6 +546,7 @@ func (p *Publisher) sweep(ctx context.Context) error {
 		}
 	}
 	p.fence.known = max(p.fence.known, newest.Sequence)
+	complete = true
 	return nil
 }
 
@@ -568,7 +579,8 @@ func (p *Publisher) sweepRestart(ctx context.Context) error {
 		p.fence.known = max(p.fence.known, ack.Sequence)
 		return nil
 	case wrongLastSequence(err):
-		return nil // written to again: the next sweep looks again
+		p.fence.again = true // written to again: the next sweep looks again
+		return nil
 	}
 	return fmt.Errorf("recording %s over another client's messages: %w", subject, err)
 }
