@@ -87,6 +87,10 @@ func (p *Publisher) LastResumeID() string {
 // (cursor.go) or built into its message (message.go), sent (send.go), and the acknowledgements that came
 // meanwhile settled (acks.go).
 func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
+	var start time.Time
+	if p.cfg.Tracer != nil {
+		start = time.Now() // the span covers the wait for room in the window too
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.room(ctx); err != nil {
@@ -101,7 +105,13 @@ func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 		e.id = in.id // stored already: nothing to send, but a later replay may repeat it (tail)
 		p.dups.skipped(in.token, in.id)
 	} else {
+		if p.cfg.Tracer != nil {
+			p.startSpan(e, &ev, start)
+		}
 		m = p.build(e, &ev, &in)
+		if e.span != nil {
+			p.describeSpan(e)
+		}
 	}
 	p.send(e, m)
 	return p.settleReady(ctx)
