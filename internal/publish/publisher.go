@@ -106,7 +106,7 @@ func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 		p.dups.skipped(in.token, in.id)
 	} else {
 		if p.cfg.Tracer != nil {
-			p.startSpan(e, &ev, start)
+			p.startSpan(ctx, e, start)
 		}
 		m = p.build(e, &ev, &in)
 		if e.span != nil {

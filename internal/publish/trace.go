@@ -13,7 +13,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // An event's span (docs/operations.md#tracing): one producer span from the moment Handle takes the SSE
@@ -30,16 +29,17 @@ const (
 	spanRetry        = "retry"         // the message is sent again
 )
 
-// startSpan starts the span of the event in entry e at start, linked to the span of the stream's
-// connection, and gives e the context its message carries.
-func (p *Publisher) startSpan(e *pending, ev *upstream.Event, start time.Time) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start),
+// startSpan starts the span of the event in entry e at start, linked to the span in ctx (the stream's
+// connection's: upstream.StreamConfig.Tracer), and gives e the context its message carries. The event's
+// span starts a trace of its own: a connection lasts hours and carries millions of events.
+func (p *Publisher) startSpan(ctx context.Context, e *pending, start time.Time) {
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start),
 		trace.WithAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeSend,
 			semconv.MessagingOperationName("send"))}
-	if ev.Conn.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: ev.Conn}))
+	if conn := trace.SpanContextFromContext(ctx); conn.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: conn}))
 	}
-	ctx, span := p.cfg.Tracer.Start(context.Background(), "send", opts...)
+	ctx, span := p.cfg.Tracer.Start(ctx, "send", opts...)
 	e.span = span
 	h := make(map[string][]string, 2)
 	carrier.Inject(ctx, h)

@@ -4,11 +4,7 @@ package upstream
 // Events message as received, before any interpretation of its data. The NATS side imports this package
 // for it; this package imports nothing of NATS.
 
-import (
-	"time"
-
-	"go.opentelemetry.io/otel/trace"
-)
+import "time"
 
 // Event is one SSE message of the tracking stream.
 type Event struct {
@@ -31,9 +27,6 @@ type Event struct {
 	// upstream.StreamConfig.MaxEventTime): it was cut, Oversize is the number of bytes it had so far, and
 	// Data is empty.
 	Slow time.Duration
-	// Conn is the span context of the connection the message came on (StreamConfig.Tracer); not valid
-	// with tracing off. An event's span links to it.
-	Conn trace.SpanContext
 }
 
 // MaxLines bounds the lines, comments aside, of one SSE message. The SSE decoder copies the data

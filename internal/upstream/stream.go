@@ -62,8 +62,8 @@ type StreamConfig struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of connection changes (for metrics).
 	Observer StreamObserver
-	// Tracer, when set, records a span of every connection attempt, from the token to the response's
-	// headers, which every event read on that connection links to (Event.Conn); nil with tracing off.
+	// Tracer, when set, records a span of every connection, from its token to its end; the sink's Handle
+	// gets a context holding it, so that every event's span can link to it. Nil with tracing off.
 	Tracer trace.Tracer
 }
 
@@ -322,9 +322,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	}
 
 	c.connected = true
-	var connSpan trace.SpanContext
 	if span != nil {
-		connSpan = span.SpanContext()
 		span.AddEvent("connected")
 	}
 	s.setState(StateConnected, nil)
@@ -370,7 +368,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 		if r, ok := e.(interface{ Retry() int64 }); ok && r.Retry() > 0 {
 			c.retry = s.retryHint(r.Retry(), c.retry)
 		}
-		ev := Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id(), Conn: connSpan}
+		ev := Event{ID: e.Id(), Name: e.Event(), ResumeID: e.Id()}
 		if l, ok := e.(eventsource.EventWithLastID); ok {
 			ev.ResumeID = l.LastEventID()
 		}
