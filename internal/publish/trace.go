@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,26 +28,38 @@ const (
 	spanRetry        = "retry"         // the message is sent again
 )
 
-// startSpan starts the span of the event in entry e at start, linked to the span in ctx (the stream's
-// connection's: upstream.StreamConfig.Tracer), and gives e the context its message carries. The event's
-// span starts a trace of its own: a connection lasts hours and carries millions of events.
-func (p *Publisher) startSpan(ctx context.Context, e *pending, start time.Time) {
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start),
-		trace.WithAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeSend,
-			semconv.MessagingOperationName("send"))}
-	if conn := trace.SpanContextFromContext(ctx); conn.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: conn}))
+// startSpan starts the span of an event as Handle takes it, linked to the span in ctx (the stream's
+// connection's: upstream.StreamConfig.Tracer). The event's span starts a trace of its own: a connection
+// lasts hours and carries millions of events. Its options are made once per connection, so that a span
+// that is not sampled costs the few allocations of the SDK's own.
+func (p *Publisher) startSpan(ctx context.Context) trace.Span {
+	conn := trace.SpanContextFromContext(ctx)
+	if p.spanOpts == nil || !conn.Equal(p.spanConn) {
+		p.spanConn = conn
+		p.spanOpts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer)}
+		if conn.IsValid() {
+			p.spanOpts = append(p.spanOpts, trace.WithLinks(trace.Link{SpanContext: conn}))
+		}
 	}
-	ctx, span := p.cfg.Tracer.Start(ctx, "send", opts...)
+	_, span := p.cfg.Tracer.Start(ctx, "send", p.spanOpts...)
+	return span
+}
+
+// traceEntry gives entry e the event's span and the context its message carries.
+func traceEntry(e *pending, span trace.Span) {
 	e.span = span
-	h := make(map[string][]string, 2)
-	carrier.Inject(ctx, h)
-	if v := h[carrier.Traceparent]; len(v) > 0 {
-		e.tp = v[0]
+	e.tp, e.ts = carrier.Format(span.SpanContext())
+}
+
+// endUnsent ends the span of an event that is not sent: found stored beyond the resume point, or
+// Handle stopped (err) before it could take it.
+func endUnsent(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.AddEvent(spanFoundStored)
 	}
-	if v := h[carrier.Tracestate]; len(v) > 0 {
-		e.ts = v[0]
-	}
+	span.End()
 }
 
 // describeSpan names the span after its message, once built: "send P.events.{type}.{unit}" for an
@@ -56,8 +67,9 @@ func (p *Publisher) startSpan(ctx context.Context, e *pending, start time.Time) 
 // the event's data but its id, type token and size.
 func (p *Publisher) describeSpan(e *pending) {
 	if !e.span.IsRecording() {
-		return
+		return // not sampled: nothing is recorded, and attributes would be copied for nothing
 	}
+	e.span.SetAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"))
 	if e.dead != nil {
 		e.span.SetName("send " + p.msgs.dlq)
 		e.span.SetAttributes(semconv.MessagingDestinationName(p.msgs.dlq), semconv.MessagingMessageID(e.id),

@@ -44,6 +44,32 @@ func Inject(ctx context.Context, h nats.Header) {
 	propagator.Inject(ctx, writer(h))
 }
 
+// Format returns the traceparent and tracestate values of sc, as Inject writes them ("" when sc is not
+// valid), without a header map: for a caller that sets its headers itself, once per message.
+func Format(sc trace.SpanContext) (traceparent, tracestate string) {
+	if !sc.IsValid() {
+		return "", ""
+	}
+	const hexDigits = "0123456789abcdef"
+	var b [55]byte
+	b[0], b[1], b[2] = '0', '0', '-'
+	tid, sid := sc.TraceID(), sc.SpanID()
+	for i, c := range tid {
+		b[3+2*i], b[4+2*i] = hexDigits[c>>4], hexDigits[c&15]
+	}
+	b[35] = '-'
+	for i, c := range sid {
+		b[36+2*i], b[37+2*i] = hexDigits[c>>4], hexDigits[c&15]
+	}
+	b[52] = '-'
+	flags := byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))
+	b[53], b[54] = hexDigits[flags>>4], hexDigits[flags&15]
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		tracestate = ts.String()
+	}
+	return string(b[:]), tracestate
+}
+
 // Extract returns ctx continuing the trace named by h's traceparent and tracestate: a context with that
 // remote span context, or ctx itself when h carries none or a malformed one.
 func Extract(ctx context.Context, h nats.Header) context.Context {
