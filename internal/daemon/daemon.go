@@ -404,6 +404,11 @@ func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 // a clean stop, and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.closeNATS()
+	defer func() { // after a failed start; a stop has exported the spans already
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = d.tracing.Shutdown(sctx)
+	}()
 	stopHTTP, err := d.ops.start(ctx)
 	if err != nil {
 		return err

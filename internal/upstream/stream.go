@@ -277,7 +277,7 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	var span trace.Span
 	if s.cfg.Tracer != nil {
 		ctx, span = s.startConnect(ctx, resume)
-		defer func() { endConnect(span, c.err) }() // once connected, when the connection ends
+		defer func() { endConnect(span, c.err, ctx.Err() != nil) }() // once connected, when the connection ends
 	}
 	tok, err := s.cfg.Tokens.Token(ctx)
 	if err != nil {
@@ -496,9 +496,12 @@ func (s *Stream) startConnect(ctx context.Context, resume string) (context.Conte
 		trace.WithAttributes(attrs...))
 }
 
-// endConnect ends a connection's span with the reason it ended.
-func endConnect(span trace.Span, err error) {
-	if err != nil {
+// endConnect ends a connection's span with the reason it ended; a connection the bridge closed to stop
+// (stopping) is no error.
+func endConnect(span trace.Span, err error, stopping bool) {
+	if stopping {
+		span.SetAttributes(attribute.String("bridge.stream.disconnect", "stop"))
+	} else if err != nil {
 		span.SetAttributes(attribute.String("bridge.stream.disconnect", disconnectReason(err)))
 		span.SetStatus(codes.Error, logging.Value(err.Error(), 256))
 	} else {
