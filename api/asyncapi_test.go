@@ -22,6 +22,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 	"go.yaml.in/yaml/v4"
 )
@@ -475,7 +476,8 @@ func TestAsyncAPIDrift(t *testing.T) {
 		}
 		_, names = headersOf("eventDeadLetter")
 		sameSet(t, "header", "eventDeadLetter", names, []string{publish.HeaderMsgID, publish.HeaderEventID,
-			layout.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent})
+			layout.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent,
+			carrier.Traceparent, carrier.Tracestate})
 		_, names = headersOf("report")
 		sameSet(t, "header", "report", names, []string{jetstream.MsgIDHeader})
 		_, names = headersOf("reportDeadLetter")
@@ -512,6 +514,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"/components/schemas/EventHeaders/properties/ce-time":                         publish.MaxTimeHeader,
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
 			"/components/schemas/BridgeError":                                             layout.MaxErrorHeader,
+			"/components/schemas/Tracestate":                                              carrier.MaxTracestate,
 			"/components/schemas/ApiRequestHeaders/properties/Bridge-Timeout":             service.MaxTimeoutHeader,
 			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
@@ -831,14 +834,14 @@ func resolvePointer(v any, pointer string) any {
 // The packages whose NATS messages the document describes: every header name in their code is one
 // a client sees, or one of internalHeaders.
 var headerPackages = []string{"../tracking", "../internal/publish", "../internal/layout", "../internal/consume",
-	"../internal/service"}
+	"../internal/service", "../internal/tracing/carrier"}
 
 // internalHeaders are header names of the code that no client sees: those of the fence markers on
 // P.leader.>.
 var internalHeaders = []string{publish.HeaderLeader, publish.HeaderLeaderTerm, publish.HeaderRestart, publish.HeaderRestartAfter}
 
 // headerName matches a string literal that names a NATS header (or, ending in "-", a prefix of names).
-var headerName = regexp.MustCompile(`^(?:(?:Nats|Tracking|Bridge|Sse)-[A-Za-z-]+|ce-[a-z]+|Content-Type|Idempotency-Key|Retry-After)$`)
+var headerName = regexp.MustCompile(`^(?:(?:Nats|Tracking|Bridge|Sse)-[A-Za-z-]+|ce-[a-z]+|Content-Type|Idempotency-Key|Retry-After|traceparent|tracestate)$`)
 
 // natsHeaderConsts are the header constants of nats.go that the packages use: an unknown one fails
 // codeHeaderNames until it is added here.

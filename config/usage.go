@@ -37,7 +37,18 @@ func Usage(w io.Writer) {
 		}
 	}
 	tw.Flush()
+	io.WriteString(w, "\n"+tracingHeader+"\n\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tTYPE\tDEFAULT\tDESCRIPTION")
+	for _, v := range tracingVars {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.key, v.typ, v.def, v.desc)
+	}
+	tw.Flush()
 }
+
+// tracingHeader introduces the OTEL_* variables in bridge -h and docs/configuration.md.
+const tracingHeader = "Tracing follows OpenTelemetry's own variables (OTEL_*), read as the OpenTelemetry specification says;\n" +
+	"it is off unless an OTLP endpoint is set. bridge check-config checks them with the BRIDGE_* variables."
 
 // referenceHeader opens docs/configuration.md.
 const referenceHeader = "# Configuration reference\n\n" +
@@ -92,6 +103,15 @@ func writeReference(w io.Writer) error {
 		if f.secret {
 			fmt.Fprintf(&b, "| `%s_FILE` | Path | | file holding the value of `%s`, instead of setting it |\n", f.key, f.key)
 		}
+	}
+	b.WriteString("\n## Tracing\n\n" + tracingHeader + "\nWhat the spans hold: [operations.md](operations.md#tracing).\n\n" +
+		"| Variable | Type | Default | Meaning |\n|---|---|---|---|\n")
+	for _, v := range tracingVars {
+		def := ""
+		if v.def != "" {
+			def = "`" + v.def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.key, v.typ, def, markdownText(v.desc))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

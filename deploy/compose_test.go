@@ -23,6 +23,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/template"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tracking-bridge/tracking-bridge/config"
 )
 
 const (
@@ -235,13 +237,16 @@ func TestCompose(t *testing.T) {
 	known, _ := bridgeVars(t)
 	env := environment(t, bridge)
 	for k := range env {
-		if !known[k] {
+		if !known[k] && !slices.Contains(config.TracingVariables(), k) {
 			t.Errorf("the bridge service sets %s, which the bridge does not read", k)
 		}
 	}
 	cfg, err := loadConfig(t, env)
 	if err != nil {
 		t.Fatalf("the bridge service's environment does not load:\n%v", err)
+	}
+	if tr, err := config.TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || tr.Enabled {
+		t.Errorf("the bridge service's tracing: %+v, %v; want it valid and off by default", tr, err)
 	}
 
 	// Its ports: the HTTP endpoint, as exposed by the image.
@@ -463,7 +468,7 @@ func TestComposeHA(t *testing.T) {
 
 		env := environment(t, s)
 		for k := range env {
-			if !known[k] {
+			if !known[k] && !slices.Contains(config.TracingVariables(), k) {
 				t.Errorf("%s sets %s, which the bridge does not read", name, k)
 			}
 		}

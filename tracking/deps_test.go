@@ -8,8 +8,9 @@ import (
 )
 
 // TestLightDependencies: a program that imports tracking compiles nats.go (with its own dependencies),
-// the standard library and, of this module, only the leaf packages that name subjects and check reports
-// as the bridge does: no OpenAPI, YAML or JSON Schema library, nothing of the daemon.
+// the standard library, the OpenTelemetry API and, of this module, only the leaf packages that name subjects,
+// check reports and carry trace context as the bridge does: no OpenAPI, YAML or JSON Schema library, no
+// OpenTelemetry SDK, nothing of the daemon.
 func TestLightDependencies(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -21,9 +22,11 @@ func TestLightDependencies(t *testing.T) {
 	}
 	const self = "github.com/tracking-bridge/tracking-bridge"
 	ownAllowed := []string{self + "/tracking", self + "/internal/layout", self + "/internal/validate", self + "/internal/jsonscan",
-		self + "/internal/rfc3339", self + "/internal/logging"}
+		self + "/internal/rfc3339", self + "/internal/logging", self + "/internal/tracing/carrier"}
 	modsAllowed := []string{self, "github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
-		"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys"}
+		"github.com/klauspost/compress", "golang.org/x/crypto", "golang.org/x/sys",
+		// The OpenTelemetry API (no SDK), for ContinueTrace.
+		"go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace", "github.com/cespare/xxhash/v2"}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, mod, _ := strings.Cut(line, " ")
 		switch {

@@ -235,7 +235,8 @@ func (c *EventConsumer) Next(ctx context.Context) (*Event, error) {
 	return ev, nil
 }
 
-// Consume calls handle for each event until ctx is done, and then returns nil. When handle returns nil
+// Consume calls handle for each event until ctx is done, and then returns nil. handle's context continues
+// the event's trace (ContinueTrace) when the bridge traces events. When handle returns nil
 // the event is acknowledged (unless ManualAck); when it returns an error the event is delivered again
 // after RetryDelay. A malformed event goes to Malformed, or ends Consume with its *MalformedEventError.
 // Any other error ends Consume too. Consume calls Stop before it returns.
@@ -260,7 +261,7 @@ func (c *EventConsumer) Consume(ctx context.Context, handle func(context.Context
 		case err != nil:
 			return err
 		}
-		if err := handle(ctx, ev); err != nil {
+		if err := handle(ContinueTrace(ctx, ev.Msg.Headers()), ev); err != nil {
 			if nerr := ev.Msg.NakWithDelay(delay); nerr != nil && ctx.Err() == nil {
 				return fmt.Errorf("tracking: redelivering event %q: %w", ev.ID, nerr)
 			}

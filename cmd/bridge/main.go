@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -204,26 +205,36 @@ when it is set (see docs/operations.md, Processors).
 `)
 }
 
-// loadConfig reads and validates the configuration from the environment; every problem is a usage error.
-func loadConfig(cmd string, args []string) (*config.Config, error) {
+// loadConfig reads and validates the configuration from the environment, the BRIDGE_* variables and
+// tracing's OTEL_* ones; every problem of both is a usage error, reported together.
+func loadConfig(cmd string, args []string) (*config.Config, config.Tracing, error) {
 	if len(args) > 0 {
-		return nil, usageError{fmt.Errorf("%s takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)", cmd)}
+		return nil, config.Tracing{}, usageError{fmt.Errorf("%s takes no arguments (configuration is in BRIDGE_* variables; see bridge -h)", cmd)}
 	}
 	cfg, err := config.FromEnv()
-	if err != nil {
-		return nil, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+	tr, terr := config.TracingFromEnv()
+	if err = errors.Join(err, terr); err != nil {
+		return nil, config.Tracing{}, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}
-	return cfg, nil
+	return cfg, tr, nil
 }
 
 // checkConfig is 'bridge check-config': the configuration 'bridge run' would load, validated the same
 // way, without dialling anything.
 func checkConfig(args []string, stdout io.Writer) error {
-	cfg, err := loadConfig("check-config", args)
+	cfg, tr, err := loadConfig("check-config", args)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "bridge: configuration OK (upstream %s, NATS %s)\n", logging.RedactURL(cfg.UpstreamURL), redactedNATS(cfg))
+	tracing := "off"
+	if tr.Enabled {
+		tracing = fmt.Sprintf("to %s, sampler %s", logging.RedactURL(tr.TracesURL), tr.Sampler)
+		if strings.HasSuffix(tr.Sampler, "traceidratio") {
+			tracing += fmt.Sprintf(" %g", tr.Ratio)
+		}
+	}
+	fmt.Fprintf(stdout, "bridge: configuration OK (upstream %s, NATS %s, tracing %s)\n", logging.RedactURL(cfg.UpstreamURL),
+		redactedNATS(cfg), tracing)
 	return nil
 }
 
@@ -240,7 +251,7 @@ func redactedNATS(cfg *config.Config) string {
 
 // runDaemon is 'bridge run'.
 func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, err := loadConfig("run", args)
+	cfg, tr, err := loadConfig("run", args)
 	if err != nil {
 		return err
 	}
@@ -248,7 +259,11 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer) error {
 	root := logging.New(stderr, cfg.LogFormat, cfg.SlogLevel())
 	log := root.With("component", "main")
 	log.Info("starting", "version", v, "commit", c, "gomaxprocs", runtime.GOMAXPROCS(0), "config", cfg)
-	d, err := daemon.New(cfg, root, daemon.BuildInfo{Version: v, Commit: c})
+	if tr.Enabled {
+		log.Info("tracing on", "endpoint", logging.RedactURL(tr.TracesURL), "sampler", tr.Sampler, "ratio", tr.Ratio,
+			"service", tr.ServiceName)
+	}
+	d, err := daemon.New(cfg, root, daemon.BuildInfo{Version: v, Commit: c}, daemon.WithTracing(tr))
 	if err == nil {
 		err = runBounded(ctx, d.Run, cfg.ShutdownTimeout+shutdownGrace)
 	}

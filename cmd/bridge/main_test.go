@@ -284,24 +284,39 @@ func TestCheckConfig(t *testing.T) {
 		strings.Contains(out, "nats-Pa55") || stderr.Len() != 0 {
 		t.Errorf("check-config of a valid configuration printed\nstdout: %q\nstderr: %q", out, &stderr)
 	}
+	// Tracing on, to a collector that is not contacted either.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", up.URL)
+	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.01")
+	stdout.Reset()
+	if code := run(context.Background(), []string{"check-config"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "tracing to "+up.URL+"/v1/traces, sampler parentbased_traceidratio 0.01)") {
+		t.Errorf("check-config with tracing = %d\n%s%s", code, &stdout, &stderr)
+	}
 
 	// Problems at once, all reported: the two http:// URLs, a value, a misspelt name.
 	t.Setenv("BRIDGE_INSECURE_HTTP", "false")
 	t.Setenv("BRIDGE_LOG_LEVEL", "loud")
 	t.Setenv("BRIDGE_NATS_UR", "nats://127.0.0.1:4222")
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "2")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=otel-Pa55,broken")
 	stdout.Reset()
 	stderr.Reset()
 	if code := run(context.Background(), []string{"check-config"}, &stdout, &stderr); code != 2 {
 		t.Errorf("check-config of an invalid configuration = %d, want 2", code)
 	}
 	for _, want := range []string{"invalid configuration", "BRIDGE_UPSTREAM_URL", "BRIDGE_TOKEN_URL", "BRIDGE_LOG_LEVEL",
-		"BRIDGE_NATS_UR: is not a variable of the bridge; did you mean BRIDGE_NATS_URL?"} {
+		"BRIDGE_NATS_UR: is not a variable of the bridge; did you mean BRIDGE_NATS_URL?",
+		"OTEL_TRACES_SAMPLER_ARG: \"2\" is not a ratio from 0 to 1", "OTEL_EXPORTER_OTLP_HEADERS: entry 2 is not key=value"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("check-config of an invalid configuration: stderr lacks %q:\n%s", want, &stderr)
 		}
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("check-config of an invalid configuration wrote to stdout: %q", &stdout)
+	}
+	if strings.Contains(stderr.String(), "otel-Pa55") {
+		t.Errorf("check-config shows a header's value:\n%s", &stderr)
 	}
 	time.Sleep(100 * time.Millisecond) // a connection made would have been accepted by now
 	if n := dials.Load(); n != 0 {

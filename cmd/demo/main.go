@@ -206,7 +206,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
-	b, err := daemon.New(cfg, log.With("process", "bridge"), daemon.BuildInfo{}) // its parts add "component"
+	// Tracing as the bridge takes it: from the OTEL_* variables (a local collector's
+	// OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 shows the events' traces), off without them.
+	tr, err := config.TracingFromEnv()
+	if err != nil {
+		return fmt.Errorf("demo tracing configuration:\n%w", err)
+	}
+	b, err := daemon.New(cfg, log.With("process", "bridge"), daemon.BuildInfo{}, daemon.WithTracing(tr)) // its parts add "component"
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/publish"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/service"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/units"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -68,12 +69,29 @@ type Daemon struct {
 	parts []part
 	// streamsLog is for provisioning the JetStream streams (component "streams").
 	streamsLog *slog.Logger
+	// tracing exports the parts' spans (off unless configured, WithTracing); Run shuts it down last.
+	tracing *tracing.Provider
 }
+
+// Option changes how New builds the daemon.
+type Option func(*options)
+
+type options struct {
+	tracing config.Tracing
+}
+
+// WithTracing turns tracing on as t says (config.TracingFromEnv); without it the daemon records no
+// span.
+func WithTracing(t config.Tracing) Option { return func(o *options) { o.tracing = t } }
 
 // New builds the components. It connects to NATS (in the background if no server is reachable yet)
 // but does not contact the upstream. Every component logs to log with its own "component" attribute, so
 // log should carry none.
-func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) {
+func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (*Daemon, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if info.Version == "" {
 		info.Version = "dev"
 	}
@@ -98,6 +116,11 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		return nil, err
 	}
 	d.ops.instrument(apiClient, streamClient)
+	d.tracing, err = tracing.New(context.Background(), o.tracing, d.ops.reg, log.With("component", "tracing"), info.Version)
+	if err != nil {
+		return nil, err
+	}
+	d.ops.trace(d.tracing, apiClient, streamClient)
 	d.token = &tokens{}
 	d.token.src = upstream.NewTokenSource(upstream.TokenConfig{
 		TokenURL:      cfg.TokenURL,
@@ -141,6 +164,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 			UnavailableRetry: cfg.UnavailableRetry,
 			MaxRetryHint:     cfg.StreamRetryHintMax,
 			Logger:           log.With("component", "stream"),
+			Tracer:           d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/upstream"),
 		},
 		StreamMetrics:   d.ops.metrics.stream,
 		Metrics:         d.ops.metrics.publish,
@@ -152,6 +176,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo) (*Daemon, error) 
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		ReconnectGrace:  2*cfg.ReconnectMin + 2*time.Second,
 		Logger:          log,
+		Tracer:          d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/publish"),
 	})
 	if err != nil {
 		d.nc.Close()
@@ -379,6 +404,11 @@ func (d *Daemon) HTTPAddr() string { return d.ops.httpAddr() }
 // a clean stop, and the reason otherwise (a part failed, or the NATS connection closed for good).
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.closeNATS()
+	defer func() { // after a failed start; a stop has exported the spans already
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = d.tracing.Shutdown(sctx)
+	}()
 	stopHTTP, err := d.ops.start(ctx)
 	if err != nil {
 		return err
@@ -426,6 +456,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if derr := drain(dctx, d.nc); derr != nil {
 		d.log.Warn("NATS drain incomplete", "err", derr)
+	}
+	// The spans of everything that stopped are exported last, within the same timeout.
+	if terr := d.tracing.Shutdown(dctx); terr != nil {
+		d.log.Warn("spans not all exported at stop", "err", terr)
 	}
 	return err
 }

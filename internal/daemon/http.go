@@ -15,6 +15,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 )
 
 // ops is the bridge's operational side: the metrics registry, the liveness and readiness checks, and the
@@ -70,6 +71,20 @@ func urlKey(u *url.URL) string { return u.Scheme + "://" + u.Host + u.EscapedPat
 func (o *ops) instrument(clients ...*http.Client) {
 	for _, c := range clients {
 		c.Transport = o.metrics.upstream.InstrumentTransport(c.Transport, o.operation)
+	}
+}
+
+// trace wraps the transports of the upstream HTTP clients so that every request is a client span named
+// after its configured URL's path (tracing.Transport); with tracing off it changes nothing.
+func (o *ops) trace(p *tracing.Provider, clients ...*http.Client) {
+	templates := map[string]string{}
+	for _, raw := range []string{o.d.cfg.TokenURL, o.d.cfg.StreamURL(), o.d.cfg.ReportURL()} {
+		if u, err := url.Parse(raw); err == nil {
+			templates[urlKey(u)] = u.EscapedPath()
+		}
+	}
+	for _, c := range clients {
+		c.Transport = p.Transport(c.Transport, func(req *http.Request) string { return templates[urlKey(req.URL)] })
 	}
 }
 

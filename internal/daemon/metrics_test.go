@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
@@ -96,6 +97,6 @@ func BenchmarkPerEvent(b *testing.B) {
 		m.stream.Heartbeat()
 		m.stream.Received(ev)
 		m.publish.Published(types[i%len(types)])
-		m.publish.AckLatency(time.Millisecond)
+		m.publish.AckLatency(time.Millisecond, trace.TraceID{})
 	}
 }

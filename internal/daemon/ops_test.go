@@ -47,8 +47,8 @@ func opsStartBridge(t *testing.T, cfg *config.Config) *opsBridge {
 	return opsStartBridgeWith(t, cfg, nil)
 }
 
-// opsStartBridgeWith is opsStartBridge with a hook called between New and Run.
-func opsStartBridgeWith(t *testing.T, c *config.Config, hook func(*opsBridge)) *opsBridge {
+// opsStartBridgeWith is opsStartBridge with a hook called between New and Run, and New's options.
+func opsStartBridgeWith(t *testing.T, c *config.Config, hook func(*opsBridge), opts ...Option) *opsBridge {
 	t.Helper()
 	cfg := *c // the caller's may start another bridge
 	if err := cfg.Validate(); err != nil {
@@ -60,7 +60,7 @@ func opsStartBridgeWith(t *testing.T, c *config.Config, hook func(*opsBridge)) *
 	}
 	logs := &testutil.Buffer{}
 	log := logging.New(logs, cfg.LogFormat, cfg.SlogLevel())
-	b, err := New(&cfg, log, BuildInfo{})
+	b, err := New(&cfg, log, BuildInfo{}, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

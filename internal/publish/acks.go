@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -173,6 +174,8 @@ type slot struct {
 	// Written by the publisher before the publish, read by the reply handler while it holds the slot.
 	token string // the event's type token, "" for dead letters
 	sent  time.Time
+	at    time.Time  // the event's own timestamp, zero when it has none
+	span  trace.Span // the event's span, nil with tracing off
 }
 
 func newAcks(nc *nats.Conn, slots int, obs Observer) (*acks, error) {
@@ -211,9 +214,9 @@ func (a *acks) reply(seq uint64) string {
 }
 
 // start marks seq in flight; it must precede the publish.
-func (a *acks) start(seq uint64, token string, sent time.Time) {
+func (a *acks) start(seq uint64, token string, sent, at time.Time, span trace.Span) {
 	s := a.slot(seq)
-	s.token, s.sent = token, sent
+	s.token, s.sent, s.at, s.span = token, sent, at, span
 	s.state.Store(seq << 2)
 }
 
@@ -271,8 +274,14 @@ func (a *acks) handle(m *nats.Msg) {
 	}
 	// Tell the observer while holding the slot: once acked, the entry can leave the window, and whoever
 	// waits for it (Resume) may rely on the event having been counted.
+	if s.span != nil {
+		endAcked(s.span, m.Data, dup, 0)
+	}
 	if s.token != "" {
-		a.obs.AckLatency(time.Since(s.sent))
+		a.obs.AckLatency(time.Since(s.sent), traceID(s.span))
+		if !s.at.IsZero() {
+			a.obs.Freshness(time.Since(s.at))
+		}
 		if dup {
 			a.obs.Duplicate(s.token)
 		} else {

@@ -65,7 +65,7 @@ func TestAcksLateAnswer(t *testing.T) {
 	ok := func(seq uint64) *nats.Msg {
 		return &nats.Msg{Subject: a.reply(seq), Data: []byte(`{"stream":"S","seq":1}`)}
 	}
-	a.start(1, "GATE_IN", time.Now())
+	a.start(1, "GATE_IN", time.Now(), time.Time{}, nil)
 	a.fail(1, errAckTimeout)
 	if done, err := a.outcome(1); !done || !errors.Is(err, errAckTimeout) {
 		t.Fatalf("outcome(1) = %v, %v after a timeout", done, err)
@@ -74,7 +74,7 @@ func TestAcksLateAnswer(t *testing.T) {
 	if obs.published.Load() != 0 {
 		t.Fatal("a late answer for a failed entry was counted")
 	}
-	a.start(5, "ARRIVED", time.Now()) // same slot as 1
+	a.start(5, "ARRIVED", time.Now(), time.Time{}, nil) // same slot as 1
 	a.handle(ok(1))
 	if done, _ := a.outcome(5); done {
 		t.Fatal("an answer for seq 1 settled seq 5 in the same slot")
@@ -108,7 +108,7 @@ func TestAcksFromServer(t *testing.T) {
 	}
 	defer a.close()
 	for seq := uint64(0); seq < 2; seq++ {
-		a.start(seq, "X", time.Now())
+		a.start(seq, "X", time.Now(), time.Time{}, nil)
 		if err := e.nc.PublishMsg(&nats.Msg{Subject: "lim.x", Reply: a.reply(seq), Data: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
@@ -80,6 +81,8 @@ type EventsConfig struct {
 	// Logger carries no "component" attribute: the event path logs as "leader", its publishers as
 	// "publish", the lease as "lease".
 	Logger *slog.Logger
+	// Tracer records every term's event spans; nil with tracing off.
+	Tracer trace.Tracer
 }
 
 // term is one period of leadership.
@@ -388,6 +391,7 @@ func (e *Events) newPublisher() (*Publisher, error) {
 		Logger:       e.pubLog,
 		Observer:     e.published,
 		Confirm:      e.lease.Confirm,
+		Tracer:       cfg.Tracer,
 	})
 }
 

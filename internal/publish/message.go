@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -66,6 +68,11 @@ type message struct {
 	ownID   string // Bridge-Stream-Id (header form), "" if none
 	data    []byte
 	dead    *nats.Msg // a dead letter, built once
+	// at is the event's own timestamp, when it is an RFC 3339 time (for bridge_event_freshness_seconds).
+	at time.Time
+	// tp and ts are traceparent and tracestate: the context of the event's span (trace.go), "" with
+	// tracing off.
+	tp, ts string
 }
 
 // messages is the state of the message step: the subjects, the message of every first send with its
@@ -126,10 +133,12 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = logging.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
-	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader && rfc3339.Valid(f.Timestamp) {
-		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
-		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
-		e.time = strings.ToUpper(f.Timestamp)
+	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader {
+		if at, _, _, ok := rfc3339.Parse(f.Timestamp); ok {
+			// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
+			// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
+			e.time, e.at = strings.ToUpper(f.Timestamp), at
+		}
 	}
 	if ev.ResumeID != in.rawID {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
@@ -140,7 +149,7 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	// fence's under 100 and its subject's base; ce-id and ce-type may be percent-encoded (at most three
 	// times as long). Only an event near the bound is measured exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
-		len(e.after) + len(e.ownID)
+		len(e.after) + len(e.ownID) + 24 + len(e.tp) + len(e.ts)
 	payload := p.nc.MaxPayload()
 	if max := layout.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
 		int64(layout.MsgSize(&p.msgs.msg)) > max {
@@ -185,6 +194,8 @@ const (
 	hStreamID
 	hFenceSeq
 	hFenceSubject
+	hTraceparent
+	hTracestate
 	numHeaders
 )
 
@@ -194,6 +205,7 @@ var headerNames = [numHeaders]string{
 	hCEID: "ce-id", hSource: "ce-source",
 	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
 	hFenceSeq: jetstream.ExpectedLastSubjSeqHeader, hFenceSubject: jetstream.ExpectedLastSubjSeqSubjHeader,
+	hTraceparent: carrier.Traceparent, hTracestate: carrier.Tracestate,
 }
 
 // newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
@@ -233,6 +245,8 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hTime, e.time, e.time != "")
 	s.set(hResumeAfter, e.after, e.after != "")
 	s.set(hStreamID, e.ownID, e.ownID != "")
+	s.set(hTraceparent, e.tp, e.tp != "")
+	s.set(hTracestate, e.ts, e.ts != "")
 	if s.fence.on() {
 		subject, seq := s.fence.check(e.seq)
 		s.set(hFenceSeq, seq, true)
@@ -337,14 +351,21 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	if e.resumeH != "" && e.resumeH != id {
 		h[HeaderStreamID] = []string{e.resumeH}
 	}
+	if e.tp != "" {
+		h[carrier.Traceparent] = []string{e.tp}
+		if e.ts != "" {
+			h[carrier.Tracestate] = []string{e.ts}
+		}
+	}
 	m := &nats.Msg{Subject: p.msgs.dlq, Header: h, Data: body}
 	if layout.Fit(m, layout.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
 		reason = m.Header.Get(layout.HeaderError)
 	}
 	p.log.Warn("event dead-lettered", "event_id", id, "subject", p.msgs.dlq, "err", reason)
 	p.cfg.Observer.DeadLettered(code)
-	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, noID: e.noID,
-		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m}}
+	deadLetterSpan(e, code, reason)
+	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, noID: e.noID, span: e.span,
+		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m, tp: e.tp, ts: e.ts}}
 }
 
 // readLimits reads the max_msg_size of the events stream and of the stream that stores the events' dead

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/metrics"
 )
@@ -31,6 +32,7 @@ var deadLetterReasons = []string{ReasonNotJSON, ReasonOversize, ReasonMaxPayload
 type Metrics struct {
 	published   typeCounters
 	ack         prometheus.Histogram
+	fresh       prometheus.Histogram
 	retries     prometheus.Counter
 	deadLetters map[string]prometheus.Counter // every one of deadLetterReasons
 	duplicates  atomic.Uint64                 // bridge_events_duplicates_total, and /status
@@ -55,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.ack = prometheus.NewHistogram(prometheus.HistogramOpts{Name: metrics.Namespace + "_publish_ack_seconds",
 		Help:    "Time from publishing an event to its JetStream acknowledgement.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15)}) // 0.5 ms … 8 s
+	m.fresh = prometheus.NewHistogram(prometheus.HistogramOpts{Name: metrics.Namespace + "_event_freshness_seconds",
+		Help: "Time from an event's own timestamp to its JetStream acknowledgement (events whose timestamp " +
+			"is an RFC 3339 time; one dated ahead counts as 0).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20)}) // 10 ms … 1.5 h
 	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "_publish_retries_total",
 		Help: "Publishes sent again after a failed or unacknowledged attempt."})
 	duplicates := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metrics.Namespace + "_events_duplicates_total",
@@ -71,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, t := range []string{"lease", "fence"} {
 		m.foreign[t] = foreign.WithLabelValues(t)
 	}
-	reg.MustRegister(published, deadLetters, m.ack, m.retries, duplicates, foreign)
+	reg.MustRegister(published, deadLetters, m.ack, m.fresh, m.retries, duplicates, foreign)
 	return m
 }
 
@@ -84,8 +90,18 @@ func (m *Metrics) Duplicate(string) { m.duplicates.Add(1) }
 // Duplicates returns how many events were found stored before since start-up (see Duplicate).
 func (m *Metrics) Duplicates() uint64 { return m.duplicates.Load() }
 
-// AckLatency implements Observer.
-func (m *Metrics) AckLatency(d time.Duration) { m.ack.Observe(d.Seconds()) }
+// AckLatency implements Observer. An event with a sampled trace leaves its trace id as the bucket's
+// exemplar, which /metrics shows in the OpenMetrics format.
+func (m *Metrics) AckLatency(d time.Duration, traceID trace.TraceID) {
+	if !traceID.IsValid() {
+		m.ack.Observe(d.Seconds())
+		return
+	}
+	m.ack.(prometheus.ExemplarObserver).ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID.String()})
+}
+
+// Freshness implements Observer.
+func (m *Metrics) Freshness(d time.Duration) { m.fresh.Observe(max(d, 0).Seconds()) }
 
 // DeadLettered implements Observer; a reason outside the Reason* constants counts as "other".
 func (m *Metrics) DeadLettered(reason string) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -64,7 +65,7 @@ func TestPerEventMetricsDoNotAllocate(t *testing.T) {
 	for name, f := range map[string]func(){
 		"Published":  func() { m.Published("GATE_IN") },
 		"Duplicate":  func() { m.Duplicate("GATE_IN") },
-		"AckLatency": func() { m.AckLatency(time.Millisecond) },
+		"AckLatency": func() { m.AckLatency(time.Millisecond, trace.TraceID{}) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s allocates %v times per call", name, n)
@@ -85,7 +86,7 @@ func TestPublishMetricsLabels(t *testing.T) {
 	m.ForeignLeaseWrite()
 	m.ForeignLeaseWrite()
 	m.Duplicate("GATE_IN")
-	m.AckLatency(3 * time.Millisecond)
+	m.AckLatency(3*time.Millisecond, trace.TraceID{})
 	m.Published("BAD\xff")
 	for _, tc := range []struct {
 		name   string

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
@@ -23,8 +25,11 @@ type Observer interface {
 	// Handle goroutine.
 	Duplicate(typeToken string)
 	// AckLatency is told how long an event's acknowledgement took, just before Published or Duplicate and
-	// from the same goroutine.
-	AckLatency(d time.Duration)
+	// from the same goroutine; traceID is the event's sampled trace (zero when none), for an exemplar.
+	AckLatency(d time.Duration, traceID trace.TraceID)
+	// Freshness is told, with AckLatency, how long after its own timestamp an event was stored, for an
+	// event with an RFC 3339 timestamp.
+	Freshness(d time.Duration)
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)
 	PublishRetried(err error)
@@ -65,6 +70,9 @@ type Config struct {
 	Source   string
 	Logger   *slog.Logger
 	Observer Observer
+	// Tracer, when set, records a span per event and puts its context on the event's message
+	// (trace.go); nil leaves tracing out of the event path altogether.
+	Tracer trace.Tracer
 }
 
 // withDefaults returns the configuration with its zero fields set to their defaults.
@@ -138,9 +146,10 @@ func (d *duplicateLog) logRun(typeToken, foundBy, id string) {
 // nopObserver is the Observer of a Config without one.
 type nopObserver struct{}
 
-func (nopObserver) Published(string)         {}
-func (nopObserver) Duplicate(string)         {}
-func (nopObserver) AckLatency(time.Duration) {}
-func (nopObserver) DeadLettered(string)      {}
-func (nopObserver) PublishRetried(error)     {}
-func (nopObserver) ForeignFenceWrite()       {}
+func (nopObserver) Published(string)                        {}
+func (nopObserver) Duplicate(string)                        {}
+func (nopObserver) AckLatency(time.Duration, trace.TraceID) {}
+func (nopObserver) Freshness(time.Duration)                 {}
+func (nopObserver) DeadLettered(string)                     {}
+func (nopObserver) PublishRetried(error)                    {}
+func (nopObserver) ForeignFenceWrite()                      {}

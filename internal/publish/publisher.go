@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -39,6 +40,10 @@ type Publisher struct {
 	cursor  cursor    // cursor.go: the resume point, and the events stored beyond it
 	fence   fence     // fence.go: the check every event carries once Claim stored this leader's markers
 	failing bool      // recover.go: publishing failed and is being retried (logged once per run)
+	// The options of the events' spans, made once per connection of the stream (trace.go); Handle's own,
+	// used before it takes mu.
+	spanOpts []trace.SpanStartOption
+	spanConn trace.SpanContext
 }
 
 // New returns a Publisher over the connection nc.
@@ -87,9 +92,16 @@ func (p *Publisher) LastResumeID() string {
 // (cursor.go) or built into its message (message.go), sent (send.go), and the acknowledgements that came
 // meanwhile settled (acks.go).
 func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
+	var span trace.Span // the event's (trace.go); it covers the wait for room in the window too
+	if p.cfg.Tracer != nil {
+		span = p.startSpan(ctx)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.room(ctx); err != nil {
+		if span != nil {
+			endUnsent(span, err)
+		}
 		return err
 	}
 	in := p.read(&ev)
@@ -100,8 +112,17 @@ func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 	if p.cursor.stored(in.id) {
 		e.id = in.id // stored already: nothing to send, but a later replay may repeat it (tail)
 		p.dups.skipped(in.token, in.id)
+		if span != nil {
+			endUnsent(span, nil)
+		}
 	} else {
+		if span != nil {
+			traceEntry(e, span)
+		}
 		m = p.build(e, &ev, &in)
+		if e.span != nil {
+			p.describeSpan(e)
+		}
 	}
 	p.send(e, m)
 	return p.settleReady(ctx)

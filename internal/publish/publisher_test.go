@@ -16,6 +16,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // testEnv is an embedded nats-server with the bridge's streams and a client connection.
@@ -328,12 +329,13 @@ type countingObserver struct {
 	published, duplicates, retried, latencies, foreign atomic.Int64
 }
 
-func (o *countingObserver) Published(string)         { o.published.Add(1) }
-func (o *countingObserver) Duplicate(string)         { o.duplicates.Add(1) }
-func (o *countingObserver) AckLatency(time.Duration) { o.latencies.Add(1) }
-func (o *countingObserver) DeadLettered(string)      {}
-func (o *countingObserver) PublishRetried(error)     { o.retried.Add(1) }
-func (o *countingObserver) ForeignFenceWrite()       { o.foreign.Add(1) }
+func (o *countingObserver) Published(string)                        { o.published.Add(1) }
+func (o *countingObserver) Duplicate(string)                        { o.duplicates.Add(1) }
+func (o *countingObserver) AckLatency(time.Duration, trace.TraceID) { o.latencies.Add(1) }
+func (o *countingObserver) Freshness(time.Duration)                 {}
+func (o *countingObserver) DeadLettered(string)                     {}
+func (o *countingObserver) PublishRetried(error)                    { o.retried.Add(1) }
+func (o *countingObserver) ForeignFenceWrite()                      { o.foreign.Add(1) }
 
 // TestPublishUnansweredOrRefused: while the events stream is missing, publishes get no acknowledgement
 // (a core subscriber has interest in the subjects, so the server sends nothing back) or JetStream's

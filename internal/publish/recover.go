@@ -27,12 +27,19 @@ func (p *Publisher) recover(ctx context.Context) error {
 	for p.win.n > 0 {
 		e := p.win.at(0)
 		resent := e.err != nil
+		var (
+			ack   *jetstream.PubAck
+			found bool
+			tries int
+		)
 		for attempt := 0; e.err != nil; attempt++ {
 			if e.err == errFoundStored {
-				e.err = nil
+				e.err, found = nil, true
+				spanEvent(e, spanFoundStored)
 				break
 			}
 			if p.fencedOut(e) {
+				spanEvent(e, spanFenced)
 				// Refused, so not stored: sent again at once once its subject is claimed again.
 				if err := p.reclaim(ctx, e); err != nil {
 					return err
@@ -42,8 +49,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 			} else if !send {
 				continue
 			}
+			spanEvent(e, spanRetry)
+			tries++
 			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-			_, e.err = p.js.PublishMsg(pctx, p.rebuild(e))
+			ack, e.err = p.js.PublishMsg(pctx, p.rebuild(e))
 			cancel()
 			if e.err != nil && ctx.Err() != nil {
 				return ctx.Err()
@@ -56,8 +65,19 @@ func (p *Publisher) recover(ctx context.Context) error {
 		}
 		// A resend JetStream calls a duplicate is the earlier send, stored but unanswered: published.
 		if resent && e.token != "" {
-			p.cfg.Observer.AckLatency(time.Since(e.sent))
+			p.cfg.Observer.AckLatency(time.Since(e.sent), traceID(e.span))
+			if !e.at.IsZero() {
+				p.cfg.Observer.Freshness(time.Since(e.at))
+			}
 			p.cfg.Observer.Published(e.token)
+		}
+		if resent && e.span != nil {
+			var seq uint64
+			dup := false
+			if ack != nil && !found {
+				seq, dup = ack.Sequence, ack.Duplicate
+			}
+			endStored(e.span, seq, dup, tries)
 		}
 		p.pop()
 	}

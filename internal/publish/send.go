@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The third step of Handle: the event's entry joins the window, and its message is published
@@ -37,6 +38,9 @@ type pending struct {
 	sent    time.Time
 	done    bool  // the outcome is known
 	err     error // the publish failed
+	// span is the event's span (trace.go), nil with tracing off: ended by the acknowledgement's handler
+	// (acks.go), or by recover once a failed publish is stored.
+	span trace.Span
 }
 
 // send adds e, filled in the window's next slot, to the window and publishes m, its message,
@@ -52,7 +56,7 @@ func (p *Publisher) send(e *pending, m *nats.Msg) {
 	}
 	m.Reply = p.acks.reply(e.seq)
 	e.sent = time.Now()
-	p.acks.start(e.seq, e.token, e.sent)
+	p.acks.start(e.seq, e.token, e.sent, e.at, e.span)
 	err := p.nc.PublishMsg(m)
 	m.Reply = ""
 	if err != nil {

@@ -14,6 +14,10 @@ import (
 	"unsafe"
 
 	"github.com/launchdarkly/eventsource"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
@@ -58,6 +62,9 @@ type StreamConfig struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of connection changes (for metrics).
 	Observer StreamObserver
+	// Tracer, when set, records a span of every connection, from its token to its end; the sink's Handle
+	// gets a context holding it, so that every event's span can link to it. Nil with tracing off.
+	Tracer trace.Tracer
 }
 
 // StreamObserver receives the stream's state changes. Connected, Disconnected and Received are called
@@ -267,6 +274,11 @@ type conn struct {
 
 // connect makes one connection and reads it until it ends.
 func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn) {
+	var span trace.Span
+	if s.cfg.Tracer != nil {
+		ctx, span = s.startConnect(ctx, resume)
+		defer func() { endConnect(span, c.err, ctx.Err() != nil) }() // once connected, when the connection ends
+	}
 	tok, err := s.cfg.Tokens.Token(ctx)
 	if err != nil {
 		c.err = err
@@ -310,6 +322,9 @@ func (s *Stream) connect(ctx context.Context, resume string, sink Sink) (c conn)
 	}
 
 	c.connected = true
+	if span != nil {
+		span.AddEvent("connected")
+	}
 	s.setState(StateConnected, nil)
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Connected()
@@ -467,4 +482,30 @@ func disconnectReason(err error) string {
 	default:
 		return DisconnectError
 	}
+}
+
+// startConnect starts the span of one connection attempt: it lasts as long as the connection, so that
+// a trace shows when each was open and why it ended; the request itself is its child (the HTTP client's
+// span, when tracing wraps the client's transport).
+func (s *Stream) startConnect(ctx context.Context, resume string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attribute.Bool("bridge.stream.resumed", resume != "")}
+	if resume != "" {
+		attrs = append(attrs, attribute.String("bridge.stream.resume_after", logging.Value(resume, 256)))
+	}
+	return s.cfg.Tracer.Start(ctx, "stream connection", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrs...))
+}
+
+// endConnect ends a connection's span with the reason it ended; a connection the bridge closed to stop
+// (stopping) is no error.
+func endConnect(span trace.Span, err error, stopping bool) {
+	if stopping {
+		span.SetAttributes(attribute.String("bridge.stream.disconnect", "stop"))
+	} else if err != nil {
+		span.SetAttributes(attribute.String("bridge.stream.disconnect", disconnectReason(err)))
+		span.SetStatus(codes.Error, logging.Value(err.Error(), 256))
+	} else {
+		span.SetAttributes(attribute.String("bridge.stream.disconnect", DisconnectEOF))
+	}
+	span.End()
 }

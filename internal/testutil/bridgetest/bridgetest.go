@@ -47,6 +47,8 @@ type Options struct {
 	NATS func(*server.Options)
 	// Log receives the bridge's logs (JSON, debug level); nil discards them.
 	Log io.Writer
+	// Tracing turns the bridge's tracing on (a testutil.OTLPReceiver's URL as TracesURL, say).
+	Tracing config.Tracing
 }
 
 // Bridge is a running bridge with its NATS server and upstream.
@@ -146,7 +148,7 @@ func Launch(o Options) (b *Bridge, err error) {
 	if logs == nil {
 		logs = io.Discard
 	}
-	d, err := daemon.New(cfg, logging.New(logs, "json", slog.LevelDebug), daemon.BuildInfo{})
+	d, err := daemon.New(cfg, logging.New(logs, "json", slog.LevelDebug), daemon.BuildInfo{}, daemon.WithTracing(o.Tracing))
 	if err != nil {
 		return nil, err
 	}

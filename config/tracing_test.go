@@ -1,0 +1,98 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTracingFromLookup: tracing is off unless an OTLP endpoint is set, OTEL_SDK_DISABLED and
+// OTEL_TRACES_EXPORTER=none turn it off, and the values are read as OpenTelemetry defines them.
+func TestTracingFromLookup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want Tracing
+	}{
+		{"unset", nil, Tracing{}},
+		{"base endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
+			Tracing{Enabled: true, TracesURL: "http://collector:4318/v1/traces"}},
+		{"base endpoint with path", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c.example/otlp/"},
+			Tracing{Enabled: true, TracesURL: "https://c.example/otlp/v1/traces"}},
+		{"traces endpoint wins", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/x"}, Tracing{Enabled: true, TracesURL: "http://b:4318/x"}},
+		{"disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_SDK_DISABLED": "TRUE"},
+			Tracing{TracesURL: "http://a:4318/v1/traces"}},
+		{"exporter none", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_TRACES_EXPORTER": "none"},
+			Tracing{TracesURL: "http://a:4318/v1/traces"}},
+		{"sampler and ratio", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+			"OTEL_TRACES_SAMPLER": "TraceIdRatio", "OTEL_TRACES_SAMPLER_ARG": "0.25", "OTEL_SERVICE_NAME": "gate-bridge",
+			"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500"},
+			Tracing{Enabled: true, TracesURL: "http://a:4318/v1/traces", ServiceName: "gate-bridge", Sampler: "traceidratio",
+				Ratio: 0.25, Timeout: 2500 * time.Millisecond}},
+		{"argument of another sampler ignored", map[string]string{"OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "x"},
+			Tracing{Sampler: "always_on"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if want.ServiceName == "" {
+				want.ServiceName = DefaultServiceName
+			}
+			if want.Sampler == "" {
+				want.Sampler = DefaultTracingSampler
+			}
+			if want.Ratio == 0 {
+				want.Ratio = 1
+			}
+			if want.Timeout == 0 {
+				want.Timeout = DefaultTracingTimeout
+			}
+			got, err := TracingFromLookup(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestTracingFromLookupProblems: every bad value is reported at once, each naming its variable, and no
+// problem shows a header's value or a URL's credentials.
+func TestTracingFromLookupProblems(t *testing.T) {
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT":        "grpc://collector:4317",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://user:s3cret@collector:4318/v1/traces",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":        "grpc",
+		"OTEL_EXPORTER_OTLP_HEADERS":         "api-key=s3cret,broken",
+		"OTEL_EXPORTER_OTLP_TIMEOUT":         "10s",
+		"OTEL_EXPORTER_OTLP_COMPRESSION":     "zstd",
+		"OTEL_SDK_DISABLED":                  "yes",
+		"OTEL_TRACES_EXPORTER":               "zipkin",
+		"OTEL_RESOURCE_ATTRIBUTES":           "team=yard,%zz",
+		"OTEL_TRACES_SAMPLER":                "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":            "1.5",
+	}
+	_, err := TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for k := range env {
+		if k == "OTEL_TRACES_SAMPLER" {
+			continue // valid: its argument is not
+		}
+		if !strings.Contains(msg, k+": ") {
+			t.Errorf("no problem names %s:\n%s", k, msg)
+		}
+	}
+	if strings.Contains(msg, "s3cret") {
+		t.Errorf("a problem shows a secret:\n%s", msg)
+	}
+	env = map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"}
+	if _, err := TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil ||
+		!strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER: ") {
+		t.Errorf("an unsupported sampler: %v", err)
+	}
+}

@@ -1,0 +1,162 @@
+package publish
+
+import (
+	"context"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
+)
+
+// An event's span (docs/operations.md#tracing): one producer span from the moment Handle takes the SSE
+// message to JetStream's acknowledgement of its message, in OpenTelemetry's messaging conventions. Its
+// context travels on the message as traceparent (and tracestate), the same on every send of it. With
+// Config.Tracer nil nothing here runs.
+
+// Span events of an event's span.
+const (
+	spanDuplicate    = "duplicate"     // JetStream acknowledged the message as a duplicate: stored before
+	spanDeadLettered = "dead_lettered" // the event went to P.dlq.events
+	spanFenced       = "fenced"        // JetStream refused the message by the leader's fence
+	spanFoundStored  = "found_stored"  // a failed publish found stored after all
+	spanRetry        = "retry"         // the message is sent again
+)
+
+// startSpan starts the span of an event as Handle takes it, linked to the span in ctx (the stream's
+// connection's: upstream.StreamConfig.Tracer). The event's span starts a trace of its own: a connection
+// lasts hours and carries millions of events. Its options are made once per connection, so that a span
+// that is not sampled costs the few allocations of the SDK's own.
+func (p *Publisher) startSpan(ctx context.Context) trace.Span {
+	conn := trace.SpanContextFromContext(ctx)
+	if p.spanOpts == nil || !conn.Equal(p.spanConn) {
+		p.spanConn = conn
+		p.spanOpts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer)}
+		if conn.IsValid() {
+			p.spanOpts = append(p.spanOpts, trace.WithLinks(trace.Link{SpanContext: conn}))
+		}
+	}
+	_, span := p.cfg.Tracer.Start(ctx, "send", p.spanOpts...)
+	return span
+}
+
+// traceEntry gives entry e the event's span and the context its message carries.
+func traceEntry(e *pending, span trace.Span) {
+	e.span = span
+	e.tp, e.ts = carrier.Format(span.SpanContext())
+}
+
+// endUnsent ends the span of an event that is not sent: found stored beyond the resume point, or
+// Handle stopped (err) before it could take it.
+func endUnsent(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.AddEvent(spanFoundStored)
+	}
+	span.End()
+}
+
+// describeSpan names the span after its message, once built: "send P.events.{type}.{unit}" for an
+// event, "send P.dlq.events" for a dead letter, with the message's attributes. Nothing in it comes from
+// the event's data but its id, type token and size.
+func (p *Publisher) describeSpan(e *pending) {
+	if !e.span.IsRecording() {
+		return // not sampled: nothing is recorded, and attributes would be copied for nothing
+	}
+	e.span.SetAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("send"))
+	if e.dead != nil {
+		e.span.SetName("send " + p.msgs.dlq)
+		e.span.SetAttributes(semconv.MessagingDestinationName(p.msgs.dlq), semconv.MessagingMessageID(e.id),
+			semconv.MessagingMessageBodySize(len(e.dead.Data)))
+		return
+	}
+	template := p.msgs.events + "{type}.{unit}"
+	e.span.SetName("send " + template)
+	e.span.SetAttributes(semconv.MessagingDestinationName(e.subject), semconv.MessagingDestinationTemplate(template),
+		semconv.MessagingMessageID(e.id), semconv.MessagingMessageBodySize(len(e.data)), tracing.KeyEventType.String(e.token))
+}
+
+// deadLetterSpan records on the span that the event was dead-lettered, and why.
+func deadLetterSpan(e *pending, code, reason string) {
+	if e.span == nil || !e.span.IsRecording() {
+		return
+	}
+	e.span.AddEvent(spanDeadLettered, trace.WithAttributes(attribute.String("reason", code)))
+	e.span.SetStatus(codes.Error, reason)
+}
+
+// spanEvent adds the event name to the entry's span.
+func spanEvent(e *pending, name string) {
+	if e.span != nil {
+		e.span.AddEvent(name)
+	}
+}
+
+// endAcked ends the span of a message JetStream acknowledged in reply d (a PubAck: its stream sequence
+// and whether it was a duplicate), after retries sends again.
+func endAcked(span trace.Span, d []byte, duplicate bool, retries int) {
+	if span.IsRecording() {
+		if seq := ackSeq(d); seq > 0 {
+			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
+		}
+		if retries > 0 {
+			span.SetAttributes(tracing.KeyRetries.Int(retries))
+		}
+		if duplicate {
+			span.AddEvent(spanDuplicate)
+		}
+	}
+	span.End()
+}
+
+// endStored ends the span of a message sent again once JetStream stored it (seq 0 when found stored
+// rather than acknowledged).
+func endStored(span trace.Span, seq uint64, duplicate bool, retries int) {
+	if span.IsRecording() {
+		if seq > 0 {
+			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
+		}
+		span.SetAttributes(tracing.KeyRetries.Int(retries))
+		if duplicate {
+			span.AddEvent(spanDuplicate)
+		}
+	}
+	span.End()
+}
+
+// ackSeq reads the "seq" member of a PubAck; 0 when it has none.
+func ackSeq(d []byte) uint64 {
+	var s jsonscan.Scanner
+	s.Reset(d)
+	if !s.Object() {
+		return 0
+	}
+	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
+		if jsonscan.EqualFold(key, esc, "seq") && s.Kind() == jsonscan.Number {
+			n, err := strconv.ParseUint(string(s.Number()), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return n
+		}
+		s.Skip()
+	}
+	return 0
+}
+
+// traceID returns the trace id of a sampled span, for an exemplar; the zero id otherwise.
+func traceID(span trace.Span) trace.TraceID {
+	if span == nil {
+		return trace.TraceID{}
+	}
+	if sc := span.SpanContext(); sc.IsSampled() {
+		return sc.TraceID()
+	}
+	return trace.TraceID{}
+}

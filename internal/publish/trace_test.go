@@ -1,0 +1,119 @@
+package publish
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
+	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
+)
+
+// TestEventSpans: every event sent gets one producer span, ended at its acknowledgement, whose context
+// its message carries (in lower case); a duplicate's span says so; a dead letter's span names P.dlq.events
+// and why; a span links to the span in Handle's context (the stream connection's).
+func TestEventSpans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: 16, Timeout: 2 * time.Second, Logger: discard(), Tracer: tp.Tracer("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	connCtx, conn := tp.Tracer("test").Start(ctx, "stream connection")
+	bad := upstream.Event{ID: "bad", ResumeID: "bad", Name: "GATE_IN", Data: []byte(`[1]`)}
+	for _, in := range []upstream.Event{ev("a", "GATE_IN"), ev("a", "GATE_IN"), bad} {
+		if err := p.Handle(connCtx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn.End()
+
+	var sends []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() != "stream connection" {
+			sends = append(sends, s)
+		}
+	}
+	if len(sends) != 3 {
+		t.Fatalf("%d spans ended, want 3", len(sends))
+	}
+	stored := e.messages(e.layout.Events())
+	dlq := e.messages(e.layout.DLQ())
+	if len(stored) != 1 || len(dlq) != 1 {
+		t.Fatalf("%d events stored and %d dead letters, want 1 and 1", len(stored), len(dlq))
+	}
+	attrs := func(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+		m := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			m[kv.Key] = kv.Value
+		}
+		return m
+	}
+	events := func(s sdktrace.ReadOnlySpan) []string {
+		var out []string
+		for _, e := range s.Events() {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	for i, s := range sends {
+		if s.SpanKind() != trace.SpanKindProducer || s.Parent().IsValid() {
+			t.Errorf("span %d: kind %v, parent %v; want a producer span starting its own trace", i, s.SpanKind(), s.Parent())
+		}
+		if l := s.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != conn.SpanContext().SpanID() {
+			t.Errorf("span %d: links %v, want the connection's", i, l)
+		}
+	}
+	var first, dup, dead sdktrace.ReadOnlySpan // the acknowledgements of two streams come in any order
+	for _, s := range sends {
+		switch {
+		case attrs(s)["messaging.message.id"].AsString() == "bad":
+			dead = s
+		case slices.Contains(events(s), spanDuplicate):
+			dup = s
+		default:
+			first = s
+		}
+	}
+	if first == nil || dup == nil || dead == nil {
+		t.Fatalf("spans: first %v, duplicate %v, dead letter %v", first != nil, dup != nil, dead != nil)
+	}
+	if got := carrier.SpanContext(stored[0].Header); got.SpanID() != first.SpanContext().SpanID() {
+		t.Errorf("the stored event names span %v, want %v", got.SpanID(), first.SpanContext().SpanID())
+	}
+	if a := attrs(first); first.Name() != "send tracking.events.{type}.{unit}" ||
+		a["messaging.destination.name"].AsString() != stored[0].Subject || a["messaging.nats.stream.sequence"].AsInt64() != int64(stored[0].Sequence) ||
+		a["messaging.message.id"].AsString() != "a" || a["messaging.system"].AsString() != "nats" {
+		t.Errorf("first span %q %v", first.Name(), a)
+	}
+	if a := attrs(dup); a["messaging.message.id"].AsString() != "a" {
+		t.Errorf("the duplicate's span %v", a)
+	}
+	if a := attrs(dead); dead.Name() != "send tracking.dlq.events" || !slices.Contains(events(dead), spanDeadLettered) ||
+		dead.Status().Code != codes.Error || a["messaging.destination.name"].AsString() != "tracking.dlq.events" {
+		t.Errorf("dead letter's span %q %v events %v status %v", dead.Name(), a, events(dead), dead.Status())
+	}
+	if got := carrier.SpanContext(dlq[0].Header); got.SpanID() != dead.SpanContext().SpanID() {
+		t.Errorf("the dead letter names span %v, want %v", got.SpanID(), dead.SpanContext().SpanID())
+	}
+}
