@@ -43,8 +43,8 @@ func TestArrivals(t *testing.T) {
 	}
 }
 
-// TestPace: a hundredth of the rate until the stream's rate is known; the view yields above MaxRate, and
-// takes its full rate again below four fifths of it.
+// TestPace: a hundredth of the rate until the stream's rate is known; the view yields above twice
+// MaxRate, and takes its full rate again below it.
 func TestPace(t *testing.T) {
 	v := New(nil, Config{MaxRate: 1000})
 	if v.yielding.Load() || v.limit.Limit() != 10 {
@@ -55,8 +55,8 @@ func TestPace(t *testing.T) {
 		yielding bool
 		limit    float64
 	}{
-		{-1, false, 10}, {500, false, 1000}, {1000, false, 1000}, {1001, true, 10}, {-1, true, 10},
-		{900, true, 10}, {800, true, 10}, {799, false, 1000}, {5000, true, 10}, {0, false, 1000},
+		{-1, false, 10}, {500, false, 1000}, {1500, false, 1000}, {2000, false, 1000}, {2001, true, 10},
+		{-1, true, 10}, {1500, true, 10}, {1000, true, 10}, {999, false, 1000}, {5000, true, 10}, {0, false, 1000},
 	} {
 		v.pace(c.arriving)
 		if v.yielding.Load() != c.yielding || float64(v.limit.Limit()) != c.limit {
@@ -65,7 +65,7 @@ func TestPace(t *testing.T) {
 		}
 	}
 	flood := New(nil, Config{MaxRate: 1000})
-	if flood.pace(3000); !flood.yielding.Load() || flood.limit.Limit() != 10 {
+	if flood.pace(2001); !flood.yielding.Load() || flood.limit.Limit() != 10 {
 		t.Errorf("a view started into a flood: yielding %v at %v a second, want true at 10", flood.yielding.Load(), flood.limit.Limit())
 	}
 	unlimited := New(nil, Config{MaxRate: -1})
@@ -75,19 +75,19 @@ func TestPace(t *testing.T) {
 	}
 }
 
-// TestViewYieldsToFlood: events stored faster than the view's MaxRate make it yield (Status.Yielding)
-// and take a hundredth of its rate; once they stop it takes the full rate again and the bucket holds every
-// unit's latest event. What yielding saves the event path is measured by cmd/bench, not here.
+// TestViewYieldsToFlood: events stored faster than twice the view's MaxRate make it yield
+// (Status.Yielding) and take a hundredth of its rate; once they stop it takes the full rate again. What
+// yielding saves the event path is measured by cmd/bench, not here; that the view catches up after a
+// backlog, by the other tests.
 func TestViewYieldsToFlood(t *testing.T) {
 	h := newTestHarness(t, false)
-	const maxRate = 1000
+	const maxRate = 100 // low, so that a busy machine's flood is one too
 	rv := h.startView(func(c *Config) { c.MaxRate = maxRate })
 	h.publish(h.nextID(), "PACE0000", "2026-04-02T00:00:00Z", false)
 	h.waitView(30 * time.Second)
 
-	// A flood of about three times maxRate (300 events every 100 ms, published asynchronously), until the
-	// view says it yields and two seconds beyond; a busy machine that cannot publish as fast still
-	// publishes faster than maxRate.
+	// A flood of 100 events every 100 ms, published asynchronously, until the view says it yields and a
+	// second beyond.
 	js, err := jetstream.New(h.connect())
 	if err != nil {
 		t.Fatal(err)
@@ -95,13 +95,12 @@ func TestViewYieldsToFlood(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	var sent []string
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; ; {
-			for range 300 {
+			for range 100 {
 				id := fmt.Sprintf("flood-%06d", i)
 				unit := fmt.Sprintf("PACE%04d", i%500)
 				m := nats.NewMsg(layout.EventSubject(h.streams.Prefix, "GATE_IN", layout.UnitToken(unit)))
@@ -111,10 +110,13 @@ func TestViewYieldsToFlood(t *testing.T) {
 					t.Errorf("publishing: %v", err)
 					return
 				}
-				sent = append(sent, id)
 				i++
 			}
-			<-js.PublishAsyncComplete()
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-stop:
+				return
+			}
 			select {
 			case <-stop:
 				return
@@ -122,30 +124,27 @@ func TestViewYieldsToFlood(t *testing.T) {
 			}
 		}
 	}()
-	testutil.Eventually(t, 30*time.Second, "the view yields while the flood lasts", func() bool {
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+	testutil.Eventually(t, 60*time.Second, "the view yields while the flood lasts", func() bool {
 		return rv.v.Status().Yielding
 	})
 	if got := float64(rv.v.limit.Limit()); got != maxRate*floodShare {
 		t.Errorf("while yielding the view takes %v events a second, want %v", got, maxRate*floodShare)
 	}
-	time.Sleep(2 * time.Second) // the flood goes on a while, the view yielding
+	time.Sleep(time.Second) // the flood goes on a while, the view yielding
 	close(stop)
 	wg.Wait()
-	<-js.PublishAsyncComplete()
 	testutil.Eventually(t, 30*time.Second, "the view takes its full rate again once the flood stops", func() bool {
 		return !rv.v.Status().Yielding
 	})
-	// Every flood event holds the same timestamp: the largest id of each unit is its latest.
-	h.mu.Lock()
-	for _, id := range sent {
-		var i int
-		fmt.Sscanf(id, "flood-%06d", &i)
-		unit := layout.UnitToken(fmt.Sprintf("PACE%04d", i%500))
-		at := time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC).UnixNano()
-		if w, ok := h.want[unit]; !ok || at > w.nanos || at == w.nanos && id > w.id {
-			h.want[unit] = wantValue{nanos: at, id: id, data: string(eventData(id, fmt.Sprintf("PACE%04d", i%500), "2026-04-02T00:00:00Z"))}
-		}
+	if got := float64(rv.v.limit.Limit()); got != maxRate {
+		t.Errorf("after the flood the view takes %v events a second, want %v", got, float64(maxRate))
 	}
-	h.mu.Unlock()
-	h.waitView(60 * time.Second)
 }

@@ -23,8 +23,8 @@ import (
 // measured at (docs/performance.md#the-units-view).
 const DefaultMaxRate = 3000
 
-// floodShare is the part of Config.MaxRate a view takes while events arrive faster than MaxRate (a flood,
-// a replay): each event the view applies costs about 90 µs of processor time between the bridge and
+// floodShare is the part of Config.MaxRate a view takes while events arrive faster than twice MaxRate (a
+// flood, a replay): each event the view applies costs about 90 µs of processor time between the bridge and
 // nats-server; at the full rate that took a tenth of a flood's throughput from the event path, at a tenth
 // of it still a twentieth (docs/performance.md#the-units-view). A trickle, not a stop, keeps the view
 // alive through a flood that does not end. It catches up once the events slow down.
@@ -52,9 +52,9 @@ type Config struct {
 	// zero: no bound.
 	StopTimeout time.Duration
 	// MaxRate is the most events a second this bridge takes from the stream (DefaultMaxRate when zero; no
-	// limit when negative). While the stream stores events faster than that (a flood, a replay), the view
-	// yields the processors to the event path: it takes a hundredth of MaxRate until they slow down, then
-	// catches up.
+	// limit when negative). While the stream stores events faster than twice that (a flood, a replay),
+	// the view yields the processors to the event path: it takes a hundredth of MaxRate until they arrive
+	// slower than MaxRate, then catches up.
 	MaxRate float64
 	// BackoffMin and BackoffMax pace the retries of what failed: setting up, writes handed back (500ms, 10s).
 	BackoffMin, BackoffMax time.Duration
@@ -483,27 +483,29 @@ func (v *View) readLag(ctx context.Context, cons jetstream.Consumer, events jets
 }
 
 // pace sets the view's rate from the stream's storage rate (events a second; negative: not known yet).
-// It yields when events arrive faster than MaxRate, and takes the full rate again once they arrive at
-// less than four fifths of it: the gap keeps a rate near MaxRate from switching at every reading. Until
-// the first rate is known the view takes what it takes while yielding, without saying it yields.
+// It yields when events arrive faster than twice MaxRate (a flood, where the event path needs the
+// processors; a steady rate the view cannot keep up with on its own, between MaxRate and twice it, is no
+// flood, nor the bursts of a busy machine at 2,000 events a second), and takes the full rate again once
+// they arrive slower than MaxRate. Until the first rate is known the view takes what it takes while
+// yielding, without saying it yields.
 func (v *View) pace(arriving float64) {
 	if v.cfg.MaxRate <= 0 || arriving < 0 {
 		return
 	}
-	if !v.paced && arriving <= v.cfg.MaxRate {
+	if !v.paced && arriving <= 2*v.cfg.MaxRate {
 		v.paced = true
 		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate))
 		return
 	}
 	v.paced = true
 	switch {
-	case arriving > v.cfg.MaxRate && !v.yielding.Load():
+	case arriving > 2*v.cfg.MaxRate && !v.yielding.Load():
 		v.yielding.Store(true)
 		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate * floodShare))
 		v.log.Info("events arrive faster than the units view takes them: it yields to the event path and "+
 			"catches up when they slow down", "arriving_per_s", int(arriving), "max_rate", v.cfg.MaxRate,
 			"rate_while_yielding", v.cfg.MaxRate*floodShare)
-	case arriving < 0.8*v.cfg.MaxRate && v.yielding.Load():
+	case arriving < v.cfg.MaxRate && v.yielding.Load():
 		v.yielding.Store(false)
 		v.limit.SetLimit(rate.Limit(v.cfg.MaxRate))
 		v.log.Info("the units view takes events at its full rate again", "arriving_per_s", int(arriving),
