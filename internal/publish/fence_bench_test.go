@@ -64,26 +64,32 @@ func BenchmarkPublisherFence(b *testing.B) {
 					if _, err := p.Resume(ctx); err != nil {
 						b.Fatal(err)
 					}
-					events := make([]upstream.Event, b.N)
-					for i := range events {
-						id := fmt.Sprintf("ev-%012d", i)
-						events[i] = upstream.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
-							`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","observedLoadingUnit":{"loadingUnit":{"number":"MSKU%07d"}},"note":"%0200d"}}`,
-							id, i%1000, 0))}
-					}
-					b.ResetTimer()
-					start := time.Now()
-					for i := range events {
-						if err := p.Handle(ctx, events[i]); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if _, err := p.Resume(ctx); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+					benchHandle(ctx, b, p, b.N)
 				})
 			}
 		})
 	}
+}
+
+// benchHandle hands p n events of ~400 bytes (1,000 units), then waits until every one is stored, and
+// reports the events a second; the benchmark's timer runs from the first event.
+func benchHandle(ctx context.Context, b *testing.B, p *Publisher, n int) {
+	events := make([]upstream.Event, n)
+	for i := range events {
+		id := fmt.Sprintf("ev-%012d", i)
+		events[i] = upstream.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
+			`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","observedLoadingUnit":{"loadingUnit":{"number":"MSKU%07d"}},"note":"%0200d"}}`,
+			id, i%1000, 0))}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range events {
+		if err := p.Handle(ctx, events[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "events/s")
 }

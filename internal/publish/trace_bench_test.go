@@ -12,7 +12,6 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
-	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
 // BenchmarkPublisherTraced measures the unfenced publisher of BenchmarkPublisherFence with tracing off,
@@ -55,24 +54,7 @@ func BenchmarkPublisherTraced(b *testing.B) {
 			if _, err := p.Resume(ctx); err != nil {
 				b.Fatal(err)
 			}
-			events := make([]upstream.Event, b.N)
-			for i := range events {
-				id := fmt.Sprintf("ev-%012d", i)
-				events[i] = upstream.Event{ID: id, ResumeID: id, Name: "GATE_IN", Data: []byte(fmt.Sprintf(
-					`{"id":%q,"timestamp":"2026-11-22T10:00:00Z","type":"GATE_IN","orderId":"BO-1","positionId":"P-1","observation":{"location":"DEHAM-CTA","observedLoadingUnit":{"loadingUnit":{"number":"MSKU%07d"}},"note":"%0200d"}}`,
-					id, i%1000, 0))}
-			}
-			b.ResetTimer()
-			start := time.Now()
-			for i := range events {
-				if err := p.Handle(ctx, events[i]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if _, err := p.Resume(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+			benchHandle(ctx, b, p, b.N)
 		})
 	}
 }

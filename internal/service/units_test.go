@@ -371,26 +371,8 @@ func TestUnitsNotBusyWithUpstream(t *testing.T) {
 //
 //	go test -run XXX -bench BenchmarkUnitsGet -benchtime 5000x ./internal/service/
 func BenchmarkUnitsGet(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("BENCH_UNITS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ns := testutil.StartNATS(b, nil)
-	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
-
-	nc := ns.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := benchCount(b, "BENCH_UNITS", 100_000)
+	ctx, nc, js := benchUnitsService(b)
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: layout.UnitsBucket("tracking"), History: 1}); err != nil {
 		b.Fatal(err)
 	}
@@ -733,26 +715,8 @@ func TestUnitsEventsWhileRemoved(t *testing.T) {
 //
 //	go test -run XXX -bench BenchmarkUnitsEvents -benchtime 200x ./internal/service/
 func BenchmarkUnitsEvents(b *testing.B) {
-	n := 50_000
-	if v := os.Getenv("BENCH_UNIT_EVENTS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ns := testutil.StartNATS(b, nil)
-	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
-
-	nc := ns.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	n := benchCount(b, "BENCH_UNIT_EVENTS", 50_000)
+	ctx, nc, js := benchUnitsService(b)
 	if err := (layout.Streams{Prefix: "tracking"}).Ensure(ctx, js, true, slog.New(slog.DiscardHandler)); err != nil {
 		b.Fatal(err)
 	}
@@ -860,4 +824,35 @@ func TestUnitsEventsCluster(t *testing.T) {
 			t.Errorf("limit %d: %d consumers created, want 3 to 42 (a search)", limit, n)
 		}
 	}
+}
+
+// benchCount is the number in the environment variable name, or def when it is not set.
+func benchCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return n
+}
+
+// benchUnitsService runs a service on a NATS server of its own for the units benchmarks, and returns a
+// context that lasts the benchmark, and a caller's connection and JetStream.
+func benchUnitsService(b *testing.B) (context.Context, *nats.Conn, jetstream.JetStream) {
+	ns := testutil.StartNATS(b, nil)
+	svc := service.New(ns.Connect(), nil, service.Config{Prefix: "tracking", Concurrency: 32, Timeout: 10 * time.Second, Version: "1.0.0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(b, 5*time.Second, "service up", func() bool { return svc.Ready() == nil })
+	nc := ns.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ctx, nc, js
 }
