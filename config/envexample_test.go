@@ -101,7 +101,9 @@ var exampleAlternatives = map[string]string{
 // renderEnvExample renders deploy/bridge.env.example from the variables.
 func renderEnvExample(vars []envVar) string {
 	var b strings.Builder
-	b.WriteString(`# tracking-bridge configuration: every variable the bridge reads, with its default.
+	b.WriteString(`# tracking-bridge configuration: every BRIDGE_* variable the bridge reads, with its default. Tracing
+# takes OpenTelemetry's own OTEL_* variables, off unless an endpoint is set: 'bridge -h' and
+# docs/configuration.md list them.
 #
 # Generated from the Config struct by: go test ./config -run TestEnvExample -update-env-example
 # ('bridge -h' prints the same list). Use it with 'docker run --env-file', compose's env_file, or a
