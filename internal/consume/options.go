@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -103,6 +105,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of every delivery and outcome.
 	Observer Observer
+	// Tracer, when set, records a span per delivery of a report (trace.go), continuing the trace of its
+	// traceparent header; nil leaves tracing out of the report path altogether.
+	Tracer trace.Tracer
 }
 
 // check reports configuration errors, all at once.

@@ -200,6 +200,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (
 		StopTimeout: cfg.ShutdownTimeout,
 		Logger:      log.With("component", "reports"),
 		Observer:    d.ops.metrics.reports,
+		Tracer:      d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/consume"),
 	})}
 	if err := d.newAPI(log); err != nil {
 		d.nc.Close()
@@ -374,6 +375,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics.api,
+		Tracer:      d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/service"),
 		// Who may call what (docs/api.md): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),
