@@ -357,6 +357,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		return err
 	}
 	d.ops.instrument(client)
+	d.ops.trace(d.tracing, client) // each call a client span inside its request's server span
 	nc, st, err := connectNATS(d.cfg, natsAPIName, log.With("component", "nats-api"))
 	if err != nil {
 		return err
