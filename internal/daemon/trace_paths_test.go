@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,16 +103,22 @@ func upstreamCarries(up *simtest.Upstream, path, trace string) bool {
 // TestReportTraces: a report with a traceparent is processed in a consumer span of the caller's trace,
 // its parent the caller's span, with the messaging attributes and its acknowledgement; the upstream POST
 // is a client span inside it and the upstream's request carries the trace; a report without one starts
-// a trace; an invalid and a rejected report's spans say they were dead-lettered; a hostile traceparent
-// is ignored and never echoed.
+// a trace; an invalid and a rejected report's spans say they were dead-lettered; a report the upstream
+// answers 503 once has a span per delivery, both in the caller's trace, the first with its redelivery
+// and delay; a hostile traceparent is ignored and never echoed.
 func TestReportTraces(t *testing.T) {
 	t.Parallel()
 	rcv := testutil.NewOTLPReceiver(t)
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
+	var unavailable atomic.Bool // the next report "HH-TB 9" is answered 503 once
+	unavailable.Store(true)
 	up.Sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
-		if strings.Contains(string(body), "HH-TB 7") {
+		switch {
+		case strings.Contains(string(body), `HH-TB 7"`):
 			return 422, []string{"refused by the test"}, true
+		case strings.Contains(string(body), `HH-TB 9"`) && unavailable.CompareAndSwap(true, false):
+			return 503, []string{"unavailable for the test"}, true
 		}
 		return 0, nil, false
 	}})
@@ -165,6 +172,29 @@ func TestReportTraces(t *testing.T) {
 	if !contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
 		s.Attrs["bridge.report.outcome"] != "rejected" || s.Attrs["bridge.upstream.status_code"] != int64(422) {
 		t.Errorf("a rejected report's span: events %v status %v attrs %v", s.Events, s.Status, s.Attrs)
+	}
+
+	publishReport(t, ns.URL(), "redelivered-9", opsReport(up, 9), map[string]string{"traceparent": callerTP})
+	testutil.Eventually(t, 20*time.Second, "both deliveries' spans of redelivered-9", func() bool {
+		return len(rcv.Find(func(s testutil.ReceivedSpan) bool { return s.Attrs["messaging.message.id"] == "redelivered-9" })) == 2
+	})
+	for _, s := range rcv.Find(func(s testutil.ReceivedSpan) bool { return s.Attrs["messaging.message.id"] == "redelivered-9" }) {
+		if s.TraceID != callerTrace || s.Parent != callerSpan {
+			t.Errorf("a redelivered report's span: trace %s parent %s, want the caller's", s.TraceID, s.Parent)
+		}
+		switch s.Attrs["messaging.nats.delivery_count"] {
+		case int64(1):
+			if d, _ := s.Attrs["bridge.report.retry_delay_s"].(float64); !contains(s.Events, "redelivery") || d <= 0 ||
+				s.Attrs["bridge.report.outcome"] != "retry" || s.Attrs["bridge.upstream.status_code"] != int64(503) {
+				t.Errorf("the first delivery's span: events %v attrs %v", s.Events, s.Attrs)
+			}
+		case int64(2):
+			if !contains(s.Events, "acknowledged") {
+				t.Errorf("the second delivery's span: events %v attrs %v", s.Events, s.Attrs)
+			}
+		default:
+			t.Errorf("a span of redelivered-9 with delivery count %v", s.Attrs["messaging.nats.delivery_count"])
+		}
 	}
 
 	for i, tp := range hostileTraceparents {
