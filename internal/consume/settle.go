@@ -66,6 +66,9 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 
 	// The attempt is not cancelled when Run's context ends: a report being sent is finished and settled.
 	// Only a stop cut short at StopTimeout cancels it.
+	if span != nil && c.cfg.Sending != nil && span.SpanContext().IsSampled() {
+		c.cfg.Sending(body, span.SpanContext())
+	}
 	sctx, cancel := context.WithTimeout(attempt, c.attemptTimeout)
 	out := c.send.Send(sctx, body, idempotencyKey(msg, meta))
 	cancel()

@@ -102,7 +102,8 @@ func upstreamCarries(up *simtest.Upstream, path, trace string) bool {
 
 // TestReportTraces: a report with a traceparent is processed in a consumer span of the caller's trace,
 // its parent the caller's span, with the messaging attributes and its acknowledgement; the upstream POST
-// is a client span inside it and the upstream's request carries the trace; a report without one starts
+// is a client span inside it and the upstream's request carries the trace; the span of the event the
+// upstream streams back links to the report's; a report without one starts
 // a trace; an invalid and a rejected report's spans say they were dead-lettered; a report the upstream
 // answers 503 once has a span per delivery, both in the caller's trace, the first with its redelivery
 // and delay; a hostile traceparent is ignored and never echoed.
@@ -151,6 +152,22 @@ func TestReportTraces(t *testing.T) {
 	if !upstreamCarries(up, reportPath, callerTrace) {
 		t.Errorf("the upstream's report requests carried %q, none of trace %s", up.Traceparents()[reportPath], callerTrace)
 	}
+	// The upstream streams the reported event back: its span links to the report's.
+	reportLink := callerTrace + "/" + s.SpanID
+	testutil.EventuallyState(t, 15*time.Second, "the reported event's span linked to the report's", func() (bool, string) {
+		events := rcv.Find(func(e testutil.ReceivedSpan) bool { return e.Attrs["messaging.destination.name"] == "tracking.events.GATE_IN.MSCU1234565" })
+		for _, e := range events {
+			if contains(e.Links, reportLink) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d spans of the event, links %v", len(events), func() (l [][]string) {
+			for _, e := range events {
+				l = append(l, e.Links)
+			}
+			return
+		}())
+	})
 
 	publishReport(t, ns.URL(), "untraced-2", opsReport(up, 2), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "untraced-2")
