@@ -155,7 +155,9 @@ func TestReportTraces(t *testing.T) {
 	// The upstream streams the reported event back: its span links to the report's.
 	reportLink := callerTrace + "/" + s.SpanID
 	testutil.EventuallyState(t, 15*time.Second, "the reported event's span linked to the report's", func() (bool, string) {
-		events := rcv.Find(func(e testutil.ReceivedSpan) bool { return e.Attrs["messaging.destination.name"] == "tracking.events.GATE_IN.MSCU1234565" })
+		events := rcv.Find(func(e testutil.ReceivedSpan) bool {
+			return e.Attrs["messaging.destination.name"] == "tracking.events.GATE_IN.MSCU1234565"
+		})
 		for _, e := range events {
 			if contains(e.Links, reportLink) {
 				return true, ""

@@ -13,7 +13,9 @@ func TestReportedBounded(t *testing.T) {
 	sc := func(i int) trace.SpanContext {
 		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{byte(i + 1)}})
 	}
-	key := func(i int) ReportedKey { return ReportedKey{Subject: fmt.Sprintf("tracking.events.GATE_IN.U%d", i), At: int64(i)} }
+	key := func(i int) ReportedKey {
+		return ReportedKey{Subject: fmt.Sprintf("tracking.events.GATE_IN.U%d", i), At: int64(i)}
+	}
 	var none *Reported
 	none.Put(key(0), sc(0))
 	if _, ok := none.Take(key(0)); ok {
