@@ -479,7 +479,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			layout.HeaderError, publish.HeaderResumeAfter, publish.HeaderStreamID, publish.HeaderSSEEvent,
 			carrier.Traceparent, carrier.Tracestate})
 		_, names = headersOf("report")
-		sameSet(t, "header", "report", names, []string{jetstream.MsgIDHeader})
+		sameSet(t, "header", "report", names, []string{jetstream.MsgIDHeader, carrier.Traceparent, carrier.Tracestate})
 		_, names = headersOf("reportDeadLetter")
 		sameSet(t, "header", "reportDeadLetter", names, []string{jetstream.MsgIDHeader, layout.HeaderError,
 			layout.HeaderUpstreamStatus, layout.HeaderReportSequence, layout.HeaderReportTime,
@@ -515,6 +515,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 			"/components/schemas/EventDeadLetterHeaders/properties/Sse-Event":             publish.MaxSSEEventHeader,
 			"/components/schemas/BridgeError":                                             layout.MaxErrorHeader,
 			"/components/schemas/Tracestate":                                              carrier.MaxTracestate,
+			"/components/schemas/CallerTraceparent":                                       carrier.MaxTraceparent,
 			"/components/schemas/ApiRequestHeaders/properties/Bridge-Timeout":             service.MaxTimeoutHeader,
 			"/components/schemas/ApiRequestHeaders/properties/Idempotency-Key":            upstream.MaxIdempotencyKeyBytes,
 			"/components/schemas/ApiErrorHeaders/properties/Retry-After":                  service.MaxRetryAfterHeader,
@@ -630,7 +631,7 @@ func TestAsyncAPIDrift(t *testing.T) {
 				_, m := doc.message(t, r.Ref)
 				_, names := doc.headers(t, m)
 				sameSet(t, "request header", "operation "+id, names, []string{service.TimeoutHeader,
-					service.IdempotencyKeyHeader, service.RequestInfoHeader})
+					service.IdempotencyKeyHeader, service.RequestInfoHeader, carrier.Traceparent, carrier.Tracestate})
 			}
 			var replies []string
 			for _, r := range op.Reply.Messages {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 )
 
 // Headers of the API's requests and replies (docs/api.md).
@@ -235,6 +236,7 @@ func (c *Client) call(ctx context.Context, op string, req any, hdr nats.Header, 
 		msg.Header = nats.Header{}
 	}
 	msg.Header.Set(HeaderTimeout, max(left-timeoutMargin(left), time.Millisecond).Truncate(time.Millisecond).String())
+	carrier.Inject(ctx, msg.Header) // the caller's trace, when ctx holds a span: the bridge's span continues it
 	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 	"github.com/tracking-bridge/tracking-bridge/internal/validate"
 )
 
@@ -74,6 +75,7 @@ func (r *Reporter) ReportJSON(ctx context.Context, body []byte, key string) (Rec
 	}
 	msg := &nats.Msg{Subject: r.subjects.Reports(), Data: body, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, key)
+	carrier.Inject(ctx, msg.Header) // the caller's trace, when ctx holds a span: the bridge's span continues it
 	ack, err := r.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(r.subjects.ReportsStream()))
 	if err != nil {
 		return Receipt{MsgID: key}, fmt.Errorf("tracking: report %q on %s: %w", key, msg.Subject, err)

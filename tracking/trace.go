@@ -10,7 +10,9 @@ import (
 
 // Trace context headers: with tracing on, the bridge puts the W3C trace context of its span for an
 // event on the event's message, under these lower-case names (NATS header names are case-sensitive:
-// nats.Header.Set would write "Traceparent").
+// nats.Header.Set would write "Traceparent"). The other way, Client's calls and Reporter's reports carry
+// the trace context of their ctx's span, when it has one, under the same names: the bridge's span for the
+// request or the report continues the caller's trace, and so does its request to the provider.
 const (
 	HeaderTraceparent = carrier.Traceparent
 	HeaderTracestate  = carrier.Tracestate

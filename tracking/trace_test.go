@@ -47,6 +47,41 @@ func TestConsumeContinuesTrace(t *testing.T) {
 	})
 }
 
+// TestCallsCarryTrace: a Client's call and a Reporter's report made with a context holding a span carry
+// its trace context, and the bridge's spans for them (the API request's server span, the report's
+// consumer span) are its children.
+func TestCallsCarryTrace(t *testing.T) {
+	rcv := testutil.NewOTLPReceiver(t)
+	b := bridgetest.Start(t, bridgetest.Options{Tracing: config.Tracing{Enabled: true, TracesURL: rcv.URL,
+		ServiceName: "tracking-bridge", Sampler: "parentbased_always_on", Ratio: 1, Timeout: time.Second}})
+	nc, js := connect(t, b)
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(ctxFor(t, 20*time.Second), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+
+	if _, err := tracking.NewClient(nc, "").ListOrders(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tracked := b.Sim().TrackedOrders(bridgetest.User)[0]
+	receipt, err := tracking.NewReporter(js, "").Report(ctx, tracking.TrackingEventReport{
+		Order: &tracking.IncomingTrackingOrder{OrderId: tracked.OrderID, PositionId: tracked.PositionID},
+		Event: tracking.TrackingEvent{Timestamp: time.Date(2026, 11, 25, 8, 30, 0, 0, time.UTC), Type: "GATE_IN"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ name, key, value string }{
+		{"tracking.api.orders.list", "rpc.method", "orders.list"},
+		{"process tracking.reports", "messaging.message.id", receipt.MsgID},
+	} {
+		testutil.Eventually(t, 15*time.Second, "the bridge's span "+want.name+" in the caller's trace", func() bool {
+			return len(rcv.Find(func(s testutil.ReceivedSpan) bool {
+				return s.Name == want.name && s.Attrs[want.key] == want.value && s.TraceID == tid.String() && s.Parent == sid.String()
+			})) == 1
+		})
+	}
+}
+
 // Continue an event's trace in a consumer: spans started from the returned context (with the service's
 // own OpenTelemetry tracer) are children of the bridge's span for the event.
 func ExampleContinueTrace() {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -103,6 +105,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of every delivery and outcome.
 	Observer Observer
+	// Tracer, when set, records a span per delivery of a report (trace.go), continuing the trace of its
+	// traceparent header; nil leaves tracing out of the report path altogether.
+	Tracer trace.Tracer
+	// Sending, when set with Tracer, is handed the body of every report about to be sent upstream and
+	// the context of its span, when that span is sampled: the daemon remembers it, so that the span of
+	// the event the upstream streams back links to the report's. It is called before the upstream call,
+	// since the upstream may stream the event before its answer to the report arrives.
+	Sending func(body []byte, span trace.SpanContext)
 }
 
 // check reports configuration errors, all at once.

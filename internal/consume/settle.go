@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
@@ -38,6 +39,12 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		c.handBack(msg, meta)
 		return
 	}
+	attempt := c.aborted // the context of the upstream attempt: with the report's span when tracing
+	var span trace.Span
+	if c.cfg.Tracer != nil {
+		attempt, span = c.startSpan(c.aborted, msg, meta)
+		defer span.End()
+	}
 	body := msg.Data()
 	if hdr, reason, ok := c.malformedHeader(msg, meta); ok {
 		sent()
@@ -45,25 +52,31 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		if problems := validate.Report(body, c.cfg.MaxBytes); problems != nil {
 			reason += "; " + strings.Join(problems, "; ")
 		}
+		spanSettled(span, spanDeadLettered, "invalid", 0, 0)
 		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
 		return
 	}
 	if problems := check(msg, body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
+		spanSettled(span, spanDeadLettered, "invalid", 0, 0)
 		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "))
 		return
 	}
 
 	// The attempt is not cancelled when Run's context ends: a report being sent is finished and settled.
 	// Only a stop cut short at StopTimeout cancels it.
-	sctx, cancel := context.WithTimeout(c.aborted, c.attemptTimeout)
+	if span != nil && c.cfg.Sending != nil && span.SpanContext().IsSampled() {
+		c.cfg.Sending(body, span.SpanContext())
+	}
+	sctx, cancel := context.WithTimeout(attempt, c.attemptTimeout)
 	out := c.send.Send(sctx, body, idempotencyKey(msg, meta))
 	cancel()
 	sent()
 
 	if out.Kind == upstream.Retry && c.aborted.Err() != nil {
 		c.circ.abandon(probe) // cut short: says nothing about the upstream
+		spanSettled(span, spanHandedBack, "handed_back", 0, 0)
 		c.handBack(msg, meta)
 		return
 	}
@@ -72,13 +85,15 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		c.answered(probe)
 		c.stats.accepted.Add(1)
 		c.observe("accepted", out.Status)
+		spanSettled(span, spanAcknowledged, "accepted", out.Status, 0)
 		c.ack(msg)
 	case upstream.Reject:
 		c.answered(probe)
+		spanSettled(span, spanDeadLettered, "rejected", out.Status, 0)
 		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason())
 	default:
 		c.failed(probe, out)
-		c.retryLater(msg, meta, out)
+		c.retryLater(msg, meta, out, span)
 	}
 }
 
@@ -112,9 +127,11 @@ func (c *Consumer) failed(probe bool, out upstream.Outcome) {
 }
 
 // retryLater hands a report back for a delayed redelivery, or dead-letters it once it is older than MaxAge.
-func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out upstream.Outcome) {
+// span is the report's span, nil with tracing off.
+func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out upstream.Outcome, span trace.Span) {
 	age := time.Since(meta.Timestamp)
 	if c.cfg.MaxAge > 0 && age >= c.cfg.MaxAge {
+		spanSettled(span, spanDeadLettered, "expired", out.Status, 0)
 		c.deadLetter(msg, meta, "expired", out.Status, fmt.Sprintf(
 			"the upstream still failed after %s (max age %s, %d attempts): %s",
 			age.Round(time.Second), c.cfg.MaxAge, meta.NumDelivered, out.Reason()))
@@ -126,6 +143,7 @@ func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, ou
 	}
 	c.stats.retried.Add(1)
 	c.observe("retry", out.Status)
+	spanSettled(span, spanRedelivery, "retry", out.Status, delay)
 	c.log.Debug("report failed; retrying later", "seq", meta.Sequence.Stream, "status", out.Status,
 		"err", out.Reason(), "retry_in", delay.Round(time.Millisecond).String())
 	if err := msg.NakWithDelay(delay); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
@@ -149,6 +150,20 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (
 	if source == "" {
 		source = ceSource(cfg.StreamURL())
 	}
+	// With tracing on, the span of an event a report of this bridge reported links to the report's span:
+	// the report consumer remembers each report it sends upstream, by the event's subject and
+	// timestamp (the upstream gives the event an id of its own), and the event path looks it up.
+	var reported *tracing.Reported
+	var sending func([]byte, trace.SpanContext)
+	if d.tracing.Enabled() {
+		reported = tracing.NewReported(tracing.DefaultReported)
+		prefix := cfg.SubjectPrefix
+		sending = func(body []byte, sc trace.SpanContext) {
+			if k, ok := publish.ReportedKey(prefix, body); ok {
+				reported.Put(k, sc)
+			}
+		}
+	}
 	path, err := publish.NewEvents(publish.EventsConfig{
 		NC:      d.nc,
 		JS:      js,
@@ -177,6 +192,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (
 		ReconnectGrace:  2*cfg.ReconnectMin + 2*time.Second,
 		Logger:          log,
 		Tracer:          d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/publish"),
+		Reported:        reported,
 	})
 	if err != nil {
 		d.nc.Close()
@@ -200,6 +216,8 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (
 		StopTimeout: cfg.ShutdownTimeout,
 		Logger:      log.With("component", "reports"),
 		Observer:    d.ops.metrics.reports,
+		Tracer:      d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/consume"),
+		Sending:     sending,
 	})}
 	if err := d.newAPI(log); err != nil {
 		d.nc.Close()
@@ -356,6 +374,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		return err
 	}
 	d.ops.instrument(client)
+	d.ops.trace(d.tracing, client) // each call a client span inside its request's server span
 	nc, st, err := connectNATS(d.cfg, natsAPIName, log.With("component", "nats-api"))
 	if err != nil {
 		return err
@@ -374,6 +393,7 @@ func (d *Daemon) newAPI(log *slog.Logger) error {
 		Version:     d.info.Version,
 		Logger:      log.With("component", "api"),
 		Observer:    d.ops.metrics.api,
+		Tracer:      d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/service"),
 		// Who may call what (docs/api.md): the endpoints served, the reply subjects answered.
 		Endpoints:     d.cfg.APIEndpointList(),
 		ReplyPrefixes: d.cfg.APIReplyPrefixList(),

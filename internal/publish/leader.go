@@ -18,6 +18,7 @@ import (
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
 
@@ -83,6 +84,8 @@ type EventsConfig struct {
 	Logger *slog.Logger
 	// Tracer records every term's event spans; nil with tracing off.
 	Tracer trace.Tracer
+	// Reported links an event's span to the span of the report that reported it (Config.Reported).
+	Reported *tracing.Reported
 }
 
 // term is one period of leadership.
@@ -392,6 +395,7 @@ func (e *Events) newPublisher() (*Publisher, error) {
 		Observer:     e.published,
 		Confirm:      e.lease.Confirm,
 		Tracer:       cfg.Tracer,
+		Reported:     cfg.Reported,
 	})
 }
 

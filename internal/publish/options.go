@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 )
 
 // Observer receives the publisher's outcomes (for metrics). Methods are called under the publisher's lock
@@ -73,6 +75,9 @@ type Config struct {
 	// Tracer, when set, records a span per event and puts its context on the event's message
 	// (trace.go); nil leaves tracing out of the event path altogether.
 	Tracer trace.Tracer
+	// Reported, when set with Tracer, holds the spans of the reports the bridge sent upstream recently:
+	// the span of an event that one of them reported links to the report's (ReportedKey).
+	Reported *tracing.Reported
 }
 
 // withDefaults returns the configuration with its zero fields set to their defaults.

@@ -76,6 +76,9 @@ func (p *Publisher) describeSpan(e *pending) {
 			semconv.MessagingMessageBodySize(len(e.dead.Data)))
 		return
 	}
+	if p.cfg.Reported != nil {
+		p.linkReported(e)
+	}
 	template := p.msgs.events + "{type}.{unit}"
 	e.span.SetName("send " + template)
 	e.span.SetAttributes(semconv.MessagingDestinationName(e.subject), semconv.MessagingDestinationTemplate(template),

@@ -60,6 +60,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
@@ -154,6 +155,9 @@ type Config struct {
 	// RefusalLogEvery is the least time between two log lines about dropped requests of one reason; 0
 	// means a minute.
 	RefusalLogEvery time.Duration
+	// Tracer, when set, records a server span per request (trace.go), continuing the trace of its
+	// traceparent header; nil leaves tracing out of the service altogether.
+	Tracer trace.Tracer
 }
 
 // Service is the request-reply service, a component.Component. Create it with New and run it with Run.
@@ -372,17 +376,23 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	start := time.Now()
 	ep.requests.Add(1)
+	ctx := s.base // the request's: with its span when tracing
+	var span trace.Span
+	if s.cfg.Tracer != nil {
+		ctx, span = s.startSpan(ep, r)
+	}
 	// The reply subject before anything else: no reply at all, not even an error, goes to a subject that
 	// is not a caller's inbox.
 	reply := r.Reply
 	prefix, reason := s.replyPrefix(reply)
 	if reason != "" {
+		spanDropped(span, reason)
 		s.drop(s.Subject(ep.Name), reason, reply)
 		ep.dropped.Add(1)
 		return
 	}
 	if n, max := len(r.Data), ep.maxBody(s.cfg.MaxBody); n > max {
-		s.refuse(ep, r, failure(CodeInvalid, kindTooLargeBody, fmt.Sprintf("the request body is %d bytes, more than the limit "+
+		s.refuse(ep, r, span, failure(CodeInvalid, kindTooLargeBody, fmt.Sprintf("the request body is %d bytes, more than the limit "+
 			"of %d bytes for %s", n, max, ep.Name)), start)
 		return
 	}
@@ -422,7 +432,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		req, problems = ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	}
 	if len(problems) > 0 {
-		s.refuse(ep, r, failure(CodeInvalid, kindInvalid, problems...), start)
+		s.refuse(ep, r, span, failure(CodeInvalid, kindInvalid, problems...), start)
 		return
 	}
 	select {
@@ -434,11 +444,12 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 		} else {
 			ep.busy.Add(1)
 		}
-		s.refuse(ep, r, failure(CodeUnavailable, k, msg), start)
+		s.refuse(ep, r, span, failure(CodeUnavailable, k, msg), start)
 		return
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
-	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start, slots: slots}
+	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start, slots: slots,
+		ctx: ctx, span: span}
 	if ep.changes() {
 		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
@@ -459,7 +470,9 @@ type call struct {
 	start   time.Time // of handling, for the duration observed
 	caller  slog.Attr // from Nats-Request-Info, for the audit line; when named
 	named   bool
-	slots   chan struct{} // the pool whose slot the call holds
+	slots   chan struct{}   // the pool whose slot the call holds
+	ctx     context.Context // s.base, with the request's span when tracing
+	span    trace.Span      // the request's span, nil with tracing off
 }
 
 // replyPrefix returns the configured prefix the reply subject is under, or the reason to drop the
@@ -584,7 +597,9 @@ func pendingLimits(concurrency, maxBody, maxPayload int) (msgs, bytes int) {
 func strQuote(v string) string { return fmt.Sprintf("%q", logging.Cut(v, 40)) }
 
 // refuse answers a request the service did not send upstream.
-func (s *Service) refuse(ep *endpoint, r *nats.Msg, res result, start time.Time) {
+// span is the request's, nil with tracing off.
+func (s *Service) refuse(ep *endpoint, r *nats.Msg, span trace.Span, res result, start time.Time) {
+	defer spanAnswered(span, res)
 	ep.failed(res)
 	s.observe(ep, res.code, start)
 	if err := s.nc.PublishMsg(res.message(r.Reply)); err != nil {
@@ -599,12 +614,12 @@ func (s *Service) work(ep *endpoint, c call) {
 	var res result
 	req := c.req
 	if ep.FromNATS() {
-		ctx, cancel := context.WithTimeout(s.base, c.timeout)
+		ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 		res = s.readUnit(ctx, ep, c.unit, c.timeout, int(s.nc.MaxPayload()))
 		cancel()
 	} else {
 		ep.calls.Add(1)
-		ctx, cancel := context.WithTimeout(s.base, c.timeout)
+		ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 		resp, err := s.api.Call(ctx, req)
 		cancel()
 		res = outcome(resp, err, c.timeout, req.Method == "POST")
@@ -633,6 +648,7 @@ func (s *Service) work(ep *endpoint, c call) {
 	if err != nil {
 		s.replyNotSent(ep, err)
 	}
+	spanAnswered(c.span, res)
 }
 
 // replyNotSent logs a reply that could not be sent, once a minute at most.

@@ -25,6 +25,8 @@ type Upstream struct {
 	tokens []string
 	// calls counts the requests other than the token endpoint's and the event stream's: the API calls.
 	calls atomic.Int64
+	// headers holds the traceparent header of every API call, by the request's path.
+	headers map[string][]string
 }
 
 // Start serves a simulator with options o until the test ends.
@@ -36,6 +38,12 @@ func Start(t testing.TB, tlsServer bool, o sim.Options) *Upstream {
 		s := u.cur.Load()
 		if r.URL.Path != sim.TokenPath && !strings.HasSuffix(r.URL.Path, "/stream") {
 			u.calls.Add(1)
+			u.mu.Lock()
+			if u.headers == nil {
+				u.headers = map[string][]string{}
+			}
+			u.headers[r.URL.Path] = append(u.headers[r.URL.Path], r.Header.Get("Traceparent"))
+			u.mu.Unlock()
 		}
 		if r.URL.Path != sim.TokenPath {
 			s.Handler().ServeHTTP(w, r)
@@ -81,6 +89,18 @@ func (u *Upstream) IssuedTokens() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.tokens...)
+}
+
+// Traceparents returns the traceparent header of every API call so far by the request's path, in their
+// order ("" for a call without one).
+func (u *Upstream) Traceparents() map[string][]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[string][]string, len(u.headers))
+	for p, v := range u.headers {
+		out[p] = append([]string(nil), v...)
+	}
+	return out
 }
 
 // APICalls returns the number of requests made to the upstream other than logins, token refreshes and

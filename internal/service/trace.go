@@ -1,0 +1,76 @@
+package service
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
+)
+
+// A request's span (docs/operations.md#tracing): one server span per request to an endpoint, from its
+// receipt to its reply, in OpenTelemetry's RPC conventions (rpc.system=nats, rpc.method the endpoint's
+// name). It continues the trace of the request's traceparent header (read with the carrier's bounds), or
+// starts one; the upstream call is a client span inside it, and the units endpoints' reads from NATS run
+// in its context. A refusal is recorded by its kind and code, never with the request's body or the
+// refusal's text, which quotes the caller's values. With Config.Tracer nil nothing here runs.
+
+// Attribute keys of a request's span besides the conventions'.
+const (
+	// keyRefusal is the kind of a failure answered (bad_request, busy, …) or the reason of a request
+	// dropped without an answer (no_reply, reply_not_inbox, …).
+	keyRefusal = attribute.Key("bridge.api.refusal")
+	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
+	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
+)
+
+// startSpan starts the span of request r to ep and returns its context (s.base with the span).
+func (s *Service) startSpan(ep *endpoint, r *nats.Msg) (context.Context, trace.Span) {
+	pctx := s.base // no traceparent, or a malformed one: a trace of the request's own
+	if remote := carrier.SpanContext(r.Header); remote.IsValid() {
+		pctx = trace.ContextWithRemoteSpanContext(s.base, remote)
+	}
+	subject := s.Subject(ep.Name)
+	_, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
+	if span.IsRecording() {
+		span.SetAttributes(semconv.RPCSystemNameKey.String("nats"), semconv.RPCMethod(ep.Name),
+			semconv.MessagingDestinationName(subject), semconv.MessagingMessageBodySize(len(r.Data)))
+	}
+	return trace.ContextWithSpan(s.base, span), span
+}
+
+// spanAnswered records the answer res on span and ends it.
+func spanAnswered(span trace.Span, res result) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		// The code the bridge answered: the upstream's status on success, Nats-Service-Error-Code on failure.
+		span.SetAttributes(semconv.RPCResponseStatusCode(strconv.Itoa(res.code)))
+		if res.upstream != 0 {
+			span.SetAttributes(keyUpstreamStatus.Int(res.upstream))
+		}
+		if !res.ok {
+			span.SetAttributes(keyRefusal.String(string(res.kind)), semconv.ErrorTypeKey.String(strconv.Itoa(res.code)))
+			span.SetStatus(codes.Error, string(res.kind))
+		}
+	}
+	span.End()
+}
+
+// spanDropped records on span a request dropped without an answer, for reason, and ends it.
+func spanDropped(span trace.Span, reason string) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(keyRefusal.String(reason), semconv.ErrorTypeKey.String(reason))
+		span.SetStatus(codes.Error, "dropped: "+reason)
+	}
+	span.End()
+}

@@ -1,0 +1,48 @@
+package tracing
+
+import (
+	"fmt"
+	"testing"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestReportedBounded: Reported keeps at most its size of entries, dropping the oldest first; Take
+// returns an entry once; a nil or empty one finds nothing.
+func TestReportedBounded(t *testing.T) {
+	sc := func(i int) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{byte(i + 1)}})
+	}
+	key := func(i int) ReportedKey {
+		return ReportedKey{Subject: fmt.Sprintf("tracking.events.GATE_IN.U%d", i), At: int64(i)}
+	}
+	var none *Reported
+	none.Put(key(0), sc(0))
+	if _, ok := none.Take(key(0)); ok {
+		t.Fatal("a nil Reported found an entry")
+	}
+	r := NewReported(3)
+	for i := range 5 {
+		r.Put(key(i), sc(i))
+	}
+	if len(r.m) != 3 {
+		t.Fatalf("%d entries held, want 3", len(r.m))
+	}
+	for i := range 2 {
+		if _, ok := r.Take(key(i)); ok {
+			t.Errorf("entry %d not dropped", i)
+		}
+	}
+	for i := 2; i < 5; i++ {
+		got, ok := r.Take(key(i))
+		if !ok || !got.Equal(sc(i)) {
+			t.Errorf("entry %d: %v %v", i, got, ok)
+		}
+		if _, ok := r.Take(key(i)); ok {
+			t.Errorf("entry %d taken twice", i)
+		}
+	}
+	if r.n.Load() != 0 {
+		t.Errorf("%d entries counted after taking all", r.n.Load())
+	}
+}
