@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/sim"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
+)
+
+var updateWaterfall = flag.Bool("update-waterfall", false, "rewrite the trace waterfall in docs/operations.md from this run")
+
+// The waterfall block of docs/operations.md lies between these lines.
+const (
+	waterfallBegin = "<!-- waterfall: rendered by go test ./internal/daemon -run TestTraceWaterfall -update-waterfall -->"
+	waterfallEnd   = "<!-- /waterfall -->"
+)
+
+// TestTraceWaterfall renders, as a waterfall, the spans a real OTLP/HTTP collector received for one
+// report that carries a producer's traceparent: the report's span in the producer's trace with the
+// upstream's POST inside it, and the span of the event the upstream streamed back, in a trace of its own
+// linked to the report's. docs/operations.md shows one such rendering; the test fails when the spans'
+// names, kinds, nesting or events differ from it (their times differ from run to run), and
+// -update-waterfall writes this run's.
+func TestTraceWaterfall(t *testing.T) {
+	t.Parallel()
+	rcv := testutil.NewOTLPReceiver(t)
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{})
+	cfg := up.Config(ns.URL(), noUnitsView)
+	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
+
+	publishReport(t, ns.URL(), "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
+	report := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "waterfall-1")
+	link := callerTrace + "/" + report.SpanID
+	var event testutil.ReceivedSpan
+	testutil.Eventually(t, 15*time.Second, "the reported event's span, linked to the report's", func() bool {
+		found := rcv.Find(func(s testutil.ReceivedSpan) bool { return contains(s.Links, link) })
+		if len(found) == 0 {
+			return false
+		}
+		event = found[0]
+		return len(childOf(rcv, report.SpanID)) > 0
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "trace %s: the producer's, continued by the bridge\n", callerTrace)
+	renderTrace(&b, rcv, report)
+	fmt.Fprintf(&b, "trace %s: the event the upstream streamed back, linked to the report's span\n", event.TraceID)
+	renderTrace(&b, rcv, event)
+	got := b.String()
+
+	path := filepath.Join("..", "..", "docs", "operations.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 := strings.Cut(string(doc), waterfallBegin+"\n```text\n")
+	block, after, ok2 := strings.Cut(rest, "```\n"+waterfallEnd)
+	if !ok1 || !ok2 {
+		t.Fatalf("docs/operations.md has no waterfall block between %q and %q", waterfallBegin, waterfallEnd)
+	}
+	if *updateWaterfall {
+		doc := before + waterfallBegin + "\n```text\n" + got + "```\n" + waterfallEnd + after
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if shape(block) != shape(got) {
+		t.Errorf("docs/operations.md's waterfall shows other spans than this run's (rewrite it with -update-waterfall):\n"+
+			"docs:\n%s\nthis run:\n%s", block, got)
+	}
+}
+
+// renderTrace writes root and its descendants as a waterfall: one line a span, indented under its parent,
+// with its kind, a bar over the root's time, its start and end in milliseconds from the root's start, and
+// its events.
+func renderTrace(b *strings.Builder, rcv *testutil.OTLPReceiver, root testutil.ReceivedSpan) {
+	const width = 32
+	t0, t1 := root.StartUnixNano, max(root.EndNano, root.StartUnixNano+1)
+	var walk func(s testutil.ReceivedSpan, depth int)
+	walk = func(s testutil.ReceivedSpan, depth int) {
+		from := int(float64(s.StartUnixNano-t0) / float64(t1-t0) * width)
+		to := max(from+1, int(float64(min(s.EndNano, t1)-t0)/float64(t1-t0)*width))
+		bar := strings.Repeat(" ", min(from, width)) + strings.Repeat("█", min(to, width)-min(from, width))
+		name := strings.Repeat("  ", depth) + s.Name
+		kind := strings.ToLower(strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_"))
+		line := fmt.Sprintf("  %-44s %-8s | %-*s %7.2f–%7.2f ms  %s", name, kind, width, bar,
+			float64(s.StartUnixNano-t0)/1e6, float64(s.EndNano-t0)/1e6, strings.Join(s.Events, ", "))
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		children := childOf(rcv, s.SpanID)
+		slices.SortFunc(children, func(x, y testutil.ReceivedSpan) int { return int(x.StartUnixNano - y.StartUnixNano) })
+		for _, c := range children {
+			walk(c, depth+1)
+		}
+	}
+	walk(root, 0)
+}
+
+// shape is a rendering without what changes from run to run: the trace ids, the bars and the times.
+func shape(rendering string) string {
+	var out []string
+	for line := range strings.Lines(rendering) {
+		if strings.HasPrefix(line, "trace ") {
+			_, rest, _ := strings.Cut(line, ": ")
+			out = append(out, "trace: "+rest)
+			continue
+		}
+		head, tail, _ := strings.Cut(line, " | ")
+		_, events, _ := strings.Cut(tail, " ms")
+		out = append(out, strings.TrimRight(head, " ")+" | "+strings.TrimSpace(events))
+	}
+	return strings.Join(out, "\n")
+}
