@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
@@ -40,12 +41,7 @@ const hostileMark = "zzzzzzzzzzzzzzzz"
 // publishReport publishes one report to P.reports with JetStream, with id and the headers hdr.
 func publishReport(t *testing.T, natsURL, id string, body []byte, hdr map[string]string) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStreamOf(t, natsURL)
 	m := nats.NewMsg("tracking.reports")
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, id)
@@ -109,9 +105,7 @@ func upstreamCarries(up *simtest.Upstream, path, trace string) bool {
 // and delay; a hostile traceparent is ignored and never echoed.
 func TestReportTraces(t *testing.T) {
 	t.Parallel()
-	rcv := testutil.NewOTLPReceiver(t)
-	ns := testutil.StartNATS(t, nil)
-	up := simtest.Start(t, false, sim.Options{})
+	rcv, natsURL, up, cfg := tracedBridge(t)
 	var unavailable atomic.Bool // the next report "HH-TB 9" is answered 503 once
 	unavailable.Store(true)
 	up.Sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
@@ -123,12 +117,10 @@ func TestReportTraces(t *testing.T) {
 		}
 		return 0, nil, false
 	}})
-	cfg := up.Config(ns.URL(), noUnitsView)
-	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
 	reportPath := sim.DefaultBasePath + cfg.ReportPath
 
 	body := opsReport(up, 1)
-	publishReport(t, ns.URL(), "traced-1", body, map[string]string{"traceparent": callerTP, "tracestate": "vendor=abc"})
+	publishReport(t, natsURL, "traced-1", body, map[string]string{"traceparent": callerTP, "tracestate": "vendor=abc"})
 	s := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "traced-1")
 	if s.TraceID != callerTrace || s.Parent != callerSpan || s.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
 		t.Errorf("report span: trace %s parent %s kind %v; want trace %s parent %s, consumer", s.TraceID, s.Parent, s.Kind, callerTrace, callerSpan)
@@ -171,7 +163,7 @@ func TestReportTraces(t *testing.T) {
 		}())
 	})
 
-	publishReport(t, ns.URL(), "untraced-2", opsReport(up, 2), nil)
+	publishReport(t, natsURL, "untraced-2", opsReport(up, 2), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "untraced-2")
 	if s.Parent != "" || s.TraceID == callerTrace {
 		t.Errorf("a report without traceparent: span trace %s parent %q, want a trace of its own", s.TraceID, s.Parent)
@@ -180,20 +172,20 @@ func TestReportTraces(t *testing.T) {
 		t.Errorf("the upstream's report requests carried %q, none of the report's own trace %s", up.Traceparents()[reportPath], s.TraceID)
 	}
 
-	publishReport(t, ns.URL(), "invalid-3", []byte(`{"order":{}}`), map[string]string{"traceparent": callerTP})
+	publishReport(t, natsURL, "invalid-3", []byte(`{"order":{}}`), map[string]string{"traceparent": callerTP})
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "invalid-3")
 	if s.TraceID != callerTrace || !contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
 		s.Attrs["bridge.report.outcome"] != "invalid" {
 		t.Errorf("an invalid report's span: trace %s events %v status %v attrs %v", s.TraceID, s.Events, s.Status, s.Attrs)
 	}
-	publishReport(t, ns.URL(), "rejected-7", opsReport(up, 7), nil)
+	publishReport(t, natsURL, "rejected-7", opsReport(up, 7), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "rejected-7")
 	if !contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
 		s.Attrs["bridge.report.outcome"] != "rejected" || s.Attrs["bridge.upstream.status_code"] != int64(422) {
 		t.Errorf("a rejected report's span: events %v status %v attrs %v", s.Events, s.Status, s.Attrs)
 	}
 
-	publishReport(t, ns.URL(), "redelivered-9", opsReport(up, 9), map[string]string{"traceparent": callerTP})
+	publishReport(t, natsURL, "redelivered-9", opsReport(up, 9), map[string]string{"traceparent": callerTP})
 	testutil.Eventually(t, 20*time.Second, "both deliveries' spans of redelivered-9", func() bool {
 		return len(rcv.Find(func(s testutil.ReceivedSpan) bool { return s.Attrs["messaging.message.id"] == "redelivered-9" })) == 2
 	})
@@ -218,7 +210,7 @@ func TestReportTraces(t *testing.T) {
 
 	for i, tp := range hostileTraceparents {
 		id := fmt.Sprintf("hostile-%d", i)
-		publishReport(t, ns.URL(), id, opsReport(up, 10+i), map[string]string{"traceparent": tp,
+		publishReport(t, natsURL, id, opsReport(up, 10+i), map[string]string{"traceparent": tp,
 			"tracestate": strings.Repeat("k=v,", 3000)})
 		s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", id)
 		if s.Parent != "" || s.TraceID == callerTrace {
@@ -244,12 +236,8 @@ func contains(list []string, s string) bool {
 // the reply.
 func TestAPITraces(t *testing.T) {
 	t.Parallel()
-	rcv := testutil.NewOTLPReceiver(t)
-	ns := testutil.StartNATS(t, nil)
-	up := simtest.Start(t, false, sim.Options{})
-	cfg := up.Config(ns.URL(), noUnitsView)
-	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
-	nc, err := nats.Connect(ns.URL())
+	rcv, natsURL, up, _ := tracedBridge(t)
+	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,4 +310,29 @@ func TestAPITraces(t *testing.T) {
 		}
 	}
 	noHostileValue(t, rcv)
+}
+
+// tracedBridge runs a bridge against the simulator, without the units view, that sends every span to a
+// real OTLP/HTTP collector; it returns the collector, the NATS server's URL, the simulator and the
+// bridge's configuration.
+func tracedBridge(t *testing.T) (*testutil.OTLPReceiver, string, *simtest.Upstream, *config.Config) {
+	t.Helper()
+	rcv := testutil.NewOTLPReceiver(t)
+	ns := testutil.StartNATS(t, nil)
+	up := simtest.Start(t, false, sim.Options{})
+	cfg := up.Config(ns.URL(), noUnitsView)
+	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
+	return rcv, ns.URL(), up, cfg
+}
+
+// jetStreamOf connects to the NATS server at natsURL for the rest of the test.
+func jetStreamOf(t *testing.T, natsURL string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return js
 }

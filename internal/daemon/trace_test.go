@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -45,12 +44,7 @@ func injectUnits(s *sim.Server, from, n int) {
 // storedEvents returns every message of the events stream, in stream order.
 func storedEvents(t *testing.T, natsURL string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStreamOf(t, natsURL)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, "TRACKING_EVENTS")

@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/sim"
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
-	"github.com/tracking-bridge/tracking-bridge/internal/testutil/simtest"
 )
 
 var updateWaterfall = flag.Bool("update-waterfall", false, "rewrite the trace waterfall in docs/operations.md from this run")
@@ -31,13 +29,8 @@ const (
 // -update-waterfall writes this run's.
 func TestTraceWaterfall(t *testing.T) {
 	t.Parallel()
-	rcv := testutil.NewOTLPReceiver(t)
-	ns := testutil.StartNATS(t, nil)
-	up := simtest.Start(t, false, sim.Options{})
-	cfg := up.Config(ns.URL(), noUnitsView)
-	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
-
-	publishReport(t, ns.URL(), "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
+	rcv, natsURL, up, _ := tracedBridge(t)
+	publishReport(t, natsURL, "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
 	report := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "waterfall-1")
 	link := callerTrace + "/" + report.SpanID
 	var event testutil.ReceivedSpan
