@@ -454,8 +454,17 @@ func TestLogsOneLinePerStateChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(ob.logs.String()), "\n")
-	if len(lines) > 23 { // the parts' start-up lines, the units view's three among them
-		t.Errorf("%d log lines for %d events; want a line per state change:\n%s", len(lines), n, ob.logs)
+	// The parts' start-up lines, the units view's three among them; and, when the flood lasted long enough
+	// for the units view to see it, the view's yielding to it and its full rate after (two state changes).
+	paced := 0
+	for _, l := range lines {
+		if strings.Contains(l, "units view takes them: it yields") || strings.Contains(l, "units view takes events at its full rate") {
+			paced++
+		}
+	}
+	if len(lines)-paced > 23 || paced > 2 {
+		t.Errorf("%d log lines for %d events (%d of the units view's pace); want a line per state change:\n%s",
+			len(lines), n, paced, ob.logs)
 	}
 	for _, l := range lines {
 		var rec map[string]any
