@@ -247,6 +247,13 @@ func (a *acks) fail(seq uint64, err error) {
 	a.notify()
 }
 
+// abandon settles the publish seq as failed for good, the publisher closing, unless its acknowledgement
+// was taken first; it reports whether the publish ends unacknowledged (its span is the caller's to end).
+func (a *acks) abandon(seq uint64) bool {
+	s := a.slot(seq)
+	return s.state.CompareAndSwap(seq<<2|inFlight, seq<<2|failed) || s.state.Load() == seq<<2|failed
+}
+
 // notify wakes the publisher if it waits.
 func (a *acks) notify() {
 	if a.waiting.Load() {

@@ -71,10 +71,15 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-// Close releases the acknowledgement subscription. Publishes still in flight stay unsettled. The
-// Publisher must not be used afterwards.
+// Close releases the acknowledgement subscription. Publishes still in flight stay unsettled; their
+// spans end, saying so. The Publisher must not be used afterwards.
 func (p *Publisher) Close() {
 	p.acks.close()
+	for i := range p.win.n {
+		if e := p.win.at(i); e.span != nil && p.acks.abandon(e.seq) {
+			endAbandoned(e.span)
+		}
+	}
 	p.js.CleanupPublisher() // the subscription of Claim's asynchronous publishes, one per term otherwise
 }
 

@@ -26,6 +26,7 @@ const (
 	spanFenced       = "fenced"        // JetStream refused the message by the leader's fence
 	spanFoundStored  = "found_stored"  // a failed publish found stored after all
 	spanRetry        = "retry"         // the message is sent again
+	spanAbandoned    = "abandoned"     // the publisher closed before JetStream's acknowledgement came
 )
 
 // startSpan starts the span of an event as Handle takes it, linked to the span in ctx (the stream's
@@ -99,6 +100,13 @@ func spanEvent(e *pending, name string) {
 	if e.span != nil {
 		e.span.AddEvent(name)
 	}
+}
+
+// endAbandoned ends the span of a message still unacknowledged when the publisher closed (its term
+// ended): whether it was stored, the next leader finds out, which the span cannot say.
+func endAbandoned(span trace.Span) {
+	span.AddEvent(spanAbandoned)
+	span.End()
 }
 
 // endAcked ends the span of a message JetStream acknowledged in reply d (a PubAck: its stream sequence

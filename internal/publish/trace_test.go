@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -115,5 +116,53 @@ func TestEventSpans(t *testing.T) {
 	}
 	if got := carrier.SpanContext(dlq[0].Header); got.SpanID() != dead.SpanContext().SpanID() {
 		t.Errorf("the dead letter names span %v, want %v", got.SpanID(), dead.SpanContext().SpanID())
+	}
+}
+
+// TestAbandonedSpans: the spans of events still unacknowledged when the publisher closes (its term
+// ends, NATS unreachable) end, saying so, rather than never.
+func TestAbandonedSpans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	px := testutil.StartProxy(t, e.ns.URL())
+	nc, err := nats.Connect(px.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	p, err := New(nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: 16, Timeout: time.Minute, Logger: discard(), Tracer: tp.Tracer("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	px.Freeze() // the messages leave; no acknowledgement comes back
+	for _, id := range []string{"a", "b", "c"} {
+		if err := p.Handle(ctx, ev(id, "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("%d spans ended before any acknowledgement", n)
+	}
+	p.Close()
+	ended := rec.Ended()
+	if len(ended) != 3 {
+		t.Fatalf("%d spans ended at Close, want the 3 unacknowledged", len(ended))
+	}
+	for _, s := range ended {
+		var names []string
+		for _, ev := range s.Events() {
+			names = append(names, ev.Name)
+		}
+		if !slices.Contains(names, spanAbandoned) {
+			t.Errorf("span %s: events %v, want %s", s.Name(), names, spanAbandoned)
+		}
 	}
 }
