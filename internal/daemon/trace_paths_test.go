@@ -310,6 +310,25 @@ func TestAPITraces(t *testing.T) {
 		}
 	}
 	noHostileValue(t, rcv)
+
+	// A request whose reply subject is no caller's inbox is dropped, and makes no span: a flood of them
+	// with sampled traceparents costs the trace queue nothing. A request answered after it on the same
+	// endpoint (one subscription, handled in order) shows that its span would have come by then.
+	const droppedTrace = "0af7651916cd43dd8448eb211c80319c"
+	dropped := nats.NewMsg("tracking.api.orders.list")
+	dropped.Reply = "not.an.inbox"
+	dropped.Header["traceparent"] = []string{"00-" + droppedTrace + "-b7ad6b7169203331-01"}
+	if err := nc.PublishMsg(dropped); err != nil {
+		t.Fatal(err)
+	}
+	const afterTrace = "1bf8762a27de54ee9559fc322d91420d"
+	request("tracking.api.orders.list", nil, "00-"+afterTrace+"-b7ad6b7169203331-01")
+	testutil.Eventually(t, 15*time.Second, "the span of the request answered after the dropped one", func() bool {
+		return len(rcv.Find(func(s testutil.ReceivedSpan) bool { return s.TraceID == afterTrace })) > 0
+	})
+	if got := rcv.Find(func(s testutil.ReceivedSpan) bool { return s.TraceID == droppedTrace }); len(got) > 0 {
+		t.Errorf("a request dropped for its reply subject made spans %+v", got)
+	}
 }
 
 // tracedBridge runs a bridge against the simulator, without the units view, that sends every span to a

@@ -376,20 +376,19 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	start := time.Now()
 	ep.requests.Add(1)
+	// The reply subject before anything else: no reply at all, not even an error, goes to a subject that
+	// is not a caller's inbox; and such a request costs no span either (its metric and log line say it).
+	reply := r.Reply
+	prefix, reason := s.replyPrefix(reply)
+	if reason != "" {
+		s.drop(s.Subject(ep.Name), reason, reply)
+		ep.dropped.Add(1)
+		return
+	}
 	ctx := s.base // the request's: with its span when tracing
 	var span trace.Span
 	if s.cfg.Tracer != nil {
 		ctx, span = s.startSpan(ep, r)
-	}
-	// The reply subject before anything else: no reply at all, not even an error, goes to a subject that
-	// is not a caller's inbox.
-	reply := r.Reply
-	prefix, reason := s.replyPrefix(reply)
-	if reason != "" {
-		spanDropped(span, reason)
-		s.drop(s.Subject(ep.Name), reason, reply)
-		ep.dropped.Add(1)
-		return
 	}
 	if n, max := len(r.Data), ep.maxBody(s.cfg.MaxBody); n > max {
 		s.refuse(ep, r, span, failure(CodeInvalid, kindTooLargeBody, fmt.Sprintf("the request body is %d bytes, more than the limit "+

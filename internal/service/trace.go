@@ -22,8 +22,8 @@ import (
 
 // Attribute keys of a request's span besides the conventions'.
 const (
-	// keyRefusal is the kind of a failure answered (bad_request, busy, …) or the reason of a request
-	// dropped without an answer (no_reply, reply_not_inbox, …).
+	// keyRefusal is the kind of a failure answered (bad_request, busy, …). A request dropped without an
+	// answer (its reply subject not a caller's inbox) makes no span.
 	keyRefusal = attribute.Key("bridge.api.refusal")
 	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
 	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
@@ -59,18 +59,6 @@ func spanAnswered(span trace.Span, res result) {
 			span.SetAttributes(keyRefusal.String(string(res.kind)), semconv.ErrorTypeKey.String(strconv.Itoa(res.code)))
 			span.SetStatus(codes.Error, string(res.kind))
 		}
-	}
-	span.End()
-}
-
-// spanDropped records on span a request dropped without an answer, for reason, and ends it.
-func spanDropped(span trace.Span, reason string) {
-	if span == nil {
-		return
-	}
-	if span.IsRecording() {
-		span.SetAttributes(keyRefusal.String(reason), semconv.ErrorTypeKey.String(reason))
-		span.SetStatus(codes.Error, "dropped: "+reason)
 	}
 	span.End()
 }
