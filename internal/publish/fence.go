@@ -452,13 +452,8 @@ func (p *Publisher) sweep(ctx context.Context) error {
 	if err != nil || newest.Sequence <= p.fence.known && !p.fence.again {
 		return err
 	}
-	p.fence.again = false
-	complete := false
-	defer func() {
-		if !complete {
-			p.fence.again = true
-		}
-	}()
+	p.fence.again = true // until this sweep has looked at every subject and left none to the next
+	left := false
 	info, err := p.fence.stream.Info(rctx, jetstream.WithSubjectFilter(p.cfg.FenceSubject+".>"))
 	if err != nil {
 		return fmt.Errorf("events stream %s: %w", p.cfg.EventsStream, err)
@@ -482,9 +477,11 @@ func (p *Publisher) sweep(ctx context.Context) error {
 			continue
 		}
 		if subject == restart {
-			if err := p.sweepRestart(ctx); err != nil {
+			again, err := p.sweepRestart(ctx)
+			if err != nil {
 				return err
 			}
+			left = left || again
 			continue
 		}
 		j, ok := fenceIndex(p.cfg.FenceSubject, subject)
@@ -546,7 +543,7 @@ func (p *Publisher) sweep(ctx context.Context) error {
 		}
 	}
 	p.fence.known = max(p.fence.known, newest.Sequence)
-	complete = true
+	p.fence.again = left
 	return nil
 }
 
@@ -554,21 +551,22 @@ func (p *Publisher) sweep(ctx context.Context) error {
 // which the rollup removes; on condition that the last of them is still the subject's last message, and
 // that this leader still holds the lease (read after it). A directive there is then no longer pending: a
 // leader takes it when its term begins, before it publishes, and an operator's new one is stored only
-// after the lease was seized from this leader (the condition then fails).
-func (p *Publisher) sweepRestart(ctx context.Context) error {
+// after the lease was seized from this leader (the condition then fails). again is true when the subject
+// was written to meanwhile, for the next sweep to look at.
+func (p *Publisher) sweepRestart(ctx context.Context) (again bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	subject := restartSubject(p.cfg.FenceSubject)
 	m, err := p.fence.stream.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
-		return fmt.Errorf("reading the last message on %s: %w", subject, err)
+		return false, fmt.Errorf("reading the last message on %s: %w", subject, err)
 	}
 	if m.Header.Get(HeaderRestart) != "" {
-		return nil // the last is a directive or its record: what piled up before it is gone
+		return false, nil // the last is a directive or its record: what piled up before it is gone
 	}
 	held, err := p.cfg.Confirm(ctx)
 	if err != nil || !held {
-		return err
+		return false, err
 	}
 	rec := &nats.Msg{Subject: subject, Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}
 	ack, err := p.js.PublishMsg(ctx, rec, jetstream.WithExpectStream(p.cfg.EventsStream),
@@ -577,12 +575,11 @@ func (p *Publisher) sweepRestart(ctx context.Context) error {
 	case err == nil:
 		p.foreignWrite(subject, m)
 		p.fence.known = max(p.fence.known, ack.Sequence)
-		return nil
+		return false, nil
 	case wrongLastSequence(err):
-		p.fence.again = true // written to again: the next sweep looks again
-		return nil
+		return true, nil // written to again: the next sweep looks again
 	}
-	return fmt.Errorf("recording %s over another client's messages: %w", subject, err)
+	return false, fmt.Errorf("recording %s over another client's messages: %w", subject, err)
 }
 
 // fenceIndex returns j for the fence subject base.<j>.
