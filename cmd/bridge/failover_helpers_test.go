@@ -273,6 +273,19 @@ func (r *rig) waitLeader(within time.Duration, except *bridge) *bridge {
 	return leader
 }
 
+// waitRoles waits for a leader among the bridges, then for every other to stand by, each within within,
+// and returns the leader.
+func (r *rig) waitRoles(within time.Duration) *bridge {
+	r.t.Helper()
+	leader := r.waitLeader(within, nil)
+	for _, b := range r.bridges {
+		if b != leader {
+			b.waitStandby(within)
+		}
+	}
+	return leader
+}
+
 // waitStandby waits until the bridge runs as a ready standby that knows the lease's holder (another
 // bridge): it competes for the lease then, and takes over when the holder goes.
 func (b *bridge) waitStandby(within time.Duration) {

@@ -235,12 +235,7 @@ func TestFencingOnOneServer(t *testing.T) {
 	r := newRig(t, sim.Options{EventRate: 400}, ns.Connect(), nil)
 	r.addBridge("a", ns.URL(), true)
 	r.addBridge("b", ns.URL(), true)
-	leader := r.waitLeader(30*time.Second, nil)
-	for _, b := range r.bridges {
-		if b != leader {
-			b.waitStandby(30 * time.Second)
-		}
-	}
+	leader := r.waitRoles(30 * time.Second)
 	r.waitEvents(600, 30*time.Second)
 
 	r.phase("%s cut off from NATS", leader.name)

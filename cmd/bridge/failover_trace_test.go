@@ -34,12 +34,7 @@ func TestTracedFailover(t *testing.T) {
 	})
 	r.addBridge("a", ns.URL(), false)
 	r.addBridge("b", ns.URL(), false)
-	leader := r.waitLeader(30*time.Second, nil)
-	for _, b := range r.bridges {
-		if b != leader {
-			b.waitStandby(30 * time.Second)
-		}
-	}
+	leader := r.waitRoles(30 * time.Second)
 	r.waitEvents(400, 30*time.Second)
 
 	r.phase("SIGKILL to %s", leader.name)
