@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // Tracing is the OpenTelemetry configuration of the bridge's traces, read from the standard OTEL_*
@@ -78,109 +83,123 @@ func TracingVariables() []string {
 	return out
 }
 
-// TracingFromEnv reads the tracing configuration from the process's environment; see TracingFromLookup.
-func TracingFromEnv() (Tracing, error) { return TracingFromLookup(os.LookupEnv) }
+// tracingEnv is the OTEL_* variables the bridge reads or checks, as envconfig reads them (prefix OTEL):
+// strings, checked by TracingFromEnv, so that every problem is reported at once (envconfig stops at its
+// first error) and a set-but-empty variable counts as unset, as the OpenTelemetry specification says.
+type tracingEnv struct {
+	SDKDisabled        string `envconfig:"SDK_DISABLED"`
+	TracesExporter     string `envconfig:"TRACES_EXPORTER"`
+	Endpoint           string `envconfig:"EXPORTER_OTLP_ENDPOINT"`
+	TracesEndpoint     string `envconfig:"EXPORTER_OTLP_TRACES_ENDPOINT"`
+	Protocol           string `envconfig:"EXPORTER_OTLP_PROTOCOL"`
+	TracesProtocol     string `envconfig:"EXPORTER_OTLP_TRACES_PROTOCOL"`
+	Compression        string `envconfig:"EXPORTER_OTLP_COMPRESSION"`
+	TracesCompression  string `envconfig:"EXPORTER_OTLP_TRACES_COMPRESSION"`
+	Headers            string `envconfig:"EXPORTER_OTLP_HEADERS"`
+	TracesHeaders      string `envconfig:"EXPORTER_OTLP_TRACES_HEADERS"`
+	Timeout            string `envconfig:"EXPORTER_OTLP_TIMEOUT"`
+	TracesTimeout      string `envconfig:"EXPORTER_OTLP_TRACES_TIMEOUT"`
+	ServiceName        string `envconfig:"SERVICE_NAME"`
+	ResourceAttributes string `envconfig:"RESOURCE_ATTRIBUTES"`
+	Sampler            string `envconfig:"TRACES_SAMPLER"`
+	SamplerArg         string `envconfig:"TRACES_SAMPLER_ARG"`
+}
 
-// TracingFromLookup reads the tracing configuration through lookup (os.LookupEnv) and reports every
-// problem at once (errors.Join), one per line, each naming its variable. A variable set to the empty
-// string counts as unset, as the OpenTelemetry specification says. No problem shows a header's value,
-// which may be a collector's key; a URL's user information and query are left out of problems too.
-func TracingFromLookup(lookup func(string) (string, bool)) (Tracing, error) {
-	get := func(k string) string {
-		v, _ := lookup(k)
-		return strings.TrimSpace(v)
+// TracingFromEnv reads the tracing configuration from the process's environment and reports every
+// problem at once (errors.Join), one per line, each naming its variable. No problem shows a header's
+// value, which may be a collector's key; a URL's user information and query are left out of problems too.
+func TracingFromEnv() (Tracing, error) {
+	var e tracingEnv
+	if err := envconfig.Process("OTEL", &e); err != nil { // strings only: it cannot fail to decode
+		return Tracing{}, err
 	}
 	var errs []error
 	add := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	type variable struct{ key, value string }
 	t := Tracing{ServiceName: DefaultServiceName, Sampler: DefaultTracingSampler, Ratio: 1, Timeout: DefaultTracingTimeout}
 
 	disabled := false
-	switch v := strings.ToLower(get("OTEL_SDK_DISABLED")); v {
+	switch v := strings.ToLower(strings.TrimSpace(e.SDKDisabled)); v {
 	case "", "false":
 	case "true":
 		disabled = true
 	default:
 		add("OTEL_SDK_DISABLED", "must be true or false")
 	}
-	switch v := strings.ToLower(get("OTEL_TRACES_EXPORTER")); v {
+	switch v := strings.ToLower(strings.TrimSpace(e.TracesExporter)); v {
 	case "", "otlp":
 	case "none":
 		disabled = true
 	default:
-		add("OTEL_TRACES_EXPORTER", "%q is not supported; use otlp (the default) or none", clipValue(v))
+		add("OTEL_TRACES_EXPORTER", "%q is not supported; use otlp (the default) or none", logging.Cut(v, 40))
 	}
 
-	base, traces := get("OTEL_EXPORTER_OTLP_ENDPOINT"), get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-	if base != "" {
-		if u, err := otlpURL(base); err != nil {
+	if v := strings.TrimSpace(e.Endpoint); v != "" {
+		if u, err := otlpURL(v); err != nil {
 			add("OTEL_EXPORTER_OTLP_ENDPOINT", "%v", err)
 		} else {
 			u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
 			t.TracesURL = u.String()
 		}
 	}
-	if traces != "" {
-		if u, err := otlpURL(traces); err != nil {
+	if v := strings.TrimSpace(e.TracesEndpoint); v != "" {
+		if u, err := otlpURL(v); err != nil {
 			add("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "%v", err)
 		} else {
 			t.TracesURL = u.String()
 		}
 	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
-		if v := get(k); v != "" && v != "http/protobuf" {
-			add(k, "%q is not supported; the bridge exports over http/protobuf", clipValue(v))
+	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_PROTOCOL", e.Protocol}, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", e.TracesProtocol}} {
+		if val := strings.TrimSpace(v.value); val != "" && val != "http/protobuf" {
+			add(v.key, "%q is not supported; the bridge exports over http/protobuf", logging.Cut(val, 40))
 		}
 	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"} {
-		if v := get(k); v != "" && v != "gzip" && v != "none" {
-			add(k, "%q is not supported; use gzip or none", clipValue(v))
+	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_COMPRESSION", e.Compression}, {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", e.TracesCompression}} {
+		if val := strings.TrimSpace(v.value); val != "" && val != "gzip" && val != "none" {
+			add(v.key, "%q is not supported; use gzip or none", logging.Cut(val, 40))
 		}
 	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
-		if err := checkPairs(get(k), false); err != nil {
-			add(k, "%v", err)
+	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_HEADERS", e.Headers}, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", e.TracesHeaders}} {
+		if err := checkPairs(strings.TrimSpace(v.value), false); err != nil {
+			add(v.key, "%v", err)
 		}
 	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"} {
-		v := get(k)
-		if v == "" {
+	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_TIMEOUT", e.Timeout}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", e.TracesTimeout}} {
+		val := strings.TrimSpace(v.value)
+		if val == "" {
 			continue
 		}
-		ms, err := strconv.ParseInt(v, 10, 64)
+		ms, err := strconv.ParseInt(val, 10, 64)
 		switch {
 		case err != nil || ms < 0:
-			add(k, "%q is not a number of milliseconds", clipValue(v))
+			add(v.key, "%q is not a number of milliseconds", logging.Cut(val, 40))
 		case ms == 0 || time.Duration(ms)*time.Millisecond > MaxTracingTimeout:
-			add(k, "must be from 1 to %d milliseconds", MaxTracingTimeout.Milliseconds())
+			add(v.key, "must be from 1 to %d milliseconds", MaxTracingTimeout.Milliseconds())
 		default:
 			t.Timeout = time.Duration(ms) * time.Millisecond // the traces' own variable, read last, wins
 		}
 	}
 
-	if v := get("OTEL_SERVICE_NAME"); v != "" {
+	if v := strings.TrimSpace(e.ServiceName); v != "" {
 		t.ServiceName = v
 	}
-	if err := checkPairs(get("OTEL_RESOURCE_ATTRIBUTES"), true); err != nil {
+	if err := checkPairs(strings.TrimSpace(e.ResourceAttributes), true); err != nil {
 		add("OTEL_RESOURCE_ATTRIBUTES", "%v", err)
 	}
 
-	if v := strings.ToLower(get("OTEL_TRACES_SAMPLER")); v != "" {
-		known := false
-		for _, s := range samplers {
-			known = known || s == v
-		}
-		if known {
+	if v := strings.ToLower(strings.TrimSpace(e.Sampler)); v != "" {
+		if slices.Contains(samplers, v) {
 			t.Sampler = v
 		} else {
-			add("OTEL_TRACES_SAMPLER", "%q is not supported; use one of %s", clipValue(v), strings.Join(samplers, ", "))
+			add("OTEL_TRACES_SAMPLER", "%q is not supported; use one of %s", logging.Cut(v, 40), strings.Join(samplers, ", "))
 		}
 	}
-	if v := get("OTEL_TRACES_SAMPLER_ARG"); v != "" && strings.HasSuffix(t.Sampler, "traceidratio") {
+	if v := strings.TrimSpace(e.SamplerArg); v != "" && strings.HasSuffix(t.Sampler, "traceidratio") {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r < 0 || r > 1 {
-			add("OTEL_TRACES_SAMPLER_ARG", "%q is not a ratio from 0 to 1", clipValue(v))
+			add("OTEL_TRACES_SAMPLER_ARG", "%q is not a ratio from 0 to 1", logging.Cut(v, 40))
 		} else {
 			t.Ratio = r
 		}
@@ -228,7 +247,7 @@ func checkPairs(s string, resource bool) error {
 			continue
 		case !ok || k == "":
 			return fmt.Errorf("entry %d is not key=value", i+1)
-		case !resource && !headerToken(k):
+		case !resource && !httpguts.ValidHeaderFieldName(k):
 			return fmt.Errorf("entry %d: the key is not a valid header name", i+1)
 		}
 		if _, err := url.PathUnescape(strings.TrimSpace(v)); err != nil {
@@ -236,23 +255,4 @@ func checkPairs(s string, resource bool) error {
 		}
 	}
 	return nil
-}
-
-// headerToken reports whether k is an HTTP header name (RFC 9110 token).
-func headerToken(k string) bool {
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// clipValue bounds a value quoted in a problem.
-func clipValue(v string) string {
-	if len(v) > 40 {
-		return v[:40] + "..."
-	}
-	return v
 }

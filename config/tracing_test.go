@@ -1,14 +1,29 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestTracingFromLookup: tracing is off unless an OTLP endpoint is set, OTEL_SDK_DISABLED and
+// otelEnv sets exactly the OTEL_* variables of env for the test: every other one is set empty, which
+// counts as unset.
+func otelEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "")
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// TestTracingFromEnv: tracing is off unless an OTLP endpoint is set, OTEL_SDK_DISABLED and
 // OTEL_TRACES_EXPORTER=none turn it off, and the values are read as OpenTelemetry defines them.
-func TestTracingFromLookup(t *testing.T) {
+func TestTracingFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -47,7 +62,8 @@ func TestTracingFromLookup(t *testing.T) {
 			if want.Timeout == 0 {
 				want.Timeout = DefaultTracingTimeout
 			}
-			got, err := TracingFromLookup(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			otelEnv(t, tc.env)
+			got, err := TracingFromEnv()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,9 +74,9 @@ func TestTracingFromLookup(t *testing.T) {
 	}
 }
 
-// TestTracingFromLookupProblems: every bad value is reported at once, each naming its variable, and no
+// TestTracingFromEnvProblems: every bad value is reported at once, each naming its variable, and no
 // problem shows a header's value or a URL's credentials.
-func TestTracingFromLookupProblems(t *testing.T) {
+func TestTracingFromEnvProblems(t *testing.T) {
 	env := map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT":        "grpc://collector:4317",
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://user:s3cret@collector:4318/v1/traces",
@@ -74,7 +90,8 @@ func TestTracingFromLookupProblems(t *testing.T) {
 		"OTEL_TRACES_SAMPLER":                "parentbased_traceidratio",
 		"OTEL_TRACES_SAMPLER_ARG":            "1.5",
 	}
-	_, err := TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	otelEnv(t, env)
+	_, err := TracingFromEnv()
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -90,8 +107,8 @@ func TestTracingFromLookupProblems(t *testing.T) {
 	if strings.Contains(msg, "s3cret") {
 		t.Errorf("a problem shows a secret:\n%s", msg)
 	}
-	env = map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"}
-	if _, err := TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil ||
+	otelEnv(t, map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"})
+	if _, err := TracingFromEnv(); err == nil ||
 		!strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER: ") {
 		t.Errorf("an unsupported sampler: %v", err)
 	}

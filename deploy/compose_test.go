@@ -245,7 +245,12 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the bridge service's environment does not load:\n%v", err)
 	}
-	if tr, err := config.TracingFromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil || tr.Enabled {
+	for k, v := range env {
+		if strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, v)
+		}
+	}
+	if tr, err := config.TracingFromEnv(); err != nil || tr.Enabled {
 		t.Errorf("the bridge service's tracing: %+v, %v; want it valid and off by default", tr, err)
 	}
 
