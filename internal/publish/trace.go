@@ -29,20 +29,18 @@ const (
 	spanAbandoned    = "abandoned"     // the publisher closed before JetStream's acknowledgement came
 )
 
-// startSpan starts the span of an event as Handle takes it, linked to the span in ctx (the stream's
-// connection's: upstream.StreamConfig.Tracer). The event's span starts a trace of its own: a connection
-// lasts hours and carries millions of events. Its options are made once per connection, so that a span
-// that is not sampled costs the few allocations of the SDK's own.
+// sendSpan is the one option of every event's span.
+var sendSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
+// startSpan starts the span of an event as Handle takes it. The event's span starts a trace of its own
+// (a connection lasts hours and carries millions of events), and when it is sampled it links to the span
+// in ctx, the stream's connection's (upstream.StreamConfig.Tracer). A span that is not sampled costs only
+// the SDK's own allocations: no options are made per event, and ctx is not looked into.
 func (p *Publisher) startSpan(ctx context.Context) trace.Span {
-	conn := trace.SpanContextFromContext(ctx)
-	if p.spanOpts == nil || !conn.Equal(p.spanConn) {
-		p.spanConn = conn
-		p.spanOpts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer)}
-		if conn.IsValid() {
-			p.spanOpts = append(p.spanOpts, trace.WithLinks(trace.Link{SpanContext: conn}))
-		}
+	_, span := p.cfg.Tracer.Start(context.Background(), "send", sendSpan...)
+	if span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: trace.SpanContextFromContext(ctx)})
 	}
-	_, span := p.cfg.Tracer.Start(ctx, "send", p.spanOpts...)
 	return span
 }
 
