@@ -285,9 +285,10 @@ func (a *acks) handle(m *nats.Msg) {
 		endAcked(s.span, m.Data, dup, 0)
 	}
 	if s.token != "" {
-		a.obs.AckLatency(time.Since(s.sent), traceID(s.span))
+		now := time.Now()
+		a.obs.AckLatency(now.Sub(s.sent), traceID(s.span))
 		if !s.at.IsZero() {
-			a.obs.Freshness(time.Since(s.at))
+			a.obs.Freshness(now.Sub(s.at))
 		}
 		if dup {
 			a.obs.Duplicate(s.token)

@@ -65,9 +65,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 		}
 		// A resend JetStream calls a duplicate is the earlier send, stored but unanswered: published.
 		if resent && e.token != "" {
-			p.cfg.Observer.AckLatency(time.Since(e.sent), traceID(e.span))
+			now := time.Now()
+			p.cfg.Observer.AckLatency(now.Sub(e.sent), traceID(e.span))
 			if !e.at.IsZero() {
-				p.cfg.Observer.Freshness(time.Since(e.at))
+				p.cfg.Observer.Freshness(now.Sub(e.at))
 			}
 			p.cfg.Observer.Published(e.token)
 		}
