@@ -287,13 +287,15 @@ func (a *acks) handle(m *nats.Msg) {
 	if s.token != "" {
 		now := time.Now()
 		a.obs.AckLatency(now.Sub(s.sent), traceID(s.span))
-		if !s.at.IsZero() {
-			a.obs.Freshness(now.Sub(s.at))
-		}
 		if dup {
 			a.obs.Duplicate(s.token)
 		} else {
+			// A duplicate's freshness is not observed: its copy was stored before, and a replay would
+			// report its whole age.
 			a.obs.Published(s.token)
+			if !s.at.IsZero() {
+				a.obs.Freshness(now.Sub(s.at))
+			}
 		}
 	}
 	s.state.Store(seq<<2 | acked)
