@@ -120,6 +120,7 @@ func (p *Publisher) pop() {
 		}
 		c.tail = append(c.tail, e.id)
 	}
+	p.acks.slot(e.seq).span = nil // a failed publish's: the slot is settled, and recover ended the span
 	*e = pending{}
 	p.win.head = (p.win.head + 1) % len(p.win.ring)
 	p.win.n--
@@ -280,13 +281,16 @@ func (a *acks) handle(m *nats.Msg) {
 		return // a late answer: the entry was settled otherwise (and sent again)
 	}
 	// Tell the observer while holding the slot: once acked, the entry can leave the window, and whoever
-	// waits for it (Resume) may rely on the event having been counted.
-	if s.span != nil {
-		endAcked(s.span, m.Data, dup, 0)
+	// waits for it (Resume) may rely on the event having been counted. The slot lets go of the span it
+	// ends, which would otherwise stay reachable until the slot is used again.
+	span := s.span
+	if span != nil {
+		s.span = nil
+		endAcked(span, m.Data, dup, 0)
 	}
 	if s.token != "" {
 		now := time.Now()
-		a.obs.AckLatency(now.Sub(s.sent), traceID(s.span))
+		a.obs.AckLatency(now.Sub(s.sent), traceID(span))
 		if dup {
 			a.obs.Duplicate(s.token)
 		} else {
