@@ -271,7 +271,7 @@ func (a *acks) handle(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	dup, err := ackResult(m)
+	stored, dup, err := ackResult(m)
 	if err != nil {
 		a.fail(seq, err)
 		return
@@ -286,7 +286,7 @@ func (a *acks) handle(m *nats.Msg) {
 	span := s.span
 	if span != nil {
 		s.span = nil
-		endAcked(span, m.Data, dup, 0)
+		endStored(span, stored, dup)
 	}
 	if s.token != "" {
 		now := time.Now()
@@ -306,22 +306,24 @@ func (a *acks) handle(m *nats.Msg) {
 	a.notify()
 }
 
-// ackResult returns whether a PubAck reports a duplicate, or why the publish failed. It reads the reply
-// as encoding/json decodes it into the struct of decodeAck (member names matched case-insensitively, the
-// last of duplicates counting, null leaving a field as it is), in one pass without decoding; a reply
-// with an "error" member, JetStream's refusal, is decoded in full (FuzzAckResult compares the two).
-func ackResult(m *nats.Msg) (duplicate bool, err error) {
+// ackResult returns a PubAck's stream sequence (0 when it has none that fits a uint64) and whether it
+// reports a duplicate, or why the publish failed. It reads the reply as encoding/json decodes it into the
+// struct of decodeAck (member names matched case-insensitively, the last of duplicates counting, null
+// leaving a field as it is), in one pass without decoding; a reply with an "error" member, JetStream's
+// refusal, is decoded in full (FuzzAckResult compares the two). The sequence is for the event's span
+// only: a "seq" that is not one does not make the reply any less an acknowledgement.
+func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
 		if m.Header.Get("Status") == "503" {
-			return false, jetstream.ErrNoStreamResponse
+			return 0, false, jetstream.ErrNoStreamResponse
 		}
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
 	var s jsonscan.Scanner
 	s.Reset(d)
 	if !s.Object() {
-		return false, errBadAck // not JSON, or not an object: no PubAck either way
+		return 0, false, errBadAck // not JSON, or not an object: no PubAck either way
 	}
 	stream := false
 	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
@@ -334,7 +336,7 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 			case jsonscan.Null:
 				s.Skip()
 			default:
-				return false, errBadAck // not a string: encoding/json fails too
+				return 0, false, errBadAck // not a string: encoding/json fails too
 			}
 		case jsonscan.EqualFold(key, esc, "duplicate"):
 			switch s.Kind() {
@@ -344,9 +346,19 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 				duplicate = false
 			case jsonscan.Null:
 			default:
-				return false, errBadAck
+				return 0, false, errBadAck
 			}
 			s.Skip()
+		case jsonscan.EqualFold(key, esc, "seq"):
+			if s.Kind() == jsonscan.Number {
+				n, err := strconv.ParseUint(string(s.Number()), 10, 64)
+				if err != nil {
+					n = 0 // a fraction, a sign or beyond a uint64
+				}
+				seq = n
+			} else {
+				s.Skip()
+			}
 		case jsonscan.EqualFold(key, esc, "error"):
 			return decodeAck(d)
 		default:
@@ -354,26 +366,32 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		}
 	}
 	if s.End() != nil || !stream {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
-	return duplicate, nil
+	return seq, duplicate, nil
 }
 
 // decodeAck decodes a reply in full: JetStream's error, or a PubAck.
-func decodeAck(d []byte) (duplicate bool, err error) {
+func decodeAck(d []byte) (seq uint64, duplicate bool, err error) {
 	var r struct {
 		Error     *jetstream.APIError `json:"error"`
 		Stream    string              `json:"stream"`
 		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal(d, &r); err != nil {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
 	if r.Error != nil {
-		return false, r.Error
+		return 0, false, r.Error
 	}
 	if r.Stream == "" {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
-	return r.Duplicate, nil
+	var n struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(d, &n) == nil { // apart: a "seq" that is not one leaves the acknowledgement one
+		seq = n.Seq
+	}
+	return seq, r.Duplicate, nil
 }

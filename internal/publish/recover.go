@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 )
 
 // recover handles a failed publish: it lets every publish in the window settle, then sends the failed
@@ -78,7 +79,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 			if ack != nil && !found {
 				seq, dup = ack.Sequence, ack.Duplicate
 			}
-			endStored(e.span, seq, dup, tries)
+			if e.span.IsRecording() {
+				e.span.SetAttributes(tracing.KeyRetries.Int(tries))
+			}
+			endStored(e.span, seq, dup)
 		}
 		p.pop()
 	}

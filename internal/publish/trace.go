@@ -2,14 +2,12 @@ package publish
 
 import (
 	"context"
-	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 )
@@ -107,56 +105,19 @@ func endAbandoned(span trace.Span) {
 	span.End()
 }
 
-// endAcked ends the span of a message JetStream acknowledged in reply d (a PubAck: its stream sequence
-// and whether it was a duplicate), after retries sends again.
-func endAcked(span trace.Span, d []byte, duplicate bool, retries int) {
-	if span.IsRecording() {
-		if seq := ackSeq(d); seq > 0 {
-			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
-		}
-		if retries > 0 {
-			span.SetAttributes(tracing.KeyRetries.Int(retries))
-		}
-		if duplicate {
-			span.AddEvent(spanDuplicate)
-		}
-	}
-	span.End()
-}
-
-// endStored ends the span of a message sent again once JetStream stored it (seq 0 when found stored
-// rather than acknowledged).
-func endStored(span trace.Span, seq uint64, duplicate bool, retries int) {
+// endStored ends the span of a message JetStream stored: seq is its stream sequence (0 when unknown,
+// as for a message found stored rather than acknowledged), duplicate whether JetStream said it was
+// stored before.
+func endStored(span trace.Span, seq uint64, duplicate bool) {
 	if span.IsRecording() {
 		if seq > 0 {
 			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
 		}
-		span.SetAttributes(tracing.KeyRetries.Int(retries))
 		if duplicate {
 			span.AddEvent(spanDuplicate)
 		}
 	}
 	span.End()
-}
-
-// ackSeq reads the "seq" member of a PubAck; 0 when it has none.
-func ackSeq(d []byte) uint64 {
-	var s jsonscan.Scanner
-	s.Reset(d)
-	if !s.Object() {
-		return 0
-	}
-	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
-		if jsonscan.EqualFold(key, esc, "seq") && s.Kind() == jsonscan.Number {
-			n, err := strconv.ParseUint(string(s.Number()), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return n
-		}
-		s.Skip()
-	}
-	return 0
 }
 
 // traceID returns the trace id of a sampled span, for an exemplar; the zero id otherwise.
