@@ -70,9 +70,9 @@ type message struct {
 	dead    *nats.Msg // a dead letter, built once
 	// at is the event's own timestamp, when it is an RFC 3339 time (for bridge_event_freshness_seconds).
 	at time.Time
-	// tp and ts are traceparent and tracestate: the context of the event's span (trace.go), "" with
-	// tracing off.
-	tp, ts string
+	// tp is the traceparent of the event's span (trace.go), "" with tracing off. There is no
+	// tracestate: the span starts a trace of its own, which has none.
+	tp string
 }
 
 // messages is the state of the message step: the subjects, the message of every first send with its
@@ -149,7 +149,7 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	// fence's under 100 and its subject's base; ce-id and ce-type may be percent-encoded (at most three
 	// times as long). Only an event near the bound is measured exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
-		len(e.after) + len(e.ownID) + 24 + len(e.tp) + len(e.ts)
+		len(e.after) + len(e.ownID) + 24 + len(e.tp)
 	payload := p.nc.MaxPayload()
 	if max := layout.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
 		int64(layout.MsgSize(&p.msgs.msg)) > max {
@@ -195,7 +195,6 @@ const (
 	hFenceSeq
 	hFenceSubject
 	hTraceparent
-	hTracestate
 	numHeaders
 )
 
@@ -205,7 +204,7 @@ var headerNames = [numHeaders]string{
 	hCEID: "ce-id", hSource: "ce-source",
 	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
 	hFenceSeq: jetstream.ExpectedLastSubjSeqHeader, hFenceSubject: jetstream.ExpectedLastSubjSeqSubjHeader,
-	hTraceparent: carrier.Traceparent, hTracestate: carrier.Tracestate,
+	hTraceparent: carrier.Traceparent,
 }
 
 // newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
@@ -246,7 +245,6 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hResumeAfter, e.after, e.after != "")
 	s.set(hStreamID, e.ownID, e.ownID != "")
 	s.set(hTraceparent, e.tp, e.tp != "")
-	s.set(hTracestate, e.ts, e.ts != "")
 	if s.fence.on() {
 		subject, seq := s.fence.check(e.seq)
 		s.set(hFenceSeq, seq, true)
@@ -353,9 +351,6 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	}
 	if e.tp != "" {
 		h[carrier.Traceparent] = []string{e.tp}
-		if e.ts != "" {
-			h[carrier.Tracestate] = []string{e.ts}
-		}
 	}
 	m := &nats.Msg{Subject: p.msgs.dlq, Header: h, Data: body}
 	if layout.Fit(m, layout.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
@@ -365,7 +360,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	p.cfg.Observer.DeadLettered(code)
 	deadLetterSpan(e, code, reason)
 	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, noID: e.noID, span: e.span,
-		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m, tp: e.tp, ts: e.ts}}
+		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m, tp: e.tp}}
 }
 
 // readLimits reads the max_msg_size of the events stream and of the stream that stores the events' dead

@@ -14,7 +14,8 @@ import (
 
 // An event's span (docs/operations.md#tracing): one producer span from the moment Handle takes the SSE
 // message to JetStream's acknowledgement of its message, in OpenTelemetry's messaging conventions. Its
-// context travels on the message as traceparent (and tracestate), the same on every send of it. With
+// context travels on the message as traceparent, the same on every send of it (no tracestate: the span
+// starts a trace of its own, and a sampler hands on only a parent's). With
 // Config.Tracer nil nothing here runs.
 
 // Span events of an event's span.
@@ -45,7 +46,7 @@ func (p *Publisher) startSpan(ctx context.Context) trace.Span {
 // traceEntry gives entry e the event's span and the context its message carries.
 func traceEntry(e *pending, span trace.Span) {
 	e.span = span
-	e.tp, e.ts = carrier.Format(span.SpanContext())
+	e.tp = carrier.Format(span.SpanContext())
 }
 
 // endUnsent ends the span of an event that is not sent: found stored beyond the resume point, or
