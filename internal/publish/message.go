@@ -147,9 +147,13 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	p.msgs.msg = nats.Msg{Subject: e.subject, Header: p.msgs.hdr.h, Data: e.data}
 	// An upper bound of the header block's size: the fixed names and values take under 320 bytes, the
 	// fence's under 100 and its subject's base; ce-id and ce-type may be percent-encoded (at most three
-	// times as long). Only an event near the bound is measured exactly.
+	// times as long); with tracing on, the traceparent line. Only an event near the bound is measured
+	// exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
-		len(e.after) + len(e.ownID) + 24 + len(e.tp)
+		len(e.after) + len(e.ownID)
+	if e.tp != "" {
+		hsize += len(carrier.Traceparent) + len(": \r\n") + len(e.tp)
+	}
 	payload := p.nc.MaxPayload()
 	if max := layout.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
 		int64(layout.MsgSize(&p.msgs.msg)) > max {
