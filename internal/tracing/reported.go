@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -23,7 +22,6 @@ const DefaultReported = 4096
 // that the span of that event, when the upstream streams it back, links to the report's. It holds at most
 // its size of entries: a new one replaces the oldest. Safe for concurrent use.
 type Reported struct {
-	n    atomic.Int64 // entries held: a lookup in an empty one takes no lock
 	mu   sync.Mutex
 	m    map[ReportedKey]trace.SpanContext
 	ring []ReportedKey // the keys in the order they were put, ring[next] the oldest once full
@@ -55,12 +53,11 @@ func (r *Reported) Put(k ReportedKey, sc trace.SpanContext) {
 		}
 	}
 	r.m[k] = sc
-	r.n.Store(int64(len(r.m)))
 }
 
 // Take returns the span of the report of the event k and forgets it; false when there is none.
 func (r *Reported) Take(k ReportedKey) (trace.SpanContext, bool) {
-	if r == nil || r.n.Load() == 0 {
+	if r == nil {
 		return trace.SpanContext{}, false
 	}
 	r.mu.Lock()
@@ -68,7 +65,6 @@ func (r *Reported) Take(k ReportedKey) (trace.SpanContext, bool) {
 	sc, ok := r.m[k]
 	if ok {
 		delete(r.m, k) // its ring slot stays until overwritten; deleting a missing key is harmless
-		r.n.Store(int64(len(r.m)))
 	}
 	return sc, ok
 }

@@ -100,7 +100,7 @@ func (r reader) Get(key string) string {
 			return ""
 		}
 	case Tracestate:
-		return BoundTracestate(v)
+		return boundTracestate(v)
 	}
 	return v
 }
@@ -115,11 +115,11 @@ func first(h nats.Header, key string) string {
 	return ""
 }
 
-// BoundTracestate returns a tracestate value cut to at most MaxTracestate bytes the way W3C Trace Context
+// boundTracestate returns a tracestate value cut to at most MaxTracestate bytes the way W3C Trace Context
 // says a platform may cut it: entries longer than 128 characters go first, then entries from the end,
 // each whole. A value longer than 8 KiB is dropped whole (""), as is one whose entries cannot be cut to
 // fit. The result still has to parse: the propagator ignores a tracestate that does not.
-func BoundTracestate(v string) string {
+func boundTracestate(v string) string {
 	if len(v) <= MaxTracestate {
 		return v
 	}
