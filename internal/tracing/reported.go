@@ -23,9 +23,16 @@ const DefaultReported = 4096
 // its size of entries: a new one replaces the oldest. Safe for concurrent use.
 type Reported struct {
 	mu   sync.Mutex
-	m    map[ReportedKey]trace.SpanContext
+	m    map[ReportedKey]reported
 	ring []ReportedKey // the keys in the order they were put, ring[next] the oldest once full
 	next int
+}
+
+// reported is an entry of Reported: the report's span, and the ring slot that holds its key. A key taken
+// and put again has a second slot; the first, stale, must not evict it.
+type reported struct {
+	sc   trace.SpanContext
+	slot int
 }
 
 // NewReported returns a Reported of size entries (DefaultReported when size <= 0).
@@ -33,7 +40,7 @@ func NewReported(size int) *Reported {
 	if size <= 0 {
 		size = DefaultReported
 	}
-	return &Reported{m: make(map[ReportedKey]trace.SpanContext, size), ring: make([]ReportedKey, 0, size)}
+	return &Reported{m: make(map[ReportedKey]reported, size), ring: make([]ReportedKey, 0, size)}
 }
 
 // Put remembers sc as the span of the report of the event k; a nil Reported ignores it.
@@ -43,16 +50,22 @@ func (r *Reported) Put(k ReportedKey, sc trace.SpanContext) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.m[k]; !ok {
+	e, ok := r.m[k]
+	if !ok {
 		if len(r.ring) < cap(r.ring) {
+			e.slot = len(r.ring)
 			r.ring = append(r.ring, k)
 		} else {
-			delete(r.m, r.ring[r.next])
+			if old, ok := r.m[r.ring[r.next]]; ok && old.slot == r.next {
+				delete(r.m, r.ring[r.next]) // the oldest entry, unless taken since (its slot stale)
+			}
+			e.slot = r.next
 			r.ring[r.next] = k
 			r.next = (r.next + 1) % len(r.ring)
 		}
 	}
-	r.m[k] = sc
+	e.sc = sc
+	r.m[k] = e
 }
 
 // Take returns the span of the report of the event k and forgets it; false when there is none.
@@ -62,9 +75,9 @@ func (r *Reported) Take(k ReportedKey) (trace.SpanContext, bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sc, ok := r.m[k]
+	e, ok := r.m[k]
 	if ok {
-		delete(r.m, k) // its ring slot stays until overwritten; deleting a missing key is harmless
+		delete(r.m, k) // its ring slot stays until overwritten, and then evicts nothing
 	}
-	return sc, ok
+	return e.sc, ok
 }
