@@ -133,12 +133,10 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = logging.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
-	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader {
-		if at, _, _, ok := rfc3339.Parse(f.Timestamp); ok {
-			// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
-			// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
-			e.time, e.at = strings.ToUpper(f.Timestamp), at
-		}
+	if at, ok := eventTime(f.Timestamp); ok {
+		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
+		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
+		e.time, e.at = strings.ToUpper(f.Timestamp), at
 	}
 	if ev.ResumeID != in.rawID {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
@@ -161,6 +159,16 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 		return e.dead
 	}
 	return &p.msgs.msg
+}
+
+// eventTime returns the time of an event's timestamp member, as ce-time carries it: an RFC 3339 time
+// of at most MaxTimeHeader bytes.
+func eventTime(ts string) (time.Time, bool) {
+	if ts == "" || len(ts) > MaxTimeHeader {
+		return time.Time{}, false
+	}
+	at, _, _, ok := rfc3339.Parse(ts)
+	return at, ok
 }
 
 // rebuild returns a new message for the entry, for sending it again.
