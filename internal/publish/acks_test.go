@@ -22,22 +22,26 @@ func TestAckResult(t *testing.T) {
 		hdr  nats.Header
 		want string // "" for a PubAck, else a part of the error
 		dup  bool
+		seq  uint64
 	}{
-		{data: `{"stream":"TRACKING_EVENTS","seq":12}`},
-		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":true}`, dup: true},
-		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":false}`},
-		{data: `{"stream":"S","seq":1,"duplicate":true,"duplicate":false}`}, // the last one counts
-		{data: `{"stream":"S","seq":1,"duplicate":null}`},
+		{data: `{"stream":"TRACKING_EVENTS","seq":12}`, seq: 12},
+		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":true}`, dup: true, seq: 12},
+		{data: `{"stream":"S","seq":"12"}`},                 // not a number: an acknowledgement without a sequence
+		{data: `{"stream":"S","seq":18446744073709551616}`}, // beyond a uint64: the same
+		{data: `{"stream":"S","SEQ":3,"seq":null}`, seq: 3}, // case folded, null leaving it as it is
+		{data: `{"stream":"TRACKING_EVENTS","seq":12,"duplicate":false}`, seq: 12},
+		{data: `{"stream":"S","seq":1,"duplicate":true,"duplicate":false}`, seq: 1}, // the last one counts
+		{data: `{"stream":"S","seq":1,"duplicate":null}`, seq: 1},
 		{data: `{"stream":"S","seq":1,"duplicate":1}`, want: errBadAck.Error()},
 		{data: `{"stream":"S", "duplicate":true}`, dup: true}, // decoded
-		{data: `{"stream":"error","seq":1}`},
-		{data: `{"seq":1,"stream":"S","domain":"hub"}`},
+		{data: `{"stream":"error","seq":1}`, seq: 1},
+		{data: `{"seq":1,"stream":"S","domain":"hub"}`, seq: 1},
 		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"S","seq":0}`,
 			want: "maximum messages exceeded"},
 		{data: `{"stream":"S","error":{"code":400,"description":"bad"}}`, want: "bad"},
 		{data: `{"stream":"S","Error":{"code":400,"description":"case"}}`, want: "case"}, // encoding/json folds case
 		{data: `{"stream":"S","stream":""}`, want: errBadAck.Error()},                    // the last one counts
-		{data: `{"stream":"S", "seq":1}`},                                                // not the server's spacing: decoded
+		{data: `{"stream":"S", "seq":1}`, seq: 1},                                        // not the server's spacing: decoded
 		{data: `{}`, want: errBadAck.Error()},
 		{data: `{"stream":""}`, want: errBadAck.Error()},
 		{data: `not json`, want: errBadAck.Error()},
@@ -45,12 +49,12 @@ func TestAckResult(t *testing.T) {
 		{hdr: status503, want: jetstream.ErrNoStreamResponse.Error()},
 		{want: errBadAck.Error()},
 	} {
-		dup, err := ackResult(&nats.Msg{Data: []byte(tc.data), Header: tc.hdr})
+		seq, dup, err := ackResult(&nats.Msg{Data: []byte(tc.data), Header: tc.hdr})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("ackResult(%q, %v) = %v, want %q", tc.data, tc.hdr, err, tc.want)
 		}
-		if dup != tc.dup {
-			t.Errorf("ackResult(%q): duplicate %v, want %v", tc.data, dup, tc.dup)
+		if dup != tc.dup || seq != tc.seq {
+			t.Errorf("ackResult(%q): duplicate %v, seq %d; want %v, %d", tc.data, dup, seq, tc.dup, tc.seq)
 		}
 	}
 }
@@ -135,7 +139,7 @@ func FuzzAckResult(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dup, err := ackResult(&nats.Msg{Data: data})
+		seq, dup, err := ackResult(&nats.Msg{Data: data})
 		var r struct {
 			Error     *jetstream.APIError `json:"error"`
 			Stream    string              `json:"stream"`
@@ -144,6 +148,12 @@ func FuzzAckResult(f *testing.F) {
 		want := len(data) > 0 && json.Unmarshal(data, &r) == nil && r.Error == nil && r.Stream != ""
 		if got := err == nil; got != want || got && dup != r.Duplicate {
 			t.Fatalf("ackResult(%q) says acknowledged=%v duplicate=%v, a full decode %v %v", data, got, dup, want, r.Duplicate)
+		}
+		var n struct {
+			Seq uint64 `json:"seq"`
+		}
+		if err == nil && json.Unmarshal(data, &n) == nil && seq != n.Seq {
+			t.Fatalf("ackResult(%q) says seq %d, a full decode %d", data, seq, n.Seq)
 		}
 	})
 }
@@ -154,7 +164,7 @@ func BenchmarkAckResult(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ackResult(m); err != nil {
+			if _, _, err := ackResult(m); err != nil {
 				b.Fatal("not a PubAck")
 			}
 		}

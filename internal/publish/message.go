@@ -70,9 +70,9 @@ type message struct {
 	dead    *nats.Msg // a dead letter, built once
 	// at is the event's own timestamp, when it is an RFC 3339 time (for bridge_event_freshness_seconds).
 	at time.Time
-	// tp and ts are traceparent and tracestate: the context of the event's span (trace.go), "" with
-	// tracing off.
-	tp, ts string
+	// tp is the traceparent of the event's span (trace.go), "" with tracing off. There is no
+	// tracestate: the span starts a trace of its own, which has none.
+	tp string
 }
 
 // messages is the state of the message step: the subjects, the message of every first send with its
@@ -133,12 +133,10 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	if f.TypeKind == KindString {
 		e.typ, e.hasType = logging.Clip(headerValue(f.Type), MaxTypeHeader), true
 	}
-	if f.Timestamp != "" && len(f.Timestamp) <= MaxTimeHeader {
-		if at, _, _, ok := rfc3339.Parse(f.Timestamp); ok {
-			// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
-			// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
-			e.time, e.at = strings.ToUpper(f.Timestamp), at
-		}
+	if at, ok := eventTime(f.Timestamp); ok {
+		// RFC 3339 allows "t" and "z"; not every CloudEvents SDK does (Go's time.Parse refuses them).
+		// A valid timestamp is ASCII, so this only changes those two (and copies only when it does).
+		e.time, e.at = strings.ToUpper(f.Timestamp), at
 	}
 	if ev.ResumeID != in.rawID {
 		e.ownID = e.resumeH // "" (no id seen on the stream yet) leaves the header out
@@ -147,9 +145,13 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 	p.msgs.msg = nats.Msg{Subject: e.subject, Header: p.msgs.hdr.h, Data: e.data}
 	// An upper bound of the header block's size: the fixed names and values take under 320 bytes, the
 	// fence's under 100 and its subject's base; ce-id and ce-type may be percent-encoded (at most three
-	// times as long). Only an event near the bound is measured exactly.
+	// times as long); with tracing on, the traceparent line. Only an event near the bound is measured
+	// exactly.
 	hsize := 320 + 100 + len(p.cfg.FenceSubject) + 5*len(e.id) + len(e.typ) + 4*len(e.subject) + 3*len(p.cfg.Source) + len(e.time) +
-		len(e.after) + len(e.ownID) + 24 + len(e.tp) + len(e.ts)
+		len(e.after) + len(e.ownID)
+	if e.tp != "" {
+		hsize += len(carrier.Traceparent) + len(": \r\n") + len(e.tp)
+	}
 	payload := p.nc.MaxPayload()
 	if max := layout.MaxMessage(payload, p.msgs.eventsMax); max > 0 && int64(len(ev.Data)+hsize) > max &&
 		int64(layout.MsgSize(&p.msgs.msg)) > max {
@@ -157,6 +159,16 @@ func (p *Publisher) build(e *pending, ev *upstream.Event, in *inbound) *nats.Msg
 		return e.dead
 	}
 	return &p.msgs.msg
+}
+
+// eventTime returns the time of an event's timestamp member, as ce-time carries it: an RFC 3339 time
+// of at most MaxTimeHeader bytes.
+func eventTime(ts string) (time.Time, bool) {
+	if ts == "" || len(ts) > MaxTimeHeader {
+		return time.Time{}, false
+	}
+	at, _, _, ok := rfc3339.Parse(ts)
+	return at, ok
 }
 
 // rebuild returns a new message for the entry, for sending it again.
@@ -195,7 +207,6 @@ const (
 	hFenceSeq
 	hFenceSubject
 	hTraceparent
-	hTracestate
 	numHeaders
 )
 
@@ -205,7 +216,7 @@ var headerNames = [numHeaders]string{
 	hCEID: "ce-id", hSource: "ce-source",
 	hCEType: "ce-type", hTime: "ce-time", hResumeAfter: HeaderResumeAfter, hStreamID: HeaderStreamID,
 	hFenceSeq: jetstream.ExpectedLastSubjSeqHeader, hFenceSubject: jetstream.ExpectedLastSubjSeqSubjHeader,
-	hTraceparent: carrier.Traceparent, hTracestate: carrier.Tracestate,
+	hTraceparent: carrier.Traceparent,
 }
 
 // newHeaderSet returns the header block with the headers every event carries. The CloudEvents attributes
@@ -246,7 +257,6 @@ func (s *headerSet) fill(e *pending) {
 	s.set(hResumeAfter, e.after, e.after != "")
 	s.set(hStreamID, e.ownID, e.ownID != "")
 	s.set(hTraceparent, e.tp, e.tp != "")
-	s.set(hTracestate, e.ts, e.ts != "")
 	if s.fence.on() {
 		subject, seq := s.fence.check(e.seq)
 		s.set(hFenceSeq, seq, true)
@@ -353,9 +363,6 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	}
 	if e.tp != "" {
 		h[carrier.Traceparent] = []string{e.tp}
-		if e.ts != "" {
-			h[carrier.Tracestate] = []string{e.ts}
-		}
 	}
 	m := &nats.Msg{Subject: p.msgs.dlq, Header: h, Data: body}
 	if layout.Fit(m, layout.MaxMessage(p.nc.MaxPayload(), p.msgs.dlqMax), id) {
@@ -365,7 +372,7 @@ func (p *Publisher) deadLetter(e *pending, name string, body []byte, id, code, r
 	p.cfg.Observer.DeadLettered(code)
 	deadLetterSpan(e, code, reason)
 	*e = pending{seq: e.seq, resume: e.resume, resumeH: e.resumeH, noID: e.noID, span: e.span,
-		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m, tp: e.tp, ts: e.ts}}
+		message: message{after: e.after, subject: p.msgs.dlq, id: id, dead: m, tp: e.tp}}
 }
 
 // readLimits reads the max_msg_size of the events stream and of the stream that stores the events' dead

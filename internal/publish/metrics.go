@@ -58,8 +58,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from publishing an event to its JetStream acknowledgement.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 15)}) // 0.5 ms … 8 s
 	m.fresh = prometheus.NewHistogram(prometheus.HistogramOpts{Name: metrics.Namespace + "_event_freshness_seconds",
-		Help: "Time from an event's own timestamp to its JetStream acknowledgement (events whose timestamp " +
-			"is an RFC 3339 time; one dated ahead counts as 0).",
+		Help: "Time from an event's own timestamp to its JetStream acknowledgement (events published, not " +
+			"duplicates, whose timestamp is an RFC 3339 time; one dated ahead counts as 0).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20)}) // 10 ms … 1.5 h
 	m.retries = prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "_publish_retries_total",
 		Help: "Publishes sent again after a failed or unacknowledged attempt."})

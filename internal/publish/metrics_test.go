@@ -66,6 +66,7 @@ func TestPerEventMetricsDoNotAllocate(t *testing.T) {
 		"Published":  func() { m.Published("GATE_IN") },
 		"Duplicate":  func() { m.Duplicate("GATE_IN") },
 		"AckLatency": func() { m.AckLatency(time.Millisecond, trace.TraceID{}) },
+		"Freshness":  func() { m.Freshness(time.Second) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s allocates %v times per call", name, n)

@@ -29,8 +29,8 @@ type Observer interface {
 	// AckLatency is told how long an event's acknowledgement took, just before Published or Duplicate and
 	// from the same goroutine; traceID is the event's sampled trace (zero when none), for an exemplar.
 	AckLatency(d time.Duration, traceID trace.TraceID)
-	// Freshness is told, with AckLatency, how long after its own timestamp an event was stored, for an
-	// event with an RFC 3339 timestamp.
+	// Freshness is told, with Published, how long after its own timestamp an event was stored, for an
+	// event with an RFC 3339 timestamp. A duplicate has none: its copy was stored before.
 	Freshness(d time.Duration)
 	// DeadLettered is told of an event sent to P.dlq.events; reason is one of the Reason* constants.
 	DeadLettered(reason string)

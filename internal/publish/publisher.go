@@ -40,10 +40,6 @@ type Publisher struct {
 	cursor  cursor    // cursor.go: the resume point, and the events stored beyond it
 	fence   fence     // fence.go: the check every event carries once Claim stored this leader's markers
 	failing bool      // recover.go: publishing failed and is being retried (logged once per run)
-	// The options of the events' spans, made once per connection of the stream (trace.go); Handle's own,
-	// used before it takes mu.
-	spanOpts []trace.SpanStartOption
-	spanConn trace.SpanContext
 }
 
 // New returns a Publisher over the connection nc.

@@ -326,13 +326,13 @@ func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // countingObserver counts the publisher's outcomes.
 type countingObserver struct {
-	published, duplicates, retried, latencies, foreign atomic.Int64
+	published, duplicates, retried, latencies, fresh, foreign atomic.Int64
 }
 
 func (o *countingObserver) Published(string)                        { o.published.Add(1) }
 func (o *countingObserver) Duplicate(string)                        { o.duplicates.Add(1) }
 func (o *countingObserver) AckLatency(time.Duration, trace.TraceID) { o.latencies.Add(1) }
-func (o *countingObserver) Freshness(time.Duration)                 {}
+func (o *countingObserver) Freshness(time.Duration)                 { o.fresh.Add(1) }
 func (o *countingObserver) DeadLettered(string)                     {}
 func (o *countingObserver) PublishRetried(error)                    { o.retried.Add(1) }
 func (o *countingObserver) ForeignFenceWrite()                      { o.foreign.Add(1) }
@@ -781,8 +781,8 @@ func TestResendAnswersLostPastDuplicateWindow(t *testing.T) {
 }
 
 // TestDuplicatesCounted: an event JetStream acknowledges as a duplicate (its id stored before, within the
-// duplicate window) is told as a Duplicate, not as Published, and the start of each run of duplicates is
-// logged once.
+// duplicate window) is told as a Duplicate, not as Published, and has no freshness (its copy was stored
+// before; a replay would report its whole age); the start of each run of duplicates is logged once.
 func TestDuplicatesCounted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
@@ -812,6 +812,9 @@ func TestDuplicatesCounted(t *testing.T) {
 	}
 	if p, d := obs.published.Load(), obs.duplicates.Load(); p != 4 || d != 3 {
 		t.Errorf("published %d, duplicates %d; want 4 and 3", p, d)
+	}
+	if f := obs.fresh.Load(); f != 4 {
+		t.Errorf("freshness observed %d times, want 4 (the events published, not the duplicates)", f)
 	}
 	if n := logs.Count(slog.LevelWarn, duplicatesLine); n != 2 {
 		t.Errorf("the start of a run of duplicates was logged %d times, want 2 (one per run)", n)

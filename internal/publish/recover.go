@@ -10,6 +10,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 )
 
 // recover handles a failed publish: it lets every publish in the window settle, then sends the failed
@@ -65,9 +66,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 		}
 		// A resend JetStream calls a duplicate is the earlier send, stored but unanswered: published.
 		if resent && e.token != "" {
-			p.cfg.Observer.AckLatency(time.Since(e.sent), traceID(e.span))
+			now := time.Now()
+			p.cfg.Observer.AckLatency(now.Sub(e.sent), traceID(e.span))
 			if !e.at.IsZero() {
-				p.cfg.Observer.Freshness(time.Since(e.at))
+				p.cfg.Observer.Freshness(now.Sub(e.at))
 			}
 			p.cfg.Observer.Published(e.token)
 		}
@@ -77,7 +79,10 @@ func (p *Publisher) recover(ctx context.Context) error {
 			if ack != nil && !found {
 				seq, dup = ack.Sequence, ack.Duplicate
 			}
-			endStored(e.span, seq, dup, tries)
+			if e.span.IsRecording() {
+				e.span.SetAttributes(tracing.KeyRetries.Int(tries))
+			}
+			endStored(e.span, seq, dup)
 		}
 		p.pop()
 	}

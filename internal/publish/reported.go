@@ -1,50 +1,45 @@
 package publish
 
 import (
-	"encoding/json"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
-	"github.com/tracking-bridge/tracking-bridge/internal/rfc3339"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 )
 
 // ReportedKey returns the key under which the event a report (a TrackingEventReport's JSON, as sent
 // upstream) comes back on the upstream's stream: the subject this package gives that event under prefix,
-// and the event's timestamp. False when the report's event has no type or no valid timestamp. For the
-// report consumer's spans only: it decodes the whole report.
+// and the event's timestamp. It reads the report's "event" member as the event path reads an event's
+// data (ScanEvent, TypeToken, eventTime), so that the two cannot disagree. False when the report is not
+// JSON, its event is not an object, or the event has no timestamp the event path reads as a time (the
+// span of such an event looks up nothing). For the report consumer's spans only.
 func ReportedKey(prefix string, report []byte) (tracing.ReportedKey, bool) {
-	var r struct {
-		Event struct {
-			Type        json.RawMessage `json:"type"`
-			Timestamp   string          `json:"timestamp"`
-			Observation struct {
-				LoadingUnit struct {
-					Unit struct {
-						Number *string `json:"number"`
-					} `json:"loadingUnit"`
-				} `json:"observedLoadingUnit"`
-			} `json:"observation"`
-		} `json:"event"`
-	}
-	if json.Unmarshal(report, &r) != nil {
+	var s jsonscan.Scanner
+	s.Reset(report)
+	if !s.Object() {
 		return tracing.ReportedKey{}, false
 	}
-	var typ string
-	if json.Unmarshal(r.Event.Type, &typ) != nil {
+	var event []byte
+	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
+		v := s.Skip()
+		if jsonscan.EqualFold(key, esc, "event") {
+			event = v // as encoding/json reads the report: the name in any case, the last one counting
+		}
+	}
+	if s.End() != nil || event == nil {
 		return tracing.ReportedKey{}, false
 	}
-	at, _, _, ok := rfc3339.Parse(r.Event.Timestamp)
+	f, err := ScanEvent(event)
+	if err != nil {
+		return tracing.ReportedKey{}, false
+	}
+	at, ok := eventTime(f.Timestamp)
 	if !ok {
 		return tracing.ReportedKey{}, false
 	}
-	unit := layout.NoUnit
-	if n := r.Event.Observation.LoadingUnit.Unit.Number; n != nil {
-		unit = layout.UnitToken(*n)
-	}
-	return tracing.ReportedKey{Subject: layout.EventSubject(prefix, TypeToken(typ, KindString), unit), At: at.UnixNano()}, true
+	return tracing.ReportedKey{Subject: layout.EventSubject(prefix, TypeToken(f.Type, f.TypeKind), f.Unit), At: at.UnixNano()}, true
 }
 
 // linkReport marks the link from an event's span to its report's span.

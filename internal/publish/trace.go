@@ -2,21 +2,20 @@ package publish
 
 import (
 	"context"
-	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tracking-bridge/tracking-bridge/internal/jsonscan"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 )
 
 // An event's span (docs/operations.md#tracing): one producer span from the moment Handle takes the SSE
 // message to JetStream's acknowledgement of its message, in OpenTelemetry's messaging conventions. Its
-// context travels on the message as traceparent (and tracestate), the same on every send of it. With
+// context travels on the message as traceparent, the same on every send of it (no tracestate: the span
+// starts a trace of its own, and a sampler hands on only a parent's). With
 // Config.Tracer nil nothing here runs.
 
 // Span events of an event's span.
@@ -29,27 +28,25 @@ const (
 	spanAbandoned    = "abandoned"     // the publisher closed before JetStream's acknowledgement came
 )
 
-// startSpan starts the span of an event as Handle takes it, linked to the span in ctx (the stream's
-// connection's: upstream.StreamConfig.Tracer). The event's span starts a trace of its own: a connection
-// lasts hours and carries millions of events. Its options are made once per connection, so that a span
-// that is not sampled costs the few allocations of the SDK's own.
+// sendSpan is the one option of every event's span.
+var sendSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+
+// startSpan starts the span of an event as Handle takes it. The event's span starts a trace of its own
+// (a connection lasts hours and carries millions of events), and when it is sampled it links to the span
+// in ctx, the stream's connection's (upstream.StreamConfig.Tracer). A span that is not sampled costs only
+// the SDK's own allocations: no options are made per event, and ctx is not looked into.
 func (p *Publisher) startSpan(ctx context.Context) trace.Span {
-	conn := trace.SpanContextFromContext(ctx)
-	if p.spanOpts == nil || !conn.Equal(p.spanConn) {
-		p.spanConn = conn
-		p.spanOpts = []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer)}
-		if conn.IsValid() {
-			p.spanOpts = append(p.spanOpts, trace.WithLinks(trace.Link{SpanContext: conn}))
-		}
+	_, span := p.cfg.Tracer.Start(context.Background(), "send", sendSpan...)
+	if span.IsRecording() {
+		span.AddLink(trace.Link{SpanContext: trace.SpanContextFromContext(ctx)})
 	}
-	_, span := p.cfg.Tracer.Start(ctx, "send", p.spanOpts...)
 	return span
 }
 
 // traceEntry gives entry e the event's span and the context its message carries.
 func traceEntry(e *pending, span trace.Span) {
 	e.span = span
-	e.tp, e.ts = carrier.Format(span.SpanContext())
+	e.tp = carrier.Format(span.SpanContext())
 }
 
 // endUnsent ends the span of an event that is not sent: found stored beyond the resume point, or
@@ -109,56 +106,19 @@ func endAbandoned(span trace.Span) {
 	span.End()
 }
 
-// endAcked ends the span of a message JetStream acknowledged in reply d (a PubAck: its stream sequence
-// and whether it was a duplicate), after retries sends again.
-func endAcked(span trace.Span, d []byte, duplicate bool, retries int) {
-	if span.IsRecording() {
-		if seq := ackSeq(d); seq > 0 {
-			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
-		}
-		if retries > 0 {
-			span.SetAttributes(tracing.KeyRetries.Int(retries))
-		}
-		if duplicate {
-			span.AddEvent(spanDuplicate)
-		}
-	}
-	span.End()
-}
-
-// endStored ends the span of a message sent again once JetStream stored it (seq 0 when found stored
-// rather than acknowledged).
-func endStored(span trace.Span, seq uint64, duplicate bool, retries int) {
+// endStored ends the span of a message JetStream stored: seq is its stream sequence (0 when unknown,
+// as for a message found stored rather than acknowledged), duplicate whether JetStream said it was
+// stored before.
+func endStored(span trace.Span, seq uint64, duplicate bool) {
 	if span.IsRecording() {
 		if seq > 0 {
 			span.SetAttributes(tracing.KeyStreamSequence.Int64(int64(seq)))
 		}
-		span.SetAttributes(tracing.KeyRetries.Int(retries))
 		if duplicate {
 			span.AddEvent(spanDuplicate)
 		}
 	}
 	span.End()
-}
-
-// ackSeq reads the "seq" member of a PubAck; 0 when it has none.
-func ackSeq(d []byte) uint64 {
-	var s jsonscan.Scanner
-	s.Reset(d)
-	if !s.Object() {
-		return 0
-	}
-	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
-		if jsonscan.EqualFold(key, esc, "seq") && s.Kind() == jsonscan.Number {
-			n, err := strconv.ParseUint(string(s.Number()), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return n
-		}
-		s.Skip()
-	}
-	return 0
 }
 
 // traceID returns the trace id of a sampled span, for an exemplar; the zero id otherwise.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
@@ -16,7 +17,8 @@ import (
 
 // BenchmarkPublisherTraced measures the unfenced publisher of BenchmarkPublisherFence with tracing off,
 // and on at ratios 0.01 and 1 exporting to an OTLP/HTTP collector in the same process (its decoding
-// included). Figures go to docs/performance.md#tracing; run: go test -run '^$' -bench PublisherTraced
+// included). With tracing on, Handle's context holds a connection's span, as the stream's does in the
+// bridge, sampled by the same ratio. Figures go to docs/performance.md#tracing; run: go test -run '^$' -bench PublisherTraced
 // -benchmem -benchtime 20000x ./internal/publish/
 func BenchmarkPublisherTraced(b *testing.B) {
 	nc := testutil.StartNATS(b, nil).Connect()
@@ -45,6 +47,9 @@ func BenchmarkPublisherTraced(b *testing.B) {
 				}
 				defer tp.Shutdown(context.Background())
 				cfg.Tracer = tp.Tracer("bench")
+				var conn trace.Span
+				ctx, conn = cfg.Tracer.Start(ctx, "stream connection")
+				defer conn.End()
 			}
 			p, err := New(nc, cfg)
 			if err != nil {

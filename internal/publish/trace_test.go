@@ -20,7 +20,8 @@ import (
 
 // TestEventSpans: every event sent gets one producer span, ended at its acknowledgement, whose context
 // its message carries (in lower case); a duplicate's span says so; a dead letter's span names P.dlq.events
-// and why; a span links to the span in Handle's context (the stream connection's).
+// and why; a span links to the span in Handle's context (the stream connection's). Once acknowledged, no
+// acknowledgement slot keeps an ended span.
 func TestEventSpans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
@@ -48,6 +49,11 @@ func TestEventSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.End()
+	for i := range p.acks.slots {
+		if p.acks.slots[i].span != nil {
+			t.Errorf("acknowledgement slot %d still holds a span", i)
+		}
+	}
 
 	var sends []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {

@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -23,11 +22,17 @@ const DefaultReported = 4096
 // that the span of that event, when the upstream streams it back, links to the report's. It holds at most
 // its size of entries: a new one replaces the oldest. Safe for concurrent use.
 type Reported struct {
-	n    atomic.Int64 // entries held: a lookup in an empty one takes no lock
 	mu   sync.Mutex
-	m    map[ReportedKey]trace.SpanContext
+	m    map[ReportedKey]reported
 	ring []ReportedKey // the keys in the order they were put, ring[next] the oldest once full
 	next int
+}
+
+// reported is an entry of Reported: the report's span, and the ring slot that holds its key. A key taken
+// and put again has a second slot; the first, stale, must not evict it.
+type reported struct {
+	sc   trace.SpanContext
+	slot int
 }
 
 // NewReported returns a Reported of size entries (DefaultReported when size <= 0).
@@ -35,7 +40,7 @@ func NewReported(size int) *Reported {
 	if size <= 0 {
 		size = DefaultReported
 	}
-	return &Reported{m: make(map[ReportedKey]trace.SpanContext, size), ring: make([]ReportedKey, 0, size)}
+	return &Reported{m: make(map[ReportedKey]reported, size), ring: make([]ReportedKey, 0, size)}
 }
 
 // Put remembers sc as the span of the report of the event k; a nil Reported ignores it.
@@ -45,30 +50,34 @@ func (r *Reported) Put(k ReportedKey, sc trace.SpanContext) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.m[k]; !ok {
+	e, ok := r.m[k]
+	if !ok {
 		if len(r.ring) < cap(r.ring) {
+			e.slot = len(r.ring)
 			r.ring = append(r.ring, k)
 		} else {
-			delete(r.m, r.ring[r.next])
+			if old, ok := r.m[r.ring[r.next]]; ok && old.slot == r.next {
+				delete(r.m, r.ring[r.next]) // the oldest entry, unless taken since (its slot stale)
+			}
+			e.slot = r.next
 			r.ring[r.next] = k
 			r.next = (r.next + 1) % len(r.ring)
 		}
 	}
-	r.m[k] = sc
-	r.n.Store(int64(len(r.m)))
+	e.sc = sc
+	r.m[k] = e
 }
 
 // Take returns the span of the report of the event k and forgets it; false when there is none.
 func (r *Reported) Take(k ReportedKey) (trace.SpanContext, bool) {
-	if r == nil || r.n.Load() == 0 {
+	if r == nil {
 		return trace.SpanContext{}, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sc, ok := r.m[k]
+	e, ok := r.m[k]
 	if ok {
-		delete(r.m, k) // its ring slot stays until overwritten; deleting a missing key is harmless
-		r.n.Store(int64(len(r.m)))
+		delete(r.m, k) // its ring slot stays until overwritten, and then evicts nothing
 	}
-	return sc, ok
+	return e.sc, ok
 }

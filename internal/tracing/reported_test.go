@@ -42,7 +42,31 @@ func TestReportedBounded(t *testing.T) {
 			t.Errorf("entry %d taken twice", i)
 		}
 	}
-	if r.n.Load() != 0 {
-		t.Errorf("%d entries counted after taking all", r.n.Load())
+	if len(r.m) != 0 {
+		t.Errorf("%d entries held after taking all", len(r.m))
+	}
+}
+
+// TestReportedPutAgain: a key taken and put again is as new as its second Put: the ring slot of its first
+// does not evict it when a later Put comes round to that slot.
+func TestReportedPutAgain(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})
+	key := func(s string) ReportedKey { return ReportedKey{Subject: "tracking.events.GATE_IN." + s, At: 1} }
+	r := NewReported(3)
+	for _, k := range []string{"A", "B", "C"} {
+		r.Put(key(k), sc)
+	}
+	if _, ok := r.Take(key("B")); !ok {
+		t.Fatal("B not held")
+	}
+	r.Put(key("B"), sc) // evicts A, the oldest
+	r.Put(key("D"), sc) // comes round to B's first slot: evicts nothing, three entries held
+	for _, k := range []string{"B", "C", "D"} {
+		if _, ok := r.Take(key(k)); !ok {
+			t.Errorf("%s dropped", k)
+		}
+	}
+	if _, ok := r.Take(key("A")); ok {
+		t.Error("A, the oldest, kept")
 	}
 }

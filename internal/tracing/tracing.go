@@ -149,14 +149,6 @@ func (p *Provider) Tracer(name string) trace.Tracer {
 	return p.tp.Tracer(name)
 }
 
-// TracerProvider returns the SDK's provider, nil when tracing is off.
-func (p *Provider) TracerProvider() trace.TracerProvider {
-	if !p.Enabled() {
-		return nil
-	}
-	return p.tp
-}
-
 // Shutdown exports the spans still queued and stops the exporter, within ctx (the daemon's stop
 // bound): spans still queued when ctx ends are lost.
 func (p *Provider) Shutdown(ctx context.Context) error {
@@ -167,14 +159,6 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("tracing shutdown: %w", err)
 	}
 	return nil
-}
-
-// ForceFlush exports the spans queued now, within ctx; for tests.
-func (p *Provider) ForceFlush(ctx context.Context) error {
-	if !p.Enabled() {
-		return nil
-	}
-	return p.tp.ForceFlush(ctx)
 }
 
 // queued counts the spans handed to the batch processor and not yet to the exporter: those in its queue

@@ -50,7 +50,7 @@ func TestExport(t *testing.T) {
 	p, reg := newProvider(t, rcv.URL, "parentbased_always_on", 1)
 	_, span := p.Tracer("test").Start(context.Background(), "work")
 	span.End()
-	if err := p.ForceFlush(context.Background()); err != nil {
+	if err := p.Shutdown(context.Background()); err != nil { // exports what is queued
 		t.Fatal(err)
 	}
 	got := rcv.Find(func(s tu.ReceivedSpan) bool { return s.Name == "work" })

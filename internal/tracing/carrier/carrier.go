@@ -44,11 +44,12 @@ func Inject(ctx context.Context, h nats.Header) {
 	propagator.Inject(ctx, writer(h))
 }
 
-// Format returns the traceparent and tracestate values of sc, as Inject writes them ("" when sc is not
-// valid), without a header map: for a caller that sets its headers itself, once per message.
-func Format(sc trace.SpanContext) (traceparent, tracestate string) {
+// Format returns the traceparent value of sc, as Inject writes it ("" when sc is not valid), without a
+// header map: for a caller that sets its headers itself, once per message, and whose spans start traces
+// of their own, with no tracestate to carry.
+func Format(sc trace.SpanContext) string {
 	if !sc.IsValid() {
-		return "", ""
+		return ""
 	}
 	const hexDigits = "0123456789abcdef"
 	var b [55]byte
@@ -64,10 +65,7 @@ func Format(sc trace.SpanContext) (traceparent, tracestate string) {
 	b[52] = '-'
 	flags := byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))
 	b[53], b[54] = hexDigits[flags>>4], hexDigits[flags&15]
-	if ts := sc.TraceState(); ts.Len() > 0 {
-		tracestate = ts.String()
-	}
-	return string(b[:]), tracestate
+	return string(b[:])
 }
 
 // Extract returns ctx continuing the trace named by h's traceparent and tracestate: a context with that
@@ -102,7 +100,7 @@ func (r reader) Get(key string) string {
 			return ""
 		}
 	case Tracestate:
-		return BoundTracestate(v)
+		return boundTracestate(v)
 	}
 	return v
 }
@@ -117,11 +115,11 @@ func first(h nats.Header, key string) string {
 	return ""
 }
 
-// BoundTracestate returns a tracestate value cut to at most MaxTracestate bytes the way W3C Trace Context
+// boundTracestate returns a tracestate value cut to at most MaxTracestate bytes the way W3C Trace Context
 // says a platform may cut it: entries longer than 128 characters go first, then entries from the end,
 // each whole. A value longer than 8 KiB is dropped whole (""), as is one whose entries cannot be cut to
 // fit. The result still has to parse: the propagator ignores a tracestate that does not.
-func BoundTracestate(v string) string {
+func boundTracestate(v string) string {
 	if len(v) <= MaxTracestate {
 		return v
 	}
