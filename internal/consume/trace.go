@@ -37,8 +37,6 @@ const (
 	keyOutcome = attribute.Key("bridge.report.outcome")
 	// keyRetryDelay is the delay of a redelivery, in seconds.
 	keyRetryDelay = attribute.Key("bridge.report.retry_delay_s")
-	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
-	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
 )
 
 // maxIDAttr bounds the Nats-Msg-Id on a span: it is the producer's value, as bounded as in the logs.
@@ -76,7 +74,7 @@ func spanSettled(span trace.Span, event, outcome string, status int, delay time.
 	}
 	attrs := []attribute.KeyValue{keyOutcome.String(outcome)}
 	if status > 0 {
-		attrs = append(attrs, keyUpstreamStatus.Int(status))
+		attrs = append(attrs, tracing.KeyUpstreamStatus.Int(status))
 	}
 	if event == spanRedelivery {
 		attrs = append(attrs, keyRetryDelay.Float64(delay.Seconds()))

@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 )
 
@@ -25,8 +26,6 @@ const (
 	// keyRefusal is the kind of a failure answered (bad_request, busy, …). A request dropped without an
 	// answer (its reply subject not a caller's inbox) makes no span.
 	keyRefusal = attribute.Key("bridge.api.refusal")
-	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
-	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
 )
 
 // startSpan starts the span of request r to ep and returns its context (s.base with the span).
@@ -53,7 +52,7 @@ func spanAnswered(span trace.Span, res result) {
 		// The code the bridge answered: the upstream's status on success, Nats-Service-Error-Code on failure.
 		span.SetAttributes(semconv.RPCResponseStatusCode(strconv.Itoa(res.code)))
 		if res.upstream != 0 {
-			span.SetAttributes(keyUpstreamStatus.Int(res.upstream))
+			span.SetAttributes(tracing.KeyUpstreamStatus.Int(res.upstream))
 		}
 		if !res.ok {
 			span.SetAttributes(keyRefusal.String(string(res.kind)), semconv.ErrorTypeKey.String(strconv.Itoa(res.code)))
