@@ -50,7 +50,7 @@ func (c *Consumer) startSpan(parent context.Context, msg jetstream.Msg, meta *je
 	if remote.IsValid() {
 		pctx = trace.ContextWithRemoteSpanContext(parent, remote)
 	}
-	_, span := c.cfg.Tracer.Start(pctx, "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := c.cfg.Tracer.Start(pctx, "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		body := msg.Data()
 		span.SetAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeProcess,
@@ -62,7 +62,7 @@ func (c *Consumer) startSpan(parent context.Context, msg jetstream.Msg, meta *je
 			span.SetAttributes(semconv.MessagingMessageID(logging.Value(id, maxIDAttr)))
 		}
 	}
-	return trace.ContextWithSpan(parent, span), span
+	return ctx, span
 }
 
 // spanSettled records how a report was settled on its span; status is the upstream's HTTP status (0:

@@ -28,19 +28,20 @@ const (
 	keyRefusal = attribute.Key("bridge.api.refusal")
 )
 
-// startSpan starts the span of request r to ep and returns its context (s.base with the span).
+// startSpan starts the span of request r to ep and returns its context: s.base (with the caller's
+// remote span context, when r names one) with the span.
 func (s *Service) startSpan(ep *endpoint, r *nats.Msg) (context.Context, trace.Span) {
 	pctx := s.base // no traceparent, or a malformed one: a trace of the request's own
 	if remote := carrier.SpanContext(r.Header); remote.IsValid() {
 		pctx = trace.ContextWithRemoteSpanContext(s.base, remote)
 	}
 	subject := s.Subject(ep.Name)
-	_, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(semconv.RPCSystemNameKey.String("nats"), semconv.RPCMethod(ep.Name),
 			semconv.MessagingDestinationName(subject), semconv.MessagingMessageBodySize(len(r.Data)))
 	}
-	return trace.ContextWithSpan(s.base, span), span
+	return ctx, span
 }
 
 // spanAnswered records the answer res on span and ends it.
