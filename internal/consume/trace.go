@@ -79,7 +79,7 @@ func spanSettled(span trace.Span, event, outcome string, status int, delay time.
 	if event == spanRedelivery {
 		attrs = append(attrs, keyRetryDelay.Float64(delay.Seconds()))
 	}
-	span.AddEvent(event, trace.WithAttributes(attrs...))
+	span.AddEvent(event) // the outcome's attributes go on the span, where a query finds them
 	span.SetAttributes(attrs...)
 	if event == spanDeadLettered {
 		msg := "dead-lettered: " + outcome
