@@ -448,7 +448,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
 	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start, slots: slots,
-		ctx: ctx, span: span}
+		ctx: ctx}
 	if ep.changes() {
 		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
@@ -471,7 +471,6 @@ type call struct {
 	named   bool
 	slots   chan struct{}   // the pool whose slot the call holds
 	ctx     context.Context // s.base, with the request's span when tracing
-	span    trace.Span      // the request's span, nil with tracing off
 }
 
 // replyPrefix returns the configured prefix the reply subject is under, or the reason to drop the
@@ -647,7 +646,7 @@ func (s *Service) work(ep *endpoint, c call) {
 	if err != nil {
 		s.replyNotSent(ep, err)
 	}
-	spanAnswered(c.span, res)
+	spanAnswered(trace.SpanFromContext(c.ctx), res) // with tracing off a no-op span, which costs nothing
 }
 
 // replyNotSent logs a reply that could not be sent, once a minute at most.
