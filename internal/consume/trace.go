@@ -39,7 +39,9 @@ const (
 	keyRetryDelay = attribute.Key("bridge.report.retry_delay_s")
 )
 
-// maxIDAttr bounds the Nats-Msg-Id on a span: it is the producer's value, as bounded as in the logs.
+// maxIDAttr bounds the Nats-Msg-Id on a span: it is the producer's value, which JetStream does not bound,
+// so the span carries it through logging.Value, cut to this many bytes without control or invisible
+// characters.
 const maxIDAttr = 128
 
 // startSpan starts the span of one delivery of msg, continuing the trace its headers name, and returns

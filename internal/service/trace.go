@@ -23,8 +23,9 @@ import (
 
 // Attribute keys of a request's span besides the conventions'.
 const (
-	// keyRefusal is the kind of a failure answered (bad_request, busy, …). A request dropped without an
-	// answer (its reply subject not a caller's inbox) makes no span.
+	// keyRefusal is the kind of a failure answered, one of reply.go's kinds: a sentence in the bridge's
+	// own words ("the request is invalid", "the bridge is busy", …), never a caller's byte. A request
+	// dropped without an answer (its reply subject not a caller's inbox) makes no span.
 	keyRefusal = attribute.Key("bridge.api.refusal")
 )
 
