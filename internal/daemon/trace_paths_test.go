@@ -28,11 +28,12 @@ const (
 	callerTP    = "00-" + callerTrace + "-" + callerSpan + "-01"
 )
 
-// hostileTraceparents are traceparent values a hostile caller might send: malformed, and 10 KB long
-// (a valid one followed by padding). Each must be ignored: the span starts a trace of its own.
+// hostileTraceparents are traceparent values a hostile caller might send: malformed, and 10 KiB long (a
+// valid one of a later version, whose added fields OpenTelemetry accepts at any length, so that only the
+// bridge's bound of 256 characters refuses it). Each must be ignored: the span starts a trace of its own.
 var hostileTraceparents = []string{
 	"00-zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-00f067aa0ba902b7-01",
-	callerTP + "-" + strings.Repeat("H", 10<<10),
+	"01" + callerTP[2:] + "-" + strings.Repeat("z", 10<<10),
 }
 
 // hostileMark is in every hostile value, to look for in spans and replies.
