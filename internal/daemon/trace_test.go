@@ -87,10 +87,13 @@ func TestEventTraces(t *testing.T) {
 	if len(msgs) != n {
 		t.Fatalf("%d events stored, want %d", len(msgs), n)
 	}
+	// The acknowledgements are taken after the events are stored: wait for the last one's freshness, which
+	// is measured after its latency's exemplar, then read the exemplars.
+	testutil.EventuallyState(t, 15*time.Second, "every event's freshness measured", func() (bool, string) {
+		got := ob.counter(t, "bridge_event_freshness_seconds", nil)
+		return got == n, fmt.Sprintf("%v measured, want %d", got, n)
+	})
 	_, metricsPage := ob.getAccept(t, "/metrics", "application/openmetrics-text; version=1.0.0")
-	if got := ob.counter(t, "bridge_event_freshness_seconds", nil); got != n {
-		t.Errorf("freshness measured for %v events, want %d", got, n)
-	}
 	// The stream's connection span ends with the connection: stop the bridge, which exports it.
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)
