@@ -29,13 +29,13 @@ const (
 // -update-waterfall writes this run's.
 func TestTraceWaterfall(t *testing.T) {
 	t.Parallel()
-	rcv, natsURL, up, _ := tracedBridge(t)
-	publishReport(t, natsURL, "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
+	rcv, ns, up, _ := tracedBridge(t)
+	publishReport(t, ns, "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
 	report := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "waterfall-1")
 	link := callerTrace + "/" + report.SpanID
 	var event testutil.ReceivedSpan
 	testutil.Eventually(t, 15*time.Second, "the reported event's span, linked to the report's", func() bool {
-		found := rcv.Find(func(s testutil.ReceivedSpan) bool { return contains(s.Links, link) })
+		found := rcv.Find(func(s testutil.ReceivedSpan) bool { return slices.Contains(s.Links, link) })
 		if len(found) == 0 {
 			return false
 		}
