@@ -13,11 +13,10 @@ import (
 	tu "github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-func newProvider(t *testing.T, url, sampler string, ratio float64) (*Provider, *prometheus.Registry) {
+func newProvider(t *testing.T, url, sampler string, ratio float64) *Provider {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	p, err := New(context.Background(), config.Tracing{Enabled: true, TracesURL: url, ServiceName: "bridge-test",
-		Sampler: sampler, Ratio: ratio, Timeout: time.Second}, reg, nil, "v-test")
+		Sampler: sampler, Ratio: ratio, Timeout: time.Second}, prometheus.NewRegistry(), nil, "v-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +25,7 @@ func newProvider(t *testing.T, url, sampler string, ratio float64) (*Provider, *
 		defer cancel()
 		_ = p.Shutdown(ctx)
 	})
-	return p, reg
+	return p
 }
 
 // TestOff: with tracing off the provider has no tracer, and its series exist at zero.
@@ -47,7 +46,7 @@ func TestOff(t *testing.T) {
 // TestExport: a span reaches an OTLP/HTTP collector with the service's resource.
 func TestExport(t *testing.T) {
 	rcv := tu.NewOTLPReceiver(t)
-	p, reg := newProvider(t, rcv.URL, "parentbased_always_on", 1)
+	p := newProvider(t, rcv.URL, "parentbased_always_on", 1)
 	_, span := p.Tracer("test").Start(context.Background(), "work")
 	span.End()
 	if err := p.ForceFlush(context.Background()); err != nil {
@@ -63,7 +62,6 @@ func TestExport(t *testing.T) {
 	if v := testutil.ToFloat64(p.exported); v != 1 {
 		t.Errorf("exported %v", v)
 	}
-	_ = reg
 }
 
 // TestSampling: the ratio samplers sample nothing at 0 and everything at 1; the parent-based ones follow
@@ -106,7 +104,7 @@ func TestSampling(t *testing.T) {
 func TestCollectorDown(t *testing.T) {
 	rcv := tu.NewOTLPReceiver(t)
 	rcv.Block()
-	p, _ := newProvider(t, rcv.URL, "always_on", 1)
+	p := newProvider(t, rcv.URL, "always_on", 1)
 	tr := p.Tracer("test")
 	start := time.Now()
 	const n = 3 * QueueSize
