@@ -101,7 +101,8 @@ func upstreamCarries(up *simtest.Upstream, path, trace string) bool {
 // TestReportTraces: a report with a traceparent is processed in a consumer span of the caller's trace,
 // its parent the caller's span, with the messaging attributes and its acknowledgement; the upstream POST
 // is a client span inside it and the upstream's request carries the trace; the span of the event the
-// upstream streams back links to the report's; a report without one starts
+// upstream streams back links to the report's, and the two traces render as docs/operations.md's
+// waterfall shows (checkWaterfall); a report without one starts
 // a trace; an invalid and a rejected report's spans say they were dead-lettered; a report the upstream
 // answers 503 once has a span per delivery, both in the caller's trace, the first with its redelivery
 // and delay; a hostile traceparent is ignored and never echoed.
@@ -148,12 +149,14 @@ func TestReportTraces(t *testing.T) {
 	}
 	// The upstream streams the reported event back: its span links to the report's.
 	reportLink := callerTrace + "/" + s.SpanID
+	var event testutil.ReceivedSpan
 	testutil.EventuallyState(t, 15*time.Second, "the reported event's span linked to the report's", func() (bool, string) {
 		events := rcv.Find(func(e testutil.ReceivedSpan) bool {
 			return e.Attrs["messaging.destination.name"] == "tracking.events.GATE_IN.MSCU1234565"
 		})
 		for _, e := range events {
 			if slices.Contains(e.Links, reportLink) {
+				event = e
 				return true, ""
 			}
 		}
@@ -164,6 +167,7 @@ func TestReportTraces(t *testing.T) {
 			return
 		}())
 	})
+	checkWaterfall(t, rcv, s, event)
 
 	publishReport(t, ns, "untraced-2", opsReport(up, 2), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "untraced-2")
