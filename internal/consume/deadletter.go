@@ -9,13 +9,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // deadLetter publishes the report to DLQSubject with its reason, then acknowledges it. When the publish
-// fails, the report is handed back for a later redelivery.
-func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string) {
+// fails, the report is handed back for a later redelivery, and its span (nil with tracing off) says so.
+func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, kind string, status int, reason string,
+	span trace.Span) {
 	dl := deadLetterMsg(c.cfg.DLQSubject, msg, meta, status, reason, c.dlqLimit())
 	err := c.publishDeadLetter(dl)
 	if layout.TooLarge(err) {
@@ -33,7 +36,9 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 	if err != nil {
 		c.stats.dlqFailures.Add(1)
 		c.natsFailure("dead-letter publish", err)
-		if nerr := msg.NakWithDelay(c.backoff(meta)); nerr != nil {
+		delay := c.backoff(meta)
+		spanSettled(span, spanRedelivery, "retry", status, delay)
+		if nerr := msg.NakWithDelay(delay); nerr != nil {
 			c.natsFailure("nak", nerr)
 		}
 		return
@@ -46,7 +51,7 @@ func (c *Consumer) deadLetter(msg jetstream.Msg, meta *jetstream.MsgMetadata, ki
 	case "expired":
 		c.stats.expired.Add(1)
 	}
-	c.observe(kind, status)
+	c.observe(span, kind, status, 0)
 	c.logDeadLetter(meta, kind, status, reason)
 	c.ack(msg)
 }

@@ -36,7 +36,7 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 	if c.aborted.Err() != nil {
 		sent()
 		c.circ.abandon(probe)
-		c.handBack(msg, meta)
+		c.handBack(msg, meta, nil)
 		return
 	}
 	attempt := c.aborted // the context of the upstream attempt: with the report's span when tracing
@@ -52,15 +52,13 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 		if problems := validate.Report(body, c.cfg.MaxBytes); problems != nil {
 			reason += "; " + strings.Join(problems, "; ")
 		}
-		spanSettled(span, spanDeadLettered, "invalid", 0, 0)
-		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason)
+		c.deadLetter(recoveredHeaders{Msg: msg, hdr: hdr}, meta, "invalid", 0, reason, span)
 		return
 	}
 	if problems := check(msg, body, c.cfg.MaxBytes); problems != nil {
 		sent()
 		c.circ.abandon(probe)
-		spanSettled(span, spanDeadLettered, "invalid", 0, 0)
-		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "))
+		c.deadLetter(msg, meta, "invalid", 0, strings.Join(problems, "; "), span)
 		return
 	}
 
@@ -76,21 +74,18 @@ func (c *Consumer) handle(msg jetstream.Msg, probe bool, sent func()) {
 
 	if out.Kind == upstream.Retry && c.aborted.Err() != nil {
 		c.circ.abandon(probe) // cut short: says nothing about the upstream
-		spanSettled(span, spanHandedBack, "handed_back", 0, 0)
-		c.handBack(msg, meta)
+		c.handBack(msg, meta, span)
 		return
 	}
 	switch out.Kind {
 	case upstream.Accepted:
 		c.answered(probe)
 		c.stats.accepted.Add(1)
-		c.observe("accepted", out.Status)
-		spanSettled(span, spanAcknowledged, "accepted", out.Status, 0)
+		c.observe(span, "accepted", out.Status, 0)
 		c.ack(msg)
 	case upstream.Reject:
 		c.answered(probe)
-		spanSettled(span, spanDeadLettered, "rejected", out.Status, 0)
-		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason())
+		c.deadLetter(msg, meta, "rejected", out.Status, out.Reason(), span)
 	default:
 		c.failed(probe, out)
 		c.retryLater(msg, meta, out, span)
@@ -131,10 +126,9 @@ func (c *Consumer) failed(probe bool, out upstream.Outcome) {
 func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, out upstream.Outcome, span trace.Span) {
 	age := time.Since(meta.Timestamp)
 	if c.cfg.MaxAge > 0 && age >= c.cfg.MaxAge {
-		spanSettled(span, spanDeadLettered, "expired", out.Status, 0)
 		c.deadLetter(msg, meta, "expired", out.Status, fmt.Sprintf(
 			"the upstream still failed after %s (max age %s, %d attempts): %s",
-			age.Round(time.Second), c.cfg.MaxAge, meta.NumDelivered, out.Reason()))
+			age.Round(time.Second), c.cfg.MaxAge, meta.NumDelivered, out.Reason()), span)
 		return
 	}
 	delay := max(c.backoff(meta), out.RetryAfter)
@@ -142,8 +136,7 @@ func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, ou
 		delay = min(delay, c.cfg.MaxAge-age) // a last attempt right at the age limit
 	}
 	c.stats.retried.Add(1)
-	c.observe("retry", out.Status)
-	spanSettled(span, spanRedelivery, "retry", out.Status, delay)
+	c.observe(span, "retry", out.Status, delay)
 	c.log.Debug("report failed; retrying later", "seq", meta.Sequence.Stream, "status", out.Status,
 		"err", out.Reason(), "retry_in", delay.Round(time.Millisecond).String())
 	if err := msg.NakWithDelay(delay); err != nil {
@@ -152,8 +145,10 @@ func (c *Consumer) retryLater(msg jetstream.Msg, meta *jetstream.MsgMetadata, ou
 	}
 }
 
-// handBack returns a report to the stream for an immediate redelivery, when a stop was cut short.
-func (c *Consumer) handBack(msg jetstream.Msg, meta *jetstream.MsgMetadata) {
+// handBack returns a report to the stream for an immediate redelivery, when a stop was cut short. span is
+// the report's span, nil when it has none.
+func (c *Consumer) handBack(msg jetstream.Msg, meta *jetstream.MsgMetadata, span trace.Span) {
+	spanSettled(span, spanHandedBack, "handed_back", 0, 0)
 	if err := msg.Nak(); err != nil {
 		c.natsFailure("nak", err)
 		return
@@ -192,9 +187,20 @@ func (c *Consumer) natsFailure(op string, err error) {
 	c.log.Debug("JetStream "+op+" failed", "err", err)
 }
 
-func (c *Consumer) observe(kind string, status int) {
+// observe records how a report was settled, once it is (acknowledged, handed back for a delayed
+// redelivery, or its dead letter stored): on the Observer and on the report's span (nil with tracing off).
+// kind is one of outcomeKinds; delay is a redelivery's.
+func (c *Consumer) observe(span trace.Span, kind string, status int, delay time.Duration) {
 	if c.cfg.Observer != nil {
 		c.cfg.Observer.Outcome(kind, statusClass(status))
+	}
+	switch kind {
+	case "accepted":
+		spanSettled(span, spanAcknowledged, kind, status, 0)
+	case "retry":
+		spanSettled(span, spanRedelivery, kind, status, delay)
+	default:
+		spanSettled(span, spanDeadLettered, kind, status, 0)
 	}
 }
 

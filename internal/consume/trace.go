@@ -37,11 +37,11 @@ const (
 	keyOutcome = attribute.Key("bridge.report.outcome")
 	// keyRetryDelay is the delay of a redelivery, in seconds.
 	keyRetryDelay = attribute.Key("bridge.report.retry_delay_s")
-	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
-	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
 )
 
-// maxIDAttr bounds the Nats-Msg-Id on a span: it is the producer's value, as bounded as in the logs.
+// maxIDAttr bounds the Nats-Msg-Id on a span: it is the producer's value, which JetStream does not bound,
+// so the span carries it through logging.Value, cut to this many bytes without control or invisible
+// characters.
 const maxIDAttr = 128
 
 // startSpan starts the span of one delivery of msg, continuing the trace its headers name, and returns
@@ -52,7 +52,7 @@ func (c *Consumer) startSpan(parent context.Context, msg jetstream.Msg, meta *je
 	if remote.IsValid() {
 		pctx = trace.ContextWithRemoteSpanContext(parent, remote)
 	}
-	_, span := c.cfg.Tracer.Start(pctx, "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := c.cfg.Tracer.Start(pctx, "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		body := msg.Data()
 		span.SetAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeProcess,
@@ -64,7 +64,7 @@ func (c *Consumer) startSpan(parent context.Context, msg jetstream.Msg, meta *je
 			span.SetAttributes(semconv.MessagingMessageID(logging.Value(id, maxIDAttr)))
 		}
 	}
-	return trace.ContextWithSpan(parent, span), span
+	return ctx, span
 }
 
 // spanSettled records how a report was settled on its span; status is the upstream's HTTP status (0:
@@ -76,12 +76,12 @@ func spanSettled(span trace.Span, event, outcome string, status int, delay time.
 	}
 	attrs := []attribute.KeyValue{keyOutcome.String(outcome)}
 	if status > 0 {
-		attrs = append(attrs, keyUpstreamStatus.Int(status))
+		attrs = append(attrs, tracing.KeyUpstreamStatus.Int(status))
 	}
 	if event == spanRedelivery {
 		attrs = append(attrs, keyRetryDelay.Float64(delay.Seconds()))
 	}
-	span.AddEvent(event, trace.WithAttributes(attrs...))
+	span.AddEvent(event) // the outcome's attributes go on the span, where a query finds them
 	span.SetAttributes(attrs...)
 	if event == spanDeadLettered {
 		msg := "dead-lettered: " + outcome

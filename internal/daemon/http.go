@@ -75,16 +75,17 @@ func (o *ops) instrument(clients ...*http.Client) {
 }
 
 // trace wraps the transports of the upstream HTTP clients so that every request is a client span named
-// after its configured URL's path (tracing.Transport); with tracing off it changes nothing.
+// after its configured URL's path (tracing.Transport), found in opByURL like its metric's operation; a
+// request to another URL gets no path. With tracing off it changes nothing.
 func (o *ops) trace(p *tracing.Provider, clients ...*http.Client) {
-	templates := map[string]string{}
-	for _, raw := range []string{o.d.cfg.TokenURL, o.d.cfg.StreamURL(), o.d.cfg.ReportURL()} {
-		if u, err := url.Parse(raw); err == nil {
-			templates[urlKey(u)] = u.EscapedPath()
+	template := func(req *http.Request) string {
+		if _, ok := o.opByURL[urlKey(req.URL)]; ok {
+			return req.URL.EscapedPath() // the configured URL's: its key holds the path
 		}
+		return ""
 	}
 	for _, c := range clients {
-		c.Transport = p.Transport(c.Transport, func(req *http.Request) string { return templates[urlKey(req.URL)] })
+		c.Transport = p.Transport(c.Transport, template)
 	}
 }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,20 +29,21 @@ const (
 	callerTP    = "00-" + callerTrace + "-" + callerSpan + "-01"
 )
 
-// hostileTraceparents are traceparent values a hostile caller might send: malformed, and 10 KB long
-// (a valid one followed by padding). Each must be ignored: the span starts a trace of its own.
+// hostileTraceparents are traceparent values a hostile caller might send: malformed, and 10 KiB long (a
+// valid one of a later version, whose added fields OpenTelemetry accepts at any length, so that only the
+// bridge's bound of 256 characters refuses it). Each must be ignored: the span starts a trace of its own.
 var hostileTraceparents = []string{
 	"00-zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-00f067aa0ba902b7-01",
-	callerTP + "-" + strings.Repeat("H", 10<<10),
+	"01" + callerTP[2:] + "-" + strings.Repeat("z", 10<<10),
 }
 
 // hostileMark is in every hostile value, to look for in spans and replies.
 const hostileMark = "zzzzzzzzzzzzzzzz"
 
 // publishReport publishes one report to P.reports with JetStream, with id and the headers hdr.
-func publishReport(t *testing.T, natsURL, id string, body []byte, hdr map[string]string) {
+func publishReport(t *testing.T, ns *testutil.NATS, id string, body []byte, hdr map[string]string) {
 	t.Helper()
-	js := jetStreamOf(t, natsURL)
+	js, _ := jetstream.New(ns.Connect())
 	m := nats.NewMsg("tracking.reports")
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, id)
@@ -99,13 +101,14 @@ func upstreamCarries(up *simtest.Upstream, path, trace string) bool {
 // TestReportTraces: a report with a traceparent is processed in a consumer span of the caller's trace,
 // its parent the caller's span, with the messaging attributes and its acknowledgement; the upstream POST
 // is a client span inside it and the upstream's request carries the trace; the span of the event the
-// upstream streams back links to the report's; a report without one starts
+// upstream streams back links to the report's, and the two traces render as docs/operations.md's
+// waterfall shows (checkWaterfall); a report without one starts
 // a trace; an invalid and a rejected report's spans say they were dead-lettered; a report the upstream
 // answers 503 once has a span per delivery, both in the caller's trace, the first with its redelivery
 // and delay; a hostile traceparent is ignored and never echoed.
 func TestReportTraces(t *testing.T) {
 	t.Parallel()
-	rcv, natsURL, up, cfg := tracedBridge(t)
+	rcv, ns, up, cfg := tracedBridge(t)
 	var unavailable atomic.Bool // the next report "HH-TB 9" is answered 503 once
 	unavailable.Store(true)
 	up.Sim().SetFaults(sim.Faults{RejectReports: func(body []byte) (int, []string, bool) {
@@ -120,7 +123,7 @@ func TestReportTraces(t *testing.T) {
 	reportPath := sim.DefaultBasePath + cfg.ReportPath
 
 	body := opsReport(up, 1)
-	publishReport(t, natsURL, "traced-1", body, map[string]string{"traceparent": callerTP, "tracestate": "vendor=abc"})
+	publishReport(t, ns, "traced-1", body, map[string]string{"traceparent": callerTP, "tracestate": "vendor=abc"})
 	s := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "traced-1")
 	if s.TraceID != callerTrace || s.Parent != callerSpan || s.Kind != tracepb.Span_SPAN_KIND_CONSUMER {
 		t.Errorf("report span: trace %s parent %s kind %v; want trace %s parent %s, consumer", s.TraceID, s.Parent, s.Kind, callerTrace, callerSpan)
@@ -134,7 +137,7 @@ func TestReportTraces(t *testing.T) {
 			t.Errorf("report span attribute %s = %v (%T), want %v", k, s.Attrs[k], s.Attrs[k], v)
 		}
 	}
-	if !contains(s.Events, "acknowledged") || s.Status == tracepb.Status_STATUS_CODE_ERROR {
+	if !slices.Contains(s.Events, "acknowledged") || s.Status == tracepb.Status_STATUS_CODE_ERROR {
 		t.Errorf("report span events %v status %v: want acknowledged, no error", s.Events, s.Status)
 	}
 	post := childOf(rcv, s.SpanID)
@@ -146,12 +149,14 @@ func TestReportTraces(t *testing.T) {
 	}
 	// The upstream streams the reported event back: its span links to the report's.
 	reportLink := callerTrace + "/" + s.SpanID
+	var event testutil.ReceivedSpan
 	testutil.EventuallyState(t, 15*time.Second, "the reported event's span linked to the report's", func() (bool, string) {
 		events := rcv.Find(func(e testutil.ReceivedSpan) bool {
 			return e.Attrs["messaging.destination.name"] == "tracking.events.GATE_IN.MSCU1234565"
 		})
 		for _, e := range events {
-			if contains(e.Links, reportLink) {
+			if slices.Contains(e.Links, reportLink) {
+				event = e
 				return true, ""
 			}
 		}
@@ -162,8 +167,9 @@ func TestReportTraces(t *testing.T) {
 			return
 		}())
 	})
+	checkWaterfall(t, rcv, s, event)
 
-	publishReport(t, natsURL, "untraced-2", opsReport(up, 2), nil)
+	publishReport(t, ns, "untraced-2", opsReport(up, 2), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "untraced-2")
 	if s.Parent != "" || s.TraceID == callerTrace {
 		t.Errorf("a report without traceparent: span trace %s parent %q, want a trace of its own", s.TraceID, s.Parent)
@@ -172,20 +178,20 @@ func TestReportTraces(t *testing.T) {
 		t.Errorf("the upstream's report requests carried %q, none of the report's own trace %s", up.Traceparents()[reportPath], s.TraceID)
 	}
 
-	publishReport(t, natsURL, "invalid-3", []byte(`{"order":{}}`), map[string]string{"traceparent": callerTP})
+	publishReport(t, ns, "invalid-3", []byte(`{"order":{}}`), map[string]string{"traceparent": callerTP})
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "invalid-3")
-	if s.TraceID != callerTrace || !contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
+	if s.TraceID != callerTrace || !slices.Contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
 		s.Attrs["bridge.report.outcome"] != "invalid" {
 		t.Errorf("an invalid report's span: trace %s events %v status %v attrs %v", s.TraceID, s.Events, s.Status, s.Attrs)
 	}
-	publishReport(t, natsURL, "rejected-7", opsReport(up, 7), nil)
+	publishReport(t, ns, "rejected-7", opsReport(up, 7), nil)
 	s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "rejected-7")
-	if !contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
+	if !slices.Contains(s.Events, "dead_lettered") || s.Status != tracepb.Status_STATUS_CODE_ERROR ||
 		s.Attrs["bridge.report.outcome"] != "rejected" || s.Attrs["bridge.upstream.status_code"] != int64(422) {
 		t.Errorf("a rejected report's span: events %v status %v attrs %v", s.Events, s.Status, s.Attrs)
 	}
 
-	publishReport(t, natsURL, "redelivered-9", opsReport(up, 9), map[string]string{"traceparent": callerTP})
+	publishReport(t, ns, "redelivered-9", opsReport(up, 9), map[string]string{"traceparent": callerTP})
 	testutil.Eventually(t, 20*time.Second, "both deliveries' spans of redelivered-9", func() bool {
 		return len(rcv.Find(func(s testutil.ReceivedSpan) bool { return s.Attrs["messaging.message.id"] == "redelivered-9" })) == 2
 	})
@@ -195,12 +201,12 @@ func TestReportTraces(t *testing.T) {
 		}
 		switch s.Attrs["messaging.nats.delivery_count"] {
 		case int64(1):
-			if d, _ := s.Attrs["bridge.report.retry_delay_s"].(float64); !contains(s.Events, "redelivery") || d <= 0 ||
+			if d, _ := s.Attrs["bridge.report.retry_delay_s"].(float64); !slices.Contains(s.Events, "redelivery") || d <= 0 ||
 				s.Attrs["bridge.report.outcome"] != "retry" || s.Attrs["bridge.upstream.status_code"] != int64(503) {
 				t.Errorf("the first delivery's span: events %v attrs %v", s.Events, s.Attrs)
 			}
 		case int64(2):
-			if !contains(s.Events, "acknowledged") {
+			if !slices.Contains(s.Events, "acknowledged") {
 				t.Errorf("the second delivery's span: events %v attrs %v", s.Events, s.Attrs)
 			}
 		default:
@@ -210,7 +216,7 @@ func TestReportTraces(t *testing.T) {
 
 	for i, tp := range hostileTraceparents {
 		id := fmt.Sprintf("hostile-%d", i)
-		publishReport(t, natsURL, id, opsReport(up, 10+i), map[string]string{"traceparent": tp,
+		publishReport(t, ns, id, opsReport(up, 10+i), map[string]string{"traceparent": tp,
 			"tracestate": strings.Repeat("k=v,", 3000)})
 		s = spanOf(t, rcv, "process tracking.reports", "messaging.message.id", id)
 		if s.Parent != "" || s.TraceID == callerTrace {
@@ -220,15 +226,6 @@ func TestReportTraces(t *testing.T) {
 	noHostileValue(t, rcv, fmt.Sprint(up.Traceparents()))
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestAPITraces: an API request with a traceparent is a server span of the caller's trace, its parent the
 // caller's span, with the RPC attributes and the code answered; the upstream call is a client span inside
 // it and the upstream's request carries the trace; a refused request's span has status error and the
@@ -236,12 +233,8 @@ func contains(list []string, s string) bool {
 // the reply.
 func TestAPITraces(t *testing.T) {
 	t.Parallel()
-	rcv, natsURL, up, _ := tracedBridge(t)
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	rcv, ns, up, _ := tracedBridge(t)
+	nc := ns.Connect()
 	request := func(subject string, body []byte, tp string) *nats.Msg {
 		t.Helper()
 		var reply *nats.Msg
@@ -332,26 +325,14 @@ func TestAPITraces(t *testing.T) {
 }
 
 // tracedBridge runs a bridge against the simulator, without the units view, that sends every span to a
-// real OTLP/HTTP collector; it returns the collector, the NATS server's URL, the simulator and the
-// bridge's configuration.
-func tracedBridge(t *testing.T) (*testutil.OTLPReceiver, string, *simtest.Upstream, *config.Config) {
+// real OTLP/HTTP collector; it returns the collector, the NATS server, the simulator and the bridge's
+// configuration.
+func tracedBridge(t *testing.T) (*testutil.OTLPReceiver, *testutil.NATS, *simtest.Upstream, *config.Config) {
 	t.Helper()
 	rcv := testutil.NewOTLPReceiver(t)
 	ns := testutil.StartNATS(t, nil)
 	up := simtest.Start(t, false, sim.Options{})
 	cfg := up.Config(ns.URL(), noUnitsView)
 	opsStartBridgeWith(t, cfg, nil, tracingTo(rcv, "parentbased_always_on", 1))
-	return rcv, ns.URL(), up, cfg
-}
-
-// jetStreamOf connects to the NATS server at natsURL for the rest of the test.
-func jetStreamOf(t *testing.T, natsURL string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	return js
+	return rcv, ns, up, cfg
 }

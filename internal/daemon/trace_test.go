@@ -1,10 +1,7 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -41,29 +38,6 @@ func injectUnits(s *sim.Server, from, n int) {
 	}
 }
 
-// storedEvents returns every message of the events stream, in stream order.
-func storedEvents(t *testing.T, natsURL string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	js := jetStreamOf(t, natsURL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, "TRACKING_EVENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := s.CachedInfo().State.FirstSeq; seq <= s.CachedInfo().State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(m.Subject, "tracking.events.") {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestEventTraces: every event stored carries a lower-case traceparent naming a producer span the
 // collector received, with the messaging conventions' attributes and the event's stream sequence,
 // linked to the span of the stream's connection; the token request and the stream's request are client
@@ -83,14 +57,18 @@ func TestEventTraces(t *testing.T) {
 		got := opsStreamMsgs(t, ns.URL(), "TRACKING_EVENTS")
 		return got >= n, fmt.Sprintf("%d stored", got)
 	})
-	msgs := storedEvents(t, ns.URL())
+	js, _ := jetstream.New(ns.Connect())
+	msgs := testutil.StreamContents(t, js, "TRACKING_EVENTS")
 	if len(msgs) != n {
 		t.Fatalf("%d events stored, want %d", len(msgs), n)
 	}
-	_, metricsPage := ob.getAccept(t, "/metrics", "application/openmetrics-text; version=1.0.0")
-	if got := ob.counter(t, "bridge_event_freshness_seconds", nil); got != n {
-		t.Errorf("freshness measured for %v events, want %d", got, n)
-	}
+	// The acknowledgements are taken after the events are stored: wait for the last one's freshness, which
+	// is measured after its latency's exemplar, then read the exemplars.
+	testutil.EventuallyState(t, 15*time.Second, "every event's freshness measured", func() (bool, string) {
+		got := ob.counter(t, "bridge_event_freshness_seconds", nil)
+		return got == n, fmt.Sprintf("%v measured, want %d", got, n)
+	})
+	_, metricsPage := testutil.Scrape(t, "http://"+ob.addr+"/metrics", "application/openmetrics-text; version=1.0.0")
 	// The stream's connection span ends with the connection: stop the bridge, which exports it.
 	if err := ob.stop(t); err != nil {
 		t.Fatal(err)
@@ -180,7 +158,8 @@ func TestEventTracesSampling(t *testing.T) {
 			if err := ob.stop(t); err != nil { // exports what is queued
 				t.Fatal(err)
 			}
-			msgs := storedEvents(t, ns.URL())
+			js, _ := jetstream.New(ns.Connect())
+			msgs := testutil.StreamContents(t, js, "TRACKING_EVENTS")
 			spans := rcv.BySpanID()
 			for _, m := range msgs {
 				sc := carrier.SpanContext(m.Header)
@@ -229,20 +208,6 @@ func TestEventsFlowWithCollectorDown(t *testing.T) {
 	if d := time.Since(start); d > testutil.Scale(10*time.Second) {
 		t.Errorf("stopping took %v with the collector down", d)
 	}
-}
-
-// getAccept fetches a path of the bridge's HTTP endpoint with an Accept header.
-func (ob *opsBridge) getAccept(t *testing.T, path, accept string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+ob.addr+path, nil)
-	req.Header.Set("Accept", accept)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
 }
 
 // grepLines returns the lines of s that contain sub.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
@@ -17,31 +16,18 @@ var updateWaterfall = flag.Bool("update-waterfall", false, "rewrite the trace wa
 
 // The waterfall block of docs/operations.md lies between these lines.
 const (
-	waterfallBegin = "<!-- waterfall: rendered by go test ./internal/daemon -run TestTraceWaterfall -update-waterfall -->"
+	waterfallBegin = "<!-- waterfall: rendered by go test ./internal/daemon -run TestReportTraces -update-waterfall -->"
 	waterfallEnd   = "<!-- /waterfall -->"
 )
 
-// TestTraceWaterfall renders, as a waterfall, the spans a real OTLP/HTTP collector received for one
-// report that carries a producer's traceparent: the report's span in the producer's trace with the
-// upstream's POST inside it, and the span of the event the upstream streamed back, in a trace of its own
-// linked to the report's. docs/operations.md shows one such rendering; the test fails when the spans'
-// names, kinds, nesting or events differ from it (their times differ from run to run), and
+// checkWaterfall renders, as a waterfall, the spans a real OTLP/HTTP collector received for one report
+// that carries a producer's traceparent (TestReportTraces'): the report's span in the producer's trace
+// with the upstream's POST inside it, and the span of the event the upstream streamed back, in a trace of
+// its own linked to the report's. docs/operations.md shows one such rendering; the test fails when the
+// spans' names, kinds, nesting or events differ from it (their times differ from run to run), and
 // -update-waterfall writes this run's.
-func TestTraceWaterfall(t *testing.T) {
-	t.Parallel()
-	rcv, natsURL, up, _ := tracedBridge(t)
-	publishReport(t, natsURL, "waterfall-1", opsReport(up, 1), map[string]string{"traceparent": callerTP})
-	report := spanOf(t, rcv, "process tracking.reports", "messaging.message.id", "waterfall-1")
-	link := callerTrace + "/" + report.SpanID
-	var event testutil.ReceivedSpan
-	testutil.Eventually(t, 15*time.Second, "the reported event's span, linked to the report's", func() bool {
-		found := rcv.Find(func(s testutil.ReceivedSpan) bool { return contains(s.Links, link) })
-		if len(found) == 0 {
-			return false
-		}
-		event = found[0]
-		return len(childOf(rcv, report.SpanID)) > 0
-	})
+func checkWaterfall(t *testing.T, rcv *testutil.OTLPReceiver, report, event testutil.ReceivedSpan) {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "trace %s: the producer's, continued by the bridge\n", callerTrace)
 	renderTrace(&b, rcv, report)

@@ -180,13 +180,17 @@ type Service struct {
 	err               error            // a Config that cannot be served, returned by Run
 }
 
-// endpoint is one Operation as served, with its counters for micro's STATS answer.
+// endpoint is one Operation as served, with the pool of slots its calls take and its counters for
+// micro's STATS answer.
 type endpoint struct {
 	Operation
 	requests, calls, errs, busy, dropped atomic.Int64
 	busyNanos                            atomic.Int64 // time from receipt to reply, summed
 	mu                                   sync.Mutex
 	lastErr                              string
+
+	slots chan struct{} // s.sem for an upstream call, s.gets or s.reads for a read from NATS
+	what  string        // what the slots count, for the refusal when they are all taken
 }
 
 // New returns a Service answering on nc through api. It subscribes nothing until Run.
@@ -243,9 +247,22 @@ func New(nc *nats.Conn, api Caller, cfg Config) *Service {
 		if op.Name == "tracking.report" {
 			op.Path = cfg.ReportPath
 		}
-		s.eps[microName(op.Name)] = &endpoint{Operation: op}
+		s.eps[microName(op.Name)] = s.newEndpoint(op)
 	}
 	return s
+}
+
+// newEndpoint returns op as served, with the pool of slots its calls take (see the package comment), chosen
+// once here rather than per request.
+func (s *Service) newEndpoint(op Operation) *endpoint {
+	ep := &endpoint{Operation: op, slots: s.sem, what: "upstream calls"}
+	if op.FromNATS() {
+		ep.slots, ep.what = s.reads, op.Name+" reads from NATS"
+		if op.Name == layout.OpUnitLatest {
+			ep.slots = s.gets
+		}
+	}
+	return ep
 }
 
 // instanceID is the service instance's id, which discovery shows anyone. It comes from a generator of its
@@ -420,13 +437,9 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	var req upstream.APIRequest
 	var q unitQuery
 	var problems []string
-	slots, busy := s.sem, "upstream calls"
+	slots := ep.slots
 	if ep.FromNATS() {
 		q, problems = ep.query(&c, r.Data)
-		slots, busy = s.reads, ep.Name+" reads from NATS"
-		if ep.Name == layout.OpUnitLatest {
-			slots = s.gets
-		}
 	} else {
 		req, problems = ep.build(builder{reportPath: s.cfg.ReportPath, validator: s.cfg.Validator, idemKey: key, c: &c}, r.Data)
 	}
@@ -437,7 +450,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	select {
 	case slots <- struct{}{}:
 	default:
-		msg, k := fmt.Sprintf("the bridge is busy: %d %s in flight on this replica; try again", cap(slots), busy), kindBusy
+		msg, k := fmt.Sprintf("the bridge is busy: %d %s in flight on this replica; try again", cap(slots), ep.what), kindBusy
 		if !s.up.Load() {
 			msg, k = "the bridge is stopping; try again (another replica may answer)", kindStopping
 		} else {
@@ -448,7 +461,7 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	}
 	req.MaxBody = int(s.nc.MaxPayload())
 	cl := call{req: req, unit: q, reply: reply, prefix: prefix, timeout: timeout, start: start, slots: slots,
-		ctx: ctx, span: span}
+		ctx: ctx}
 	if ep.changes() {
 		cl.caller, cl.named = callerAttr(hdr, strings.HasPrefix(reply, ImportedReplyPrefix))
 	}
@@ -471,7 +484,6 @@ type call struct {
 	named   bool
 	slots   chan struct{}   // the pool whose slot the call holds
 	ctx     context.Context // s.base, with the request's span when tracing
-	span    trace.Span      // the request's span, nil with tracing off
 }
 
 // replyPrefix returns the configured prefix the reply subject is under, or the reason to drop the
@@ -647,7 +659,7 @@ func (s *Service) work(ep *endpoint, c call) {
 	if err != nil {
 		s.replyNotSent(ep, err)
 	}
-	spanAnswered(c.span, res)
+	spanAnswered(trace.SpanFromContext(c.ctx), res) // with tracing off a no-op span, which costs nothing
 }
 
 // replyNotSent logs a reply that could not be sent, once a minute at most.

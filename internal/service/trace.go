@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 )
 
@@ -22,26 +23,26 @@ import (
 
 // Attribute keys of a request's span besides the conventions'.
 const (
-	// keyRefusal is the kind of a failure answered (bad_request, busy, …). A request dropped without an
-	// answer (its reply subject not a caller's inbox) makes no span.
+	// keyRefusal is the kind of a failure answered, one of reply.go's kinds: a sentence in the bridge's
+	// own words ("the request is invalid", "the bridge is busy", …), never a caller's byte. A request
+	// dropped without an answer (its reply subject not a caller's inbox) makes no span.
 	keyRefusal = attribute.Key("bridge.api.refusal")
-	// keyUpstreamStatus is the upstream's HTTP status, when it answered.
-	keyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
 )
 
-// startSpan starts the span of request r to ep and returns its context (s.base with the span).
+// startSpan starts the span of request r to ep and returns its context: s.base (with the caller's
+// remote span context, when r names one) with the span.
 func (s *Service) startSpan(ep *endpoint, r *nats.Msg) (context.Context, trace.Span) {
 	pctx := s.base // no traceparent, or a malformed one: a trace of the request's own
 	if remote := carrier.SpanContext(r.Header); remote.IsValid() {
 		pctx = trace.ContextWithRemoteSpanContext(s.base, remote)
 	}
 	subject := s.Subject(ep.Name)
-	_, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(semconv.RPCSystemNameKey.String("nats"), semconv.RPCMethod(ep.Name),
 			semconv.MessagingDestinationName(subject), semconv.MessagingMessageBodySize(len(r.Data)))
 	}
-	return trace.ContextWithSpan(s.base, span), span
+	return ctx, span
 }
 
 // spanAnswered records the answer res on span and ends it.
@@ -53,7 +54,7 @@ func spanAnswered(span trace.Span, res result) {
 		// The code the bridge answered: the upstream's status on success, Nats-Service-Error-Code on failure.
 		span.SetAttributes(semconv.RPCResponseStatusCode(strconv.Itoa(res.code)))
 		if res.upstream != 0 {
-			span.SetAttributes(keyUpstreamStatus.Int(res.upstream))
+			span.SetAttributes(tracing.KeyUpstreamStatus.Int(res.upstream))
 		}
 		if !res.ok {
 			span.SetAttributes(keyRefusal.String(string(res.kind)), semconv.ErrorTypeKey.String(strconv.Itoa(res.code)))

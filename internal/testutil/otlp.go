@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -18,18 +17,17 @@ import (
 
 // OTLPReceiver is an OTLP/HTTP trace collector for tests: an HTTP server on 127.0.0.1 that decodes every
 // export request (protobuf ExportTraceServiceRequest, as OTLP/HTTP sends it) and keeps its spans. Block
-// makes it hold every request until Unblock, as a collector that hangs would; Close stops it, as a
+// makes it hold every request, as a collector that hangs would; Close lets them go and stops it, as a
 // collector that is down.
 type OTLPReceiver struct {
 	// URL is the traces endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); Base the server's root
 	// (OTEL_EXPORTER_OTLP_ENDPOINT).
 	URL, Base string
 	srv       *httptest.Server
-	requests  atomic.Int64
 
 	mu    sync.Mutex
 	spans []ReceivedSpan
-	block chan struct{} // non-nil while blocked: closed by Unblock
+	block chan struct{} // non-nil while blocked: closed by Close
 }
 
 // ReceivedSpan is one span as the receiver decoded it, its ids in hex as traceparent writes them.
@@ -41,7 +39,6 @@ type ReceivedSpan struct {
 	Events                  []string       // the span events' names
 	Links                   []string       // the linked spans' trace-id/span-id
 	Status                  tracepb.Status_StatusCode
-	StatusMessage           string
 	Resource                map[string]any
 	StartUnixNano, EndNano  uint64
 }
@@ -57,13 +54,18 @@ func NewOTLPReceiver(tb testing.TB) *OTLPReceiver {
 	return r
 }
 
-// Close stops the receiver; later exports fail to connect.
+// Close lets held requests through and stops the receiver; later exports fail to connect.
 func (r *OTLPReceiver) Close() {
-	r.Unblock()
+	r.mu.Lock()
+	if r.block != nil {
+		close(r.block)
+		r.block = nil
+	}
+	r.mu.Unlock()
 	r.srv.Close()
 }
 
-// Block makes the receiver hold every request (those in progress and later ones) until Unblock or the
+// Block makes the receiver hold every request (those in progress and later ones) until Close or the
 // request's own end.
 func (r *OTLPReceiver) Block() {
 	r.mu.Lock()
@@ -72,19 +74,6 @@ func (r *OTLPReceiver) Block() {
 		r.block = make(chan struct{})
 	}
 }
-
-// Unblock lets held and later requests through.
-func (r *OTLPReceiver) Unblock() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.block != nil {
-		close(r.block)
-		r.block = nil
-	}
-}
-
-// Requests returns how many export requests arrived (held ones included).
-func (r *OTLPReceiver) Requests() int64 { return r.requests.Load() }
 
 // Spans returns a copy of the spans received so far.
 func (r *OTLPReceiver) Spans() []ReceivedSpan {
@@ -114,7 +103,6 @@ func (r *OTLPReceiver) BySpanID() map[string]ReceivedSpan {
 }
 
 func (r *OTLPReceiver) handle(w http.ResponseWriter, req *http.Request) {
-	r.requests.Add(1)
 	r.mu.Lock()
 	block := r.block
 	r.mu.Unlock()
@@ -151,7 +139,7 @@ func (r *OTLPReceiver) handle(w http.ResponseWriter, req *http.Request) {
 				rec := ReceivedSpan{Name: s.GetName(), TraceID: hex.EncodeToString(s.GetTraceId()),
 					SpanID: hex.EncodeToString(s.GetSpanId()), Parent: hex.EncodeToString(s.GetParentSpanId()),
 					Kind: s.GetKind(), Attrs: attrMap(s.GetAttributes()), Resource: res,
-					Status: s.GetStatus().GetCode(), StatusMessage: s.GetStatus().GetMessage(),
+					Status:        s.GetStatus().GetCode(),
 					StartUnixNano: s.GetStartTimeUnixNano(), EndNano: s.GetEndTimeUnixNano()}
 				for _, e := range s.GetEvents() {
 					rec.Events = append(rec.Events, e.GetName())

@@ -230,4 +230,7 @@ const (
 	KeyRetries = attribute.Key("bridge.publish.retries")
 	// KeyEventType is the event's type subject token.
 	KeyEventType = attribute.Key("bridge.event.type")
+	// KeyUpstreamStatus is the upstream's HTTP status on a report's or an API request's span, when it
+	// answered.
+	KeyUpstreamStatus = attribute.Key("bridge.upstream.status_code")
 )

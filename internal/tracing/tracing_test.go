@@ -2,22 +2,27 @@ package tracing
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 	tu "github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
-func newProvider(t *testing.T, url, sampler string, ratio float64) (*Provider, *prometheus.Registry) {
+func newProvider(t *testing.T, url, sampler string, ratio float64) *Provider {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	p, err := New(context.Background(), config.Tracing{Enabled: true, TracesURL: url, ServiceName: "bridge-test",
-		Sampler: sampler, Ratio: ratio, Timeout: time.Second}, reg, nil, "v-test")
+		Sampler: sampler, Ratio: ratio, Timeout: time.Second}, prometheus.NewRegistry(), nil, "v-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +31,7 @@ func newProvider(t *testing.T, url, sampler string, ratio float64) (*Provider, *
 		defer cancel()
 		_ = p.Shutdown(ctx)
 	})
-	return p, reg
+	return p
 }
 
 // TestOff: with tracing off the provider has no tracer, and its series exist at zero.
@@ -47,7 +52,7 @@ func TestOff(t *testing.T) {
 // TestExport: a span reaches an OTLP/HTTP collector with the service's resource.
 func TestExport(t *testing.T) {
 	rcv := tu.NewOTLPReceiver(t)
-	p, reg := newProvider(t, rcv.URL, "parentbased_always_on", 1)
+	p := newProvider(t, rcv.URL, "parentbased_always_on", 1)
 	_, span := p.Tracer("test").Start(context.Background(), "work")
 	span.End()
 	if err := p.Shutdown(context.Background()); err != nil { // exports what is queued
@@ -63,7 +68,6 @@ func TestExport(t *testing.T) {
 	if v := testutil.ToFloat64(p.exported); v != 1 {
 		t.Errorf("exported %v", v)
 	}
-	_ = reg
 }
 
 // TestSampling: the ratio samplers sample nothing at 0 and everything at 1; the parent-based ones follow
@@ -89,41 +93,96 @@ func TestSampling(t *testing.T) {
 		{"always_off", 1, sampled, false},
 		{"always_on", 0, notSampled, true},
 	} {
-		s := Sampler(tc.sampler, tc.ratio)
 		ctx := trace.ContextWithRemoteSpanContext(context.Background(), tc.parent)
-		for range 20 {
-			_, span := newTestTracer(s).Start(ctx, "x")
-			if got := span.SpanContext().IsSampled(); got != tc.want {
-				t.Errorf("%s %v parent sampled=%v: sampled %v, want %v", tc.sampler, tc.ratio, tc.parent.IsSampled(), got, tc.want)
-				break
-			}
+		// Every sampler here decides the same way each time (a ratio of 0 or 1): one span tells.
+		_, span := newTestTracer(Sampler(tc.sampler, tc.ratio)).Start(ctx, "x")
+		if got := span.SpanContext().IsSampled(); got != tc.want {
+			t.Errorf("%s %v parent sampled=%v: sampled %v, want %v", tc.sampler, tc.ratio, tc.parent.IsSampled(), got, tc.want)
 		}
 	}
 }
 
-// TestCollectorDown: spans ended while the collector is down or hangs never wait: Start and End return
-// at once, the queue stays bounded, and what is not exported is counted as dropped.
+// TestCollectorDown: spans ended while the collector hangs or is down never wait: Start and End return
+// at once, the queue stays bounded, and every span not exported is counted as dropped: those that found
+// the queue full, those of exports that timed out, and, once the collector is gone, those of exports that
+// could not connect.
 func TestCollectorDown(t *testing.T) {
 	rcv := tu.NewOTLPReceiver(t)
 	rcv.Block()
-	p, _ := newProvider(t, rcv.URL, "always_on", 1)
+	p := newProvider(t, rcv.URL, "always_on", 1)
+	exportErrs := &errorCatcher{}
+	otel.SetErrorHandler(exportErrs) // in place of the bridge's log, which New set
 	tr := p.Tracer("test")
+	queueFull := p.dropped.WithLabelValues(DropQueueFull)
+	failed := p.dropped.WithLabelValues(DropExportFailed)
+	spans := func(n int) {
+		for range n {
+			_, span := tr.Start(context.Background(), "e")
+			span.End()
+		}
+	}
 	start := time.Now()
 	const n = 3 * QueueSize
-	for range n {
-		_, span := tr.Start(context.Background(), "e")
-		span.End()
-	}
+	spans(n)
 	if d := time.Since(start); d > tu.Scale(2*time.Second) {
 		t.Errorf("%d spans took %v with the collector hanging", n, d)
 	}
-	dropped := p.dropped.WithLabelValues(DropQueueFull)
-	if v := testutil.ToFloat64(dropped); v < n-QueueSize-BatchSize {
-		t.Errorf("dropped %v of %d with a queue of %d", v, n, QueueSize)
+	// Each span is dropped with the queue full, queued (at most QueueSize), in the one export under way
+	// (at most BatchSize), or in an export that ended: that holds however long the loop took, during which
+	// exports may have timed out and made room.
+	dropped := testutil.ToFloat64(queueFull)
+	if ended := testutil.ToFloat64(failed) + testutil.ToFloat64(p.exported); dropped < n-QueueSize-BatchSize-ended {
+		t.Errorf("dropped %v of %d with a queue of %d and %v spans in exports that ended", dropped, n, QueueSize, ended)
 	}
-	// The collector goes away: the exports in flight fail, and their spans count as dropped.
+	if dropped == 0 {
+		t.Error("no span dropped with the queue full")
+	}
+
+	// The collector goes away (the export it held goes through first): the queued spans' exports fail.
 	rcv.Close()
-	tu.Eventually(t, 10*time.Second, "a failed export is counted", func() bool {
-		return testutil.ToFloat64(p.dropped.WithLabelValues(DropExportFailed)) > 0
+	count := func() float64 {
+		return testutil.ToFloat64(queueFull) + testutil.ToFloat64(failed) + testutil.ToFloat64(p.exported)
+	}
+	tu.EventuallyState(t, 30*time.Second, "every span exported or counted as dropped", func() (bool, string) {
+		return count() == n, fmt.Sprintf("%v of %d", count(), n)
 	})
+	// Spans made now cannot reach it: their exports fail to connect, and they are counted.
+	before := testutil.ToFloat64(failed)
+	start = time.Now()
+	spans(BatchSize)
+	if d := time.Since(start); d > tu.Scale(2*time.Second) {
+		t.Errorf("%d spans took %v with the collector down", BatchSize, d)
+	}
+	tu.EventuallyState(t, 15*time.Second, "the spans made with the collector down counted as failed", func() (bool, string) {
+		got := testutil.ToFloat64(failed) - before
+		return got == BatchSize, fmt.Sprintf("%v of %d", got, BatchSize)
+	})
+	// They failed because nothing answers any more (a collector that hangs fails exports by their
+	// timeout instead): the SDK hands the exporter's error on.
+	if !exportErrs.refused() {
+		t.Errorf("no export refused a connection; the exporters' errors: %v", exportErrs.all())
+	}
+}
+
+// errorCatcher keeps the errors the SDK reports (a failed export's among them).
+type errorCatcher struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (c *errorCatcher) Handle(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errs = append(c.errs, err)
+}
+
+func (c *errorCatcher) all() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.errs)
+}
+
+// refused reports whether an error was a refused connection.
+func (c *errorCatcher) refused() bool {
+	return slices.ContainsFunc(c.all(), func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) })
 }

@@ -53,10 +53,11 @@ func TestInjectLowerCase(t *testing.T) {
 	}
 }
 
-// TestExtractHostile: what a publisher put in the headers is bounded: a malformed or oversized
-// traceparent is ignored, a canonical-case one is not read, an oversized tracestate is cut by whole
-// entries to W3C's 512 characters or dropped, one of too many entries is dropped, and nothing comes back
-// out as it went in.
+// TestExtractHostile: what a publisher put in the headers is bounded: a malformed traceparent, or one
+// past MaxTraceparent that OpenTelemetry alone would accept, is ignored, a canonical-case one is not
+// read, a tracestate past 8 KiB is dropped, a shorter one past 512 characters is cut by whole entries to
+// 512 characters and 32 entries, and nothing comes back out as it went in. The cases near each bound are
+// ones OpenTelemetry's own checks let through, so that only the carrier's bounds decide them.
 func TestExtractHostile(t *testing.T) {
 	many := func(n, size int) string {
 		var b []string
@@ -65,21 +66,38 @@ func TestExtractHostile(t *testing.T) {
 		}
 		return strings.Join(b, ",")
 	}
+	// exact is short valid entries (values of v characters, the last one padded) of exactly n bytes.
+	exact := func(n, v int) string {
+		var b strings.Builder
+		for i := 0; n-b.Len() > 40; i++ {
+			fmt.Fprintf(&b, "k%d=%s,", i, strings.Repeat("v", v))
+		}
+		b.WriteString("z=" + strings.Repeat("v", n-b.Len()-2))
+		return b.String()
+	}
+	future := "01" + parent[2:] + "-" // version 01, whose added fields a reader of version 00 skips
 	for _, tc := range []struct {
 		name      string
 		h         nats.Header
 		valid     bool
-		wantState string // "" for none; "<=512" for cut to at most 512 characters
+		wantState string // "" for none; "<=512" for cut to at most 512 characters; "512" for kept whole
 	}{
 		{"malformed", nats.Header{"traceparent": {"00-xyz-00f067aa0ba902b7-01"}}, false, ""},
 		{"upper-case hex", nats.Header{"traceparent": {strings.ToUpper(parent)}}, false, ""},
 		{"all-zero trace id", nats.Header{"traceparent": {"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}}, false, ""},
-		{"10 KB traceparent", nats.Header{"traceparent": {parent + "-" + strings.Repeat("a", 10<<10)}}, false, ""},
-		{"future version with extra field", nats.Header{"traceparent": {"01" + parent[2:] + "-extra"}}, true, ""},
+		// A later version may add fields, which OpenTelemetry accepts at any length: only MaxTraceparent
+		// stops a 10 KiB one, and one of MaxTraceparent characters is still read.
+		{"10 KiB future-version traceparent", nats.Header{"traceparent": {future + strings.Repeat("a", 10<<10)}}, false, ""},
+		{"future-version traceparent at the bound", nats.Header{"traceparent": {future + strings.Repeat("a", MaxTraceparent-len(future))}}, true, ""},
+		{"future version with extra field", nats.Header{"traceparent": {future + "extra"}}, true, ""},
 		{"canonical name", nats.Header{"Traceparent": {parent}}, false, ""},
-		{"10 KB tracestate", nats.Header{"traceparent": {parent}, "tracestate": {many(1, 10<<10)}}, true, ""},
+		// Short valid entries past 8 KiB are not even split; just under, they are cut to 512 characters.
+		{"over 8 KiB of short entries", nats.Header{"traceparent": {parent}, "tracestate": {exact(8<<10+1, 8)}}, true, ""},
+		{"just under 8 KiB of short entries", nats.Header{"traceparent": {parent}, "tracestate": {exact(8<<10, 8)}}, true, "<=512"},
 		{"many small entries", nats.Header{"traceparent": {parent}, "tracestate": {many(200, 10)}}, true, "<=512"},
-		{"33 entries", nats.Header{"traceparent": {parent}, "tracestate": {many(33, 1)}}, true, ""},
+		// Entries so short that more than 32 fit in 512 characters: cut to 32, which OpenTelemetry keeps.
+		{"100 tiny entries", nats.Header{"traceparent": {parent}, "tracestate": {many(100, 1)}}, true, "<=512"},
+		{"512 characters of at most 32 entries kept whole", nats.Header{"traceparent": {parent}, "tracestate": {exact(MaxTracestate, 12)}}, true, "512"},
 		{"long entry dropped first", nats.Header{"traceparent": {parent},
 			"tracestate": {"a=" + strings.Repeat("x", 200) + "," + many(40, 12)}}, true, "<=512"},
 		{"malformed tracestate", nats.Header{"traceparent": {parent}, "tracestate": {"=\x00=,,"}}, true, ""},
@@ -97,6 +115,8 @@ func TestExtractHostile(t *testing.T) {
 				t.Errorf("tracestate %q kept", state)
 			case tc.wantState == "<=512" && (state == "" || len(state) > MaxTracestate || sc.TraceState().Len() > 32):
 				t.Errorf("tracestate of %d bytes, %d entries", len(state), sc.TraceState().Len())
+			case tc.wantState == "512" && state != tc.h["tracestate"][0]:
+				t.Errorf("tracestate %q, want it kept whole", state)
 			}
 			for k, vs := range out {
 				for _, v := range vs {
