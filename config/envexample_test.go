@@ -75,7 +75,7 @@ func readRepo(t *testing.T, path string) string {
 // every other BRIDGE_* variable is unset for the test. Tests that call it cannot run in parallel.
 func loadEnv(t *testing.T, env map[string]string) (*config.Config, error) {
 	t.Helper()
-	testutil.BridgeEnv(t, env)
+	testutil.Env(t, "BRIDGE_", env)
 	return config.FromEnv()
 }
 

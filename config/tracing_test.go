@@ -1,25 +1,12 @@
 package config
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
-)
 
-// otelEnv sets exactly the OTEL_* variables of env for the test: every other one is set empty, which
-// counts as unset.
-func otelEnv(t *testing.T, env map[string]string) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
-			t.Setenv(k, "")
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-}
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+)
 
 // TestTracingFromEnv: tracing is off unless an OTLP endpoint is set, OTEL_SDK_DISABLED and
 // OTEL_TRACES_EXPORTER=none turn it off, and the values are read as OpenTelemetry defines them.
@@ -62,7 +49,7 @@ func TestTracingFromEnv(t *testing.T) {
 			if want.Timeout == 0 {
 				want.Timeout = DefaultTracingTimeout
 			}
-			otelEnv(t, tc.env)
+			testutil.Env(t, "OTEL_", tc.env)
 			got, err := TracingFromEnv()
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +77,7 @@ func TestTracingFromEnvProblems(t *testing.T) {
 		"OTEL_TRACES_SAMPLER":                "parentbased_traceidratio",
 		"OTEL_TRACES_SAMPLER_ARG":            "1.5",
 	}
-	otelEnv(t, env)
+	testutil.Env(t, "OTEL_", env)
 	_, err := TracingFromEnv()
 	if err == nil {
 		t.Fatal("no error")
@@ -107,7 +94,7 @@ func TestTracingFromEnvProblems(t *testing.T) {
 	if strings.Contains(msg, "s3cret") {
 		t.Errorf("a problem shows a secret:\n%s", msg)
 	}
-	otelEnv(t, map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"})
+	testutil.Env(t, "OTEL_", map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"})
 	if _, err := TracingFromEnv(); err == nil ||
 		!strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER: ") {
 		t.Errorf("an unsupported sampler: %v", err)

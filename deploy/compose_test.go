@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 const (
@@ -245,11 +246,7 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the bridge service's environment does not load:\n%v", err)
 	}
-	for k, v := range env {
-		if strings.HasPrefix(k, "OTEL_") {
-			t.Setenv(k, v)
-		}
-	}
+	testutil.Env(t, "OTEL_", env)
 	if tr, err := config.TracingFromEnv(); err != nil || tr.Enabled {
 		t.Errorf("the bridge service's tracing: %+v, %v; want it valid and off by default", tr, err)
 	}

@@ -73,7 +73,7 @@ func bridgeVars(t *testing.T) (known, secret map[string]bool) {
 // that call it cannot run in parallel (t.Setenv).
 func loadConfig(t *testing.T, env map[string]string) (*config.Config, error) {
 	t.Helper()
-	testutil.BridgeEnv(t, env)
+	testutil.Env(t, "BRIDGE_", env)
 	return config.FromEnv()
 }
 
