@@ -191,7 +191,7 @@ func New(cfg *config.Config, log *slog.Logger, info BuildInfo, opts ...Option) (
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		ReconnectGrace:  2*cfg.ReconnectMin + 2*time.Second,
 		Logger:          log,
-		Tracer:          d.tracing.Tracer("github.com/tracking-bridge/tracking-bridge/internal/publish"),
+		Spans:           d.tracing.Roots("github.com/tracking-bridge/tracking-bridge/internal/publish", "send", trace.SpanKindProducer),
 		Reported:        reported,
 	})
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/component"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
@@ -82,8 +81,8 @@ type EventsConfig struct {
 	// Logger carries no "component" attribute: the event path logs as "leader", its publishers as
 	// "publish", the lease as "lease".
 	Logger *slog.Logger
-	// Tracer records every term's event spans; nil with tracing off.
-	Tracer trace.Tracer
+	// Spans starts every term's event spans; nil with tracing off.
+	Spans *tracing.Roots
 	// Reported links an event's span to the span of the report that reported it (Config.Reported).
 	Reported *tracing.Reported
 }
@@ -394,7 +393,7 @@ func (e *Events) newPublisher() (*Publisher, error) {
 		Logger:       e.pubLog,
 		Observer:     e.published,
 		Confirm:      e.lease.Confirm,
-		Tracer:       cfg.Tracer,
+		Spans:        cfg.Spans,
 		Reported:     cfg.Reported,
 	})
 }

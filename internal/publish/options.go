@@ -72,10 +72,10 @@ type Config struct {
 	Source   string
 	Logger   *slog.Logger
 	Observer Observer
-	// Tracer, when set, records a span per event and puts its context on the event's message
-	// (trace.go); nil leaves tracing out of the event path altogether.
-	Tracer trace.Tracer
-	// Reported, when set with Tracer, holds the spans of the reports the bridge sent upstream recently:
+	// Spans, when set, starts a span per event, whose context the event's message carries (trace.go);
+	// nil leaves tracing out of the event path altogether.
+	Spans *tracing.Roots
+	// Reported, when set with Spans, holds the spans of the reports the bridge sent upstream recently:
 	// the span of an event that one of them reported links to the report's (ReportedKey).
 	Reported *tracing.Reported
 }

@@ -94,8 +94,9 @@ func (p *Publisher) LastResumeID() string {
 // meanwhile settled (acks.go).
 func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 	var span trace.Span // the event's (trace.go); it covers the wait for room in the window too
-	if p.cfg.Tracer != nil {
-		span = p.startSpan(ctx)
+	var sc trace.SpanContext
+	if p.cfg.Spans != nil {
+		span, sc = p.startSpan(ctx)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,7 +119,7 @@ func (p *Publisher) Handle(ctx context.Context, ev upstream.Event) error {
 		}
 	} else {
 		if span != nil {
-			traceEntry(e, span)
+			traceEntry(e, span, sc)
 		}
 		m = p.build(e, &ev, &in)
 		if e.span != nil {

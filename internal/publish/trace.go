@@ -16,7 +16,7 @@ import (
 // message to JetStream's acknowledgement of its message, in OpenTelemetry's messaging conventions. Its
 // context travels on the message as traceparent, the same on every send of it (no tracestate: the span
 // starts a trace of its own, and a sampler hands on only a parent's). With
-// Config.Tracer nil nothing here runs.
+// Config.Spans nil nothing here runs.
 
 // Span events of an event's span.
 const (
@@ -28,25 +28,23 @@ const (
 	spanAbandoned    = "abandoned"     // the publisher closed before JetStream's acknowledgement came
 )
 
-// sendSpan is the one option of every event's span.
-var sendSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
-
-// startSpan starts the span of an event as Handle takes it. The event's span starts a trace of its own
-// (a connection lasts hours and carries millions of events), and when it is sampled it links to the span
-// in ctx, the stream's connection's (upstream.StreamConfig.Tracer). A span that is not sampled costs only
-// the SDK's own allocations: no options are made per event, and ctx is not looked into.
-func (p *Publisher) startSpan(ctx context.Context) trace.Span {
-	_, span := p.cfg.Tracer.Start(context.Background(), "send", sendSpan...)
+// startSpan starts the span of an event as Handle takes it, a "send" producer span (Config.Spans). The
+// event's span starts a trace of its own (a connection lasts hours and carries millions of events), and
+// when it is sampled it links to the span in ctx, the stream's connection's
+// (upstream.StreamConfig.Tracer). A span that is not sampled is a no-op span beside its span context
+// (tracing.Roots): ctx is not looked into.
+func (p *Publisher) startSpan(ctx context.Context) (trace.Span, trace.SpanContext) {
+	span, sc := p.cfg.Spans.Start()
 	if span.IsRecording() {
 		span.AddLink(trace.Link{SpanContext: trace.SpanContextFromContext(ctx)})
 	}
-	return span
+	return span, sc
 }
 
 // traceEntry gives entry e the event's span and the context its message carries.
-func traceEntry(e *pending, span trace.Span) {
+func traceEntry(e *pending, span trace.Span, sc trace.SpanContext) {
 	e.span = span
-	e.tp = carrier.Format(span.SpanContext())
+	e.tp = carrier.Format(sc)
 }
 
 // endUnsent ends the span of an event that is not sent: found stored beyond the resume point, or

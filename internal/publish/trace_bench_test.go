@@ -46,9 +46,9 @@ func BenchmarkPublisherTraced(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer tp.Shutdown(context.Background())
-				cfg.Tracer = tp.Tracer("bench")
+				cfg.Spans = tp.Roots("bench", "send", trace.SpanKindProducer)
 				var conn trace.Span
-				ctx, conn = cfg.Tracer.Start(ctx, "stream connection")
+				ctx, conn = tp.Tracer("bench").Start(ctx, "stream connection")
 				defer conn.End()
 			}
 			p, err := New(nc, cfg)

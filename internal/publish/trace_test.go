@@ -2,6 +2,7 @@ package publish
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
+	"github.com/tracking-bridge/tracking-bridge/internal/tracing"
 	"github.com/tracking-bridge/tracking-bridge/internal/tracing/carrier"
 	"github.com/tracking-bridge/tracking-bridge/internal/upstream"
 )
@@ -26,9 +28,9 @@ func TestEventSpans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(tracing.IDs{}))
 	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
-		Window: 16, Timeout: 2 * time.Second, Logger: discard(), Tracer: tp.Tracer("test")})
+		Window: 16, Timeout: 2 * time.Second, Logger: discard(), Spans: sends(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,9 +139,9 @@ func TestAbandonedSpans(t *testing.T) {
 	}
 	defer nc.Close()
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(tracing.IDs{}))
 	p, err := New(nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
-		Window: 16, Timeout: time.Minute, Logger: discard(), Tracer: tp.Tracer("test")})
+		Window: 16, Timeout: time.Minute, Logger: discard(), Spans: sends(tp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +172,81 @@ func TestAbandonedSpans(t *testing.T) {
 		if !slices.Contains(names, spanAbandoned) {
 			t.Errorf("span %s: events %v, want %s", s.Name(), names, spanAbandoned)
 		}
+	}
+}
+
+// sends returns the event spans of tp, which samples every root.
+func sends(tp *sdktrace.TracerProvider) *tracing.Roots {
+	return tracing.NewRoots(tp.Tracer("test"), sdktrace.ParentBased(sdktrace.AlwaysSample()), "send", trace.SpanKindProducer)
+}
+
+// TestUnsampledEventSpans: with a sampler that keeps about half the traces, every event's message carries
+// a whole traceparent of a trace of its own; those whose flags say sampled name a span the SDK recorded
+// and ended, the others no span at all, and the sampler's ratio decides by the trace id the message names.
+func TestUnsampledEventSpans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, time.Minute)
+	rec := tracetest.NewSpanRecorder()
+	sampler := sdktrace.TraceIDRatioBased(0.5)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sampler),
+		sdktrace.WithIDGenerator(tracing.IDs{}))
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: 64, Timeout: 10 * time.Second, Logger: discard(),
+		Spans: tracing.NewRoots(tp.Tracer("test"), sampler, "send", trace.SpanKindProducer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	for i := range n {
+		if err := p.Handle(ctx, ev(fmt.Sprint("e", i), "GATE_IN")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[trace.SpanID]trace.TraceID{}
+	for _, s := range rec.Ended() {
+		recorded[s.SpanContext().SpanID()] = s.SpanContext().TraceID()
+	}
+	stored := e.messages(e.layout.Events())
+	if len(stored) != n {
+		t.Fatalf("%d events stored, want %d", len(stored), n)
+	}
+	traces := map[trace.TraceID]bool{}
+	sampled := 0
+	for _, m := range stored {
+		sc := carrier.SpanContext(m.Header)
+		if !sc.IsValid() {
+			t.Fatalf("event %s: traceparent %q", m.Header.Get(nats.MsgIdHdr), m.Header.Get(carrier.Traceparent))
+		}
+		if traces[sc.TraceID()] {
+			t.Errorf("trace %v named by two events", sc.TraceID())
+		}
+		traces[sc.TraceID()] = true
+		want := sampler.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: sc.TraceID()}).Decision
+		if sc.IsSampled() != (want == sdktrace.RecordAndSample) {
+			t.Errorf("event %s: sampled %v, the ratio says %v", m.Header.Get(nats.MsgIdHdr), sc.IsSampled(), want)
+		}
+		tid, ok := recorded[sc.SpanID()]
+		switch {
+		case sc.IsSampled() && (!ok || tid != sc.TraceID()):
+			t.Errorf("sampled event %s names span %v of trace %v, which was not recorded", m.Header.Get(nats.MsgIdHdr), sc.SpanID(), sc.TraceID())
+		case !sc.IsSampled() && ok:
+			t.Errorf("unsampled event %s names a recorded span", m.Header.Get(nats.MsgIdHdr))
+		}
+		if sc.IsSampled() {
+			sampled++
+		}
+	}
+	// 400 draws at one half: 120 to 280 lies more than 8 standard deviations (10) either side.
+	if sampled < 120 || sampled > 280 || len(recorded) != sampled {
+		t.Errorf("%d of %d events sampled, %d spans recorded", sampled, n, len(recorded))
 	}
 }

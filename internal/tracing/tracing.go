@@ -1,7 +1,8 @@
 // Package tracing is the bridge's one owner of OpenTelemetry: it builds the tracer provider from
 // config.Tracing (the standard OTEL_* variables), exports the spans over OTLP/HTTP in batches through a
-// bounded queue, counts the spans it drops, and names the attributes the components' spans share. Its
-// subpackage carrier carries the trace context in NATS headers.
+// bounded queue, counts the spans it drops, and names the attributes the components' spans share. Roots
+// starts the events' spans, one a trace, asking the sampler before the SDK. Its subpackage carrier carries
+// the trace context in NATS headers.
 //
 // With tracing off, New returns a Provider whose Tracer is nil: the components then skip every step of
 // their spans, so that the event path does nothing more per event than without tracing. With tracing on,
@@ -50,6 +51,7 @@ const (
 // a nil Tracer. Safe for concurrent use.
 type Provider struct {
 	tp       *sdktrace.TracerProvider
+	sampler  sdktrace.Sampler
 	dropped  *prometheus.CounterVec
 	exported prometheus.Counter
 }
@@ -111,9 +113,11 @@ func New(ctx context.Context, cfg config.Tracing, reg prometheus.Registerer, log
 	bsp := sdktrace.NewBatchSpanProcessor(counted,
 		sdktrace.WithMaxQueueSize(QueueSize), sdktrace.WithMaxExportBatchSize(BatchSize),
 		sdktrace.WithBatchTimeout(BatchDelay), sdktrace.WithExportTimeout(cfg.Timeout))
+	p.sampler = Sampler(cfg.Sampler, cfg.Ratio)
 	p.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(Sampler(cfg.Sampler, cfg.Ratio)),
+		sdktrace.WithSampler(p.sampler),
+		sdktrace.WithIDGenerator(IDs{}),
 		sdktrace.WithSpanProcessor(&boundedProcessor{SpanProcessor: bsp, queued: q,
 			dropped: p.dropped.WithLabelValues(DropQueueFull)}),
 	)
