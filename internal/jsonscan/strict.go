@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"strconv"
 	"sync"
+	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Strict reads the JSON value data, as Valid does, and returns the first thing in it that JSON readers
@@ -15,9 +17,12 @@ import (
 // gives its *SyntaxError, unless one of those came before it. It returns nil for a JSON value without
 // either.
 //
-// Keys are compared decoded, so "id" and "\u0069d" are the same key. Raw bytes that are not UTF-8 are
-// not looked at (compare them with utf8.Valid first): like encoding/json, Strict accepts them. It
-// allocates only for keys with escapes, objects of many keys and errors.
+// Keys are compared decoded and without case, so "id", "\u0069d" and "ID" are the same key: readers
+// that match keys to fields without case (encoding/json among them, and many web frameworks) take
+// {"eventType":"A","EventType":"B"} as one key given twice, whose value they differ on. Case is Unicode
+// simple case folding, as encoding/json's (the Kelvin sign is a K). Raw bytes that are not UTF-8 are
+// compared as they are (check utf8.Valid first): like encoding/json, Strict accepts them. It allocates
+// only for keys with escapes or bytes outside ASCII, objects of many keys and errors.
 func Strict(data []byte) error {
 	c := checkers.Get().(*strictChecker)
 	defer checkers.Put(c)
@@ -53,11 +58,16 @@ var checkers = sync.Pool{New: func() any {
 // DuplicateKeyError reports an object with a key given twice.
 type DuplicateKeyError struct {
 	Offset int    // of the second key's opening quote
-	Key    string // the key, decoded
+	Key    string // the second key, decoded
+	First  string // the first, decoded: Key, or Key in other case
 	Path   string // the object's place in the value ("event.observation", "seals[3]"); "" for the value itself
 }
 
 func (e *DuplicateKeyError) Error() string {
+	if e.First != e.Key {
+		return "the keys " + strconv.Quote(e.First) + " and " + strconv.Quote(e.Key) + ", one key but for case, are both in " +
+			where(e.Path) + " (the second at byte " + strconv.Itoa(e.Offset) + ")"
+	}
 	return "the key " + strconv.Quote(e.Key) + " is given twice in " + where(e.Path) + " at byte " + strconv.Itoa(e.Offset)
 }
 
@@ -128,13 +138,76 @@ type frame struct {
 	set    map[string]struct{} // an object's keys, once there are manyKeys of them
 }
 
-// keyBit is the bit of a key in frame.seen: two keys with different bits differ, so most keys of an
-// object are told apart from the others without comparing them.
+// keyBit is the bit of a key in frame.seen: two keys with different bits differ (sameKey), so most keys
+// of an object are told apart from the others without comparing them.
 func keyBit(key []byte) uint64 {
+	if !isASCII(key) {
+		key = appendFold(nil, key)
+	}
 	if len(key) == 0 {
 		return 1
 	}
-	return 1 << ((uint(len(key))*7 + uint(key[0]) + uint(key[len(key)-1])*3) & 63)
+	return 1 << ((uint(len(key))*7 + uint(upper(key[0])) + uint(upper(key[len(key)-1]))*3) & 63)
+}
+
+// sameKey reports whether a and b are one key: equal under simple case folding (see Strict).
+func sameKey(a, b []byte) bool {
+	if isASCII(a) && isASCII(b) {
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if upper(a[i]) != upper(b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return string(appendFold(nil, a)) == string(appendFold(nil, b))
+}
+
+// foldedKey is key as frame.set holds it: one spelling for all its cases.
+func foldedKey(key []byte) string { return string(appendFold(nil, key)) }
+
+// appendFold appends key with every character in the one case that stands for all of its cases (the
+// least rune of its simple folding orbit: upper case in ASCII), and bytes that are not UTF-8 as they are.
+func appendFold(dst, key []byte) []byte {
+	for i := 0; i < len(key); {
+		if c := key[i]; c < utf8.RuneSelf {
+			dst = append(dst, upper(c))
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(key[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, key[i])
+			i++
+			continue
+		}
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		dst = utf8.AppendRune(dst, least)
+		i += size
+	}
+	return dst
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // clean reports whether data is one JSON value without a key given twice or an unpaired surrogate
@@ -261,17 +334,18 @@ key: // data[i] (white space skipped) should begin an object key
 // newKey records key in the object f and reports whether it is new there.
 func (c *strictChecker) newKey(f *frame, key []byte) bool {
 	if f.set != nil {
-		if _, dup := f.set[string(key)]; dup {
+		folded := foldedKey(key)
+		if _, dup := f.set[folded]; dup {
 			return false
 		}
-		f.set[string(key)] = struct{}{}
+		f.set[folded] = struct{}{}
 		return true
 	}
 	if bit := keyBit(key); f.seen&bit == 0 {
 		f.seen |= bit
 	} else {
 		for _, k := range c.keys[f.first:] {
-			if string(k) == string(key) {
+			if sameKey(k, key) {
 				return false
 			}
 		}
@@ -280,7 +354,7 @@ func (c *strictChecker) newKey(f *frame, key []byte) bool {
 	if len(c.keys)-f.first == manyKeys {
 		f.set = make(map[string]struct{}, 2*manyKeys)
 		for _, k := range c.keys[f.first:] {
-			f.set[string(k)] = struct{}{}
+			f.set[foldedKey(k)] = struct{}{}
 		}
 		c.keys = c.keys[:f.first]
 	}
@@ -317,7 +391,7 @@ func (c *strictChecker) value() error {
 func (c *strictChecker) object() error {
 	first := len(c.keys)
 	defer func() { c.keys = c.keys[:first] }()
-	var set map[string]struct{} // the keys, once there are manyKeys of them
+	var set map[string][]byte // the keys, once there are manyKeys of them, by their folded spelling
 	c.s.Object()
 	for {
 		at := c.s.Offset()
@@ -336,27 +410,32 @@ func (c *strictChecker) object() error {
 			}
 			key = AppendUnquote(nil, raw)
 		}
+		var before []byte // the same key, given before, when dup
 		dup := false
 		if set != nil {
-			_, dup = set[string(key)]
-			set[string(key)] = struct{}{}
+			folded := foldedKey(key)
+			if before, dup = set[folded]; !dup {
+				set[folded] = key
+			}
 		} else {
 			for _, k := range c.keys[first:] {
-				if bytes.Equal(k, key) {
-					dup = true
+				if sameKey(k, key) {
+					before, dup = k, true
 					break
 				}
 			}
 			c.keys = append(c.keys, key)
 			if len(c.keys)-first == manyKeys {
-				set = make(map[string]struct{}, 2*manyKeys)
+				set = make(map[string][]byte, 2*manyKeys)
 				for _, k := range c.keys[first:] {
-					set[string(k)] = struct{}{}
+					if _, ok := set[foldedKey(k)]; !ok {
+						set[foldedKey(k)] = k
+					}
 				}
 			}
 		}
 		if dup {
-			return &DuplicateKeyError{Offset: at, Key: string(key)}
+			return &DuplicateKeyError{Offset: at, Key: string(key), First: string(before)}
 		}
 		if err := c.value(); err != nil {
 			c.where = append(c.where, pathKey(key))

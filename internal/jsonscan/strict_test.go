@@ -29,7 +29,14 @@ func TestStrict(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{event, ""},
 		{`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`, ""},
-		{`{"id":"A","ID":"B","İd":"C"}`, ""}, // keys differ: only equal keys are a repeat
+		{`{"id":"A","İd":"C","ıd":"D"}`, ""}, // dotted capital and dotless small i fold to no ASCII i
+		{`{"é":1,"e":2,"\u00e9\u0301":3}`, ""},
+		{`{"id":"A","ID":"B"}`, `duplicate "ID" (first "id") at "" byte 10`},
+		{`{"eventType":"A","x":{},"EventType":"B"}`, `duplicate "EventType" (first "eventType") at "" byte 24`},
+		{`{"kind":1,"\u212aIND":2}`, "duplicate \"\u212aIND\" (first \"kind\") at \"\" byte 10"}, // the Kelvin sign
+		{`{"a":{"s":1,"ſ":2}}`, `duplicate "ſ" (first "s") at "a" byte 12`},
+		{`{"É":1,"é":2}`, `duplicate "é" (first "É") at "" byte 8`},
+		{`{"\u00c9":1,"é":2}`, `duplicate "é" (first "É") at "" byte 12`},
 		{`{"a":"\ud83d\ude00","b":"\\ud800","c":"\u00e9\n"}`, ""},
 		{`"\ud83d\ude00"`, ""},
 		{many(-1), ""},
@@ -41,6 +48,7 @@ func TestStrict(t *testing.T) {
 		{`{"a b":{"":1,"":2}}`, `duplicate "" at "\"a b\"" byte 13`},
 		{many(3), `duplicate "k3" at "x" byte 886`},
 		{many(99), `duplicate "k99" at "x" byte 886`},
+		{strings.Replace(many(7), `"k7":0}}`, `"K7":0}}`, 1), `duplicate "K7" (first "k7") at "x" byte 886`},
 		{`{"id":"\ud800"}`, `surrogate \ud800 at "id" byte 7`},
 		{`{"id":"x\udc00y"}`, `surrogate \udc00 at "id" byte 8`},
 		{`{"id":"\ud800\u0041"}`, `surrogate \ud800 at "id" byte 7`},
@@ -57,6 +65,8 @@ func TestStrict(t *testing.T) {
 		var dup *DuplicateKeyError
 		var sur *SurrogateError
 		switch {
+		case errors.As(err, &dup) && dup.First != dup.Key:
+			got = fmt.Sprintf("duplicate %q (first %q) at %q byte %d", dup.Key, dup.First, dup.Path, dup.Offset)
 		case errors.As(err, &dup):
 			got = fmt.Sprintf("duplicate %q at %q byte %d", dup.Key, dup.Path, dup.Offset)
 		case errors.As(err, &sur):
@@ -82,7 +92,8 @@ func TestStrictAllocs(t *testing.T) {
 // (a syntax error, or a problem found before it), never a syntax error for what it accepts, a key given twice exactly where a token reader finds one, an unpaired surrogate exactly
 // where an escape decodes to U+FFFD that no other escape or byte explains.
 func FuzzStrict(f *testing.F) {
-	for _, s := range []string{event, `{"a":{"b":1,"b":2}}`, `["\ud800"]`, `{"\u0061":1,"a":2}`, `{"a":"\ud83d\ude00"}`} {
+	for _, s := range []string{event, `{"a":{"b":1,"b":2}}`, `["\ud800"]`, `{"\u0061":1,"a":2}`, `{"a":"\ud83d\ude00"}`,
+		`{"id":1,"ID":2}`, `{"kind":1,"\u212aind":2}`, `{"\u00e9":1,"É":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -117,10 +128,10 @@ func FuzzStrict(f *testing.F) {
 }
 
 // refStrict reads valid JSON with encoding/json's token reader and reports whether an object has a key
-// twice, and whether a string (key or value) has an unpaired surrogate escape.
+// twice (strings.EqualFold), and whether a string (key or value) has an unpaired surrogate escape.
 func refStrict(data []byte) (dup, sur bool) {
 	type frame struct {
-		keys   map[string]bool
+		keys   []string
 		object bool
 		key    bool
 	}
@@ -137,15 +148,17 @@ func refStrict(data []byte) (dup, sur bool) {
 				if top >= 0 && stack[top].object {
 					stack[top].key = true
 				}
-				stack = append(stack, frame{keys: map[string]bool{}, object: d == '{', key: d == '{'})
+				stack = append(stack, frame{object: d == '{', key: d == '{'})
 			} else {
 				stack = stack[:top]
 			}
 			continue
 		}
 		if s, ok := tok.(string); ok && top >= 0 && stack[top].object && stack[top].key {
-			dup = dup || stack[top].keys[s]
-			stack[top].keys[s] = true
+			for _, k := range stack[top].keys {
+				dup = dup || strings.EqualFold(k, s)
+			}
+			stack[top].keys = append(stack[top].keys, s)
 			stack[top].key = false
 			continue
 		}

@@ -151,6 +151,9 @@ func TestRefusedBeforeCalling(t *testing.T) {
 		{"orders.update", `{"id":"BO-1","order":{"terminalId":"T","reference":"R","reference":"S"}}`, nil,
 			[]string{`the request gives the key "reference" twice in order`}},
 		{"orders.create", `{"terminalId":"T1","terminalId":"T2"}`, nil, []string{`the booking order gives the key "terminalId" twice`}},
+		{"orders.get", `{"id":"BO-1","ID":"BO-2"}`, nil, []string{`the request gives the keys "id" and "ID", which differ only in case`}},
+		{"tracking.query", `{"orderId":"O","positionId":"1","po\u017fitionId":"2"}`, nil, // a long s, which folds to s
+			[]string{`the request gives the keys "positionId" and "poſitionId", which differ only in case`}},
 		{"tracking.report", `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN","type":"GATE_OUT"}}`, nil,
 			[]string{`the report gives the key "type" twice in event`}},
 		{"tracking.report", "{\"event\":{\"timestamp\":\"2024-05-01T12:30:00Z\",\"type\":\"GATE_IN\",\"id\":\"\xff\"}}", nil,

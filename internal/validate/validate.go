@@ -123,6 +123,11 @@ func Unambiguous(body []byte, noun string) []string {
 	}
 	switch err := err.(type) {
 	case *jsonscan.DuplicateKeyError:
+		if err.First != err.Key {
+			return []string{fmt.Sprintf("%s gives the keys %s and %s%s, which differ only in case; readers that "+
+				"ignore case take them as one key given twice and differ on its value", noun, quote(err.First),
+				quote(err.Key), within(err.Path))}
+		}
 		return []string{fmt.Sprintf("%s gives the key %s twice%s; a key may appear only once in an object, "+
 			"or readers differ on its value", noun, quote(err.Key), within(err.Path))}
 	case *jsonscan.SurrogateError:

@@ -148,6 +148,9 @@ var reportCases = []struct {
 			`a key may appear only once in an object, or readers differ on its value`}},
 	{name: "key twice in an unknown member", body: `{"x":{"a":[{"b":1,"b":1}]},"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`,
 		want: []string{`the report gives the key "b" twice in x.a[0]; a key may appear only once in an object, or readers differ on its value`}},
+	{name: "keys differing in case", body: `{"event":{"timestamp":"2024-05-01T12:30:00Z","type":"GATE_IN","Type":"TELEPORTED"}}`,
+		want: []string{`the report gives the keys "type" and "Type" in event, which differ only in case; readers that ignore case ` +
+			`take them as one key given twice and differ on its value`}},
 	{name: "order id not UTF-8", body: "{\"order\":{\"orderId\":\"o-\xc0\xaf\",\"positionId\":\"1\"},\"event\":{\"timestamp\":\"2024-05-01T12:30:00Z\",\"type\":\"A\"}}",
 		want: []string{"the report is not valid UTF-8"}}, // an overlong "/"
 	{name: "order id with an unpaired surrogate", body: `{"order":{"orderId":"o-\ud800","positionId":"1"},"event":{"timestamp":"2024-05-01T12:30:00Z","type":"A"}}`,
