@@ -108,3 +108,27 @@ func TestReadHeaderLines(t *testing.T) {
 		}
 	}
 }
+
+// TestMsgIDWithEdgeSpaceNotForwarded: JetStream tells the ids "k" and "k " apart, but HTTP drops a value's
+// edge spaces, so forwarding "k " as the Idempotency-Key would send the upstream "k" again and have the
+// second report answered as a repeat of the first. That id goes with the report's own key instead, and
+// both reports reach the upstream under keys of their own.
+func TestMsgIDWithEdgeSpaceNotForwarded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.start(e.js, e.config())
+	e.rawHPUB(e.layout.ReportsSubject(), "NATS/1.0\r\nNats-Msg-Id: k\r\n\r\n", string(report(1)))
+	e.rawHPUB(e.layout.ReportsSubject(), "NATS/1.0\r\nNats-Msg-Id: k \r\n\r\n", string(report(2)))
+	testutil.Eventually(t, 10*time.Second, "both reports sent", func() bool { return e.rec.count() == 2 })
+	calls := e.rec.all()
+	keys := map[string]string{}
+	for _, c := range calls {
+		keys[string(c.body)] = c.key
+	}
+	if got := keys[string(report(1))]; got != "k" {
+		t.Errorf("the first report's key %q, want k", got)
+	}
+	if got := keys[string(report(2))]; got == "k" || !strings.HasPrefix(got, e.layout.Reports()+"-2-") {
+		t.Errorf("the second report's key %q, want its own (%s-2-…)", got, e.layout.Reports())
+	}
+}

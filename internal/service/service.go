@@ -431,8 +431,8 @@ func (s *Service) handle(ep *endpoint, r *nats.Msg) {
 	}
 	key, ok := c.header(hdr, IdempotencyKeyHeader)
 	if ok && !upstream.ValidIdempotencyKey(key) {
-		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters", IdempotencyKeyHeader,
-			strQuote(key), len(key), upstream.MaxIdempotencyKeyBytes)
+		c.addf("the %s header %s (%d bytes) must be 1 to %d printable ASCII characters, without a space at "+
+			"either end", IdempotencyKeyHeader, strQuote(key), len(key), upstream.MaxIdempotencyKeyBytes)
 	}
 	var req upstream.APIRequest
 	var q unitQuery

@@ -302,7 +302,7 @@ func TestCallerHeaders(t *testing.T) {
 		want           string
 	}{
 		{"key with a control character", "tracking.report", report,
-			nats.Header{"Idempotency-Key": {"k\x01"}}, `the Idempotency-Key header "k\x01" (2 bytes) must be 1 to 256 printable ASCII characters`},
+			nats.Header{"Idempotency-Key": {"k\x01"}}, `the Idempotency-Key header "k\x01" (2 bytes) must be 1 to 256 printable ASCII characters, without a space at either end`},
 		{"key of 100 KB", "tracking.report", report,
 			nats.Header{"Idempotency-Key": {long}}, "(102400 bytes) must be 1 to 256"},
 		{"key of 257 bytes", "tracking.report", report,

@@ -5,9 +5,11 @@ const MaxIdempotencyKeyBytes = 256
 
 // ValidIdempotencyKey reports whether key may be sent upstream as a report's Idempotency-Key header: 1
 // to MaxIdempotencyKeyBytes bytes of printable ASCII, so that it is a valid HTTP header value and no
-// larger than an upstream would keep. The report consumer and the API service both check keys with it.
+// larger than an upstream would keep, without a space at either end: HTTP drops those (net/http trims
+// them as it sends), so "k " would reach the upstream as "k", another report's key, and be answered as
+// its repeat. The report consumer and the API service both check keys with it.
 func ValidIdempotencyKey(key string) bool {
-	if key == "" || len(key) > MaxIdempotencyKeyBytes {
+	if key == "" || len(key) > MaxIdempotencyKeyBytes || key[0] == ' ' || key[len(key)-1] == ' ' {
 		return false
 	}
 	for i := 0; i < len(key); i++ {

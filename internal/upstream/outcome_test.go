@@ -51,6 +51,10 @@ func TestValidIdempotencyKey(t *testing.T) {
 		{"k\r\nX-Injected: 1", false},
 		{"k\x7f", false},
 		{"clé", false},
+		{"k 1", true},
+		{"k ", false},
+		{" k", false},
+		{" ", false},
 	} {
 		if got := upstream.ValidIdempotencyKey(tc.key); got != tc.want {
 			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", tc.key, got, tc.want)
