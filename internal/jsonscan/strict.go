@@ -139,18 +139,30 @@ type frame struct {
 }
 
 // keyBit is the bit of a key in frame.seen: two keys with different bits differ (sameKey), so most keys
-// of an object are told apart from the others without comparing them.
+// of an object are told apart from the others without comparing them. It is made of the key's length,
+// first and last character as folded (appendFold), which it reads without copying the key.
 func keyBit(key []byte) uint64 {
-	if !isASCII(key) {
-		key = appendFold(nil, key)
-	}
 	if len(key) == 0 {
 		return 1
 	}
-	return 1 << ((uint(len(key))*7 + uint(upper(key[0])) + uint(upper(key[len(key)-1]))*3) & 63)
+	var n, first, last uint
+	if isASCII(key) {
+		n, first, last = uint(len(key)), uint(upper(key[0])), uint(upper(key[len(key)-1]))
+	} else {
+		for i := 0; i < len(key); {
+			r, size, w := foldAt(key, i)
+			if i == 0 {
+				first = uint(r)
+			}
+			n, last = n+uint(w), uint(r)
+			i += size
+		}
+	}
+	return 1 << ((n*7 + first + last*3) & 63)
 }
 
-// sameKey reports whether a and b are one key: equal under simple case folding (see Strict).
+// sameKey reports whether a and b are one key: equal under simple case folding (see Strict). It copies
+// neither.
 func sameKey(a, b []byte) bool {
 	if isASCII(a) && isASCII(b) {
 		if len(a) != len(b) {
@@ -163,7 +175,16 @@ func sameKey(a, b []byte) bool {
 		}
 		return true
 	}
-	return string(appendFold(nil, a)) == string(appendFold(nil, b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ra, sa, _ := foldAt(a, i)
+		rb, sb, _ := foldAt(b, j)
+		if ra != rb {
+			return false
+		}
+		i, j = i+sa, j+sb
+	}
+	return i == len(a) && j == len(b)
 }
 
 // foldedKey is key as frame.set holds it: one spelling for all its cases.
@@ -173,25 +194,32 @@ func foldedKey(key []byte) string { return string(appendFold(nil, key)) }
 // least rune of its simple folding orbit: upper case in ASCII), and bytes that are not UTF-8 as they are.
 func appendFold(dst, key []byte) []byte {
 	for i := 0; i < len(key); {
-		if c := key[i]; c < utf8.RuneSelf {
-			dst = append(dst, upper(c))
-			i++
-			continue
+		r, size, _ := foldAt(key, i)
+		if r > unicode.MaxRune {
+			dst = append(dst, key[i]) // not UTF-8: as it is
+		} else {
+			dst = utf8.AppendRune(dst, r)
 		}
-		r, size := utf8.DecodeRune(key[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, key[i])
-			i++
-			continue
-		}
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		dst = utf8.AppendRune(dst, least)
 		i += size
 	}
 	return dst
+}
+
+// foldAt returns the character at key[i] folded (appendFold), its size in key and its size folded. A byte
+// that is not UTF-8 is returned as a rune beyond unicode.MaxRune, one of its own for each byte value.
+func foldAt(key []byte, i int) (r rune, size, folded int) {
+	if c := key[i]; c < utf8.RuneSelf {
+		return rune(upper(c)), 1, 1
+	}
+	r, size = utf8.DecodeRune(key[i:])
+	if r == utf8.RuneError && size == 1 {
+		return unicode.MaxRune + 1 + rune(key[i]), 1, 1
+	}
+	least := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		least = min(least, f)
+	}
+	return least, size, utf8.RuneLen(least)
 }
 
 func upper(c byte) byte {

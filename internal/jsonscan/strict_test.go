@@ -80,11 +80,14 @@ func TestStrict(t *testing.T) {
 	}
 }
 
-// TestStrictAllocs: checking a valid body without escaped keys allocates nothing.
+// TestStrictAllocs: checking a valid body without escaped keys allocates nothing, keys outside ASCII
+// (compared without case) included.
 func TestStrictAllocs(t *testing.T) {
-	data := []byte(event)
-	if n := testing.AllocsPerRun(100, func() { _ = Strict(data) }); n != 0 {
-		t.Errorf("%v allocations per check", n)
+	for _, s := range []string{event, `{"é":1,"É1":2,"ünd":{"ñ":3,"Ñ1":4},"Kelvin":5,"kelvin1":6}`} {
+		data := []byte(s)
+		if n := testing.AllocsPerRun(100, func() { _ = Strict(data) }); n != 0 {
+			t.Errorf("%v allocations per check of %.40s", n, data)
+		}
 	}
 }
 
