@@ -247,10 +247,10 @@ type cache struct {
 	units map[string]value
 }
 
-// cacheMax bounds the cache: an entry is a unit token, a revision, an instant and the event's id, about
-// 230 bytes with the map's own share for ids of 26 bytes (11 to 12 MB at the bound, measured with 120,000
-// units; the ids are the events' own, so longer ones cost more). A unit it forgot costs one direct get of
-// its value.
+// cacheMax bounds the cache: an entry is a unit token, a revision, an instant and the event's id, 300 to
+// 400 bytes with the map's own share for ids of 26 bytes (15 to 19 MB at the bound in heap profiles of a
+// bridge that applied 120,000 units; the ids are the events' own, so longer ones cost more). A unit it
+// forgot costs one direct get of its value.
 const cacheMax = 50_000
 
 func (c *cache) generation() uint64 {
