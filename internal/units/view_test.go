@@ -32,7 +32,6 @@ type harness struct {
 	mu      sync.Mutex
 	want    map[string]wantValue // what the view must hold, computed by the test alone
 	seq     int
-	header  nats.Header // more headers of every event publish stores
 }
 
 type runningView struct {
@@ -118,9 +117,6 @@ func (h *harness) publish(id, number, ts string, old bool) {
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Header.Set(layout.HeaderEventID, id)
-	for k, v := range h.header {
-		m.Header[k] = v
-	}
 	// Each attempt has a deadline of its own: a request sent on a connection to a node that just stopped is
 	// never answered, and the next attempt (same id, stored once) goes to a node that answers.
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
