@@ -198,32 +198,40 @@ func latestPerUnit(js jetstream.JetStream) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for seq := uint64(0); seq < info.State.LastSeq; {
-		msg, err := c.Next(jetstream.FetchMaxWait(2 * time.Second))
+	// Fetched in batches, not one request a message: thousands of events, read again at every look.
+	for more := true; more; {
+		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			break // no more events on the filter
+			return nil, err
 		}
-		md, _ := msg.Metadata()
-		seq = md.Sequence.Stream
-		unit := refUnit(msg.Subject(), msg.Data())
-		var ev struct {
-			Timestamp string `json:"timestamp"`
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			more = md.NumPending > 0
+			unit := refUnit(msg.Subject(), msg.Data())
+			var ev struct {
+				Timestamp string `json:"timestamp"`
+			}
+			if unit == "_" || json.Unmarshal(msg.Data(), &ev) != nil {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, strings.ToUpper(ev.Timestamp))
+			if err != nil {
+				continue
+			}
+			id := msg.Headers().Get(jetstream.MsgIDHeader)
+			if b, ok := bests[unit]; !ok || at.After(b.at) || at.Equal(b.at) && id > b.id {
+				bests[unit] = best{at, id}
+			}
 		}
-		if unit == "_" || json.Unmarshal(msg.Data(), &ev) != nil {
-			continue
+		if err := batch.Error(); err != nil {
+			return nil, err
 		}
-		at, err := time.Parse(time.RFC3339Nano, strings.ToUpper(ev.Timestamp))
-		if err != nil {
-			continue
-		}
-		id := msg.Headers().Get(jetstream.MsgIDHeader)
-		if b, ok := bests[unit]; !ok || at.After(b.at) || at.Equal(b.at) && id > b.id {
-			bests[unit] = best{at, id}
-		}
+		more = more && n > 0
 	}
 	out := map[string]string{}
 	for unit, b := range bests {
