@@ -27,19 +27,7 @@ import (
 func TestEventSpans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(tracing.IDs{}))
-	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
-		Window: 16, Timeout: 2 * time.Second, Logger: discard(), Spans: sends(tp)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
-	defer cancel()
-	if _, err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p, rec, tp := tracedPublisher(t, e, sdktrace.ParentBased(sdktrace.AlwaysSample()), 16, 2*time.Second)
 	connCtx, conn := tp.Tracer("test").Start(ctx, "stream connection")
 	bad := upstream.Event{ID: "bad", ResumeID: "bad", Name: "GATE_IN", Data: []byte(`[1]`)}
 	for _, in := range []upstream.Event{ev("a", "GATE_IN"), ev("a", "GATE_IN"), bad} {
@@ -186,22 +174,8 @@ func sends(tp *sdktrace.TracerProvider) *tracing.Roots {
 func TestUnsampledEventSpans(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, time.Minute)
-	rec := tracetest.NewSpanRecorder()
 	sampler := sdktrace.TraceIDRatioBased(0.5)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sampler),
-		sdktrace.WithIDGenerator(tracing.IDs{}))
-	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
-		Window: 64, Timeout: 10 * time.Second, Logger: discard(),
-		Spans: tracing.NewRoots(tp.Tracer("test"), sampler, "send", trace.SpanKindProducer)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
-	defer cancel()
-	if _, err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p, rec, _ := tracedPublisher(t, e, sampler, 64, 10*time.Second)
 	const n = 400
 	for i := range n {
 		if err := p.Handle(ctx, ev(fmt.Sprint("e", i), "GATE_IN")); err != nil {
@@ -249,4 +223,27 @@ func TestUnsampledEventSpans(t *testing.T) {
 	if sampled < 120 || sampled > 280 || len(recorded) != sampled {
 		t.Errorf("%d of %d events sampled, %d spans recorded", sampled, n, len(recorded))
 	}
+}
+
+// tracedPublisher returns a publisher on e whose event spans tp records in rec, sampled by sampler,
+// resumed, and a context for the test's calls; both end with the test.
+func tracedPublisher(t *testing.T, e *testEnv, sampler sdktrace.Sampler, window int, timeout time.Duration) (
+	context.Context, *Publisher, *tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sampler),
+		sdktrace.WithIDGenerator(tracing.IDs{}))
+	p, err := New(e.nc, Config{Prefix: "tracking", EventsStream: e.layout.Events(), DLQStream: e.layout.DLQ(),
+		Window: window, Timeout: timeout, Logger: discard(),
+		Spans: tracing.NewRoots(tp.Tracer("test"), sampler, "send", trace.SpanKindProducer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	t.Cleanup(cancel)
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, p, rec, tp
 }
