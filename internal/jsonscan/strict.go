@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"unicode"
@@ -21,8 +22,9 @@ import (
 // that match keys to fields without case (encoding/json among them, and many web frameworks) take
 // {"eventType":"A","EventType":"B"} as one key given twice, whose value they differ on. Case is Unicode
 // simple case folding, as encoding/json's (the Kelvin sign is a K). Raw bytes that are not UTF-8 are
-// compared as they are (check utf8.Valid first): like encoding/json, Strict accepts them. It allocates
-// only for keys with escapes or bytes outside ASCII, objects of many keys and errors.
+// compared as they are (check utf8.Valid first): like encoding/json, Strict accepts them. Keys are compared
+// only when a hash of their folded characters (seeded anew in every process) is equal, so any body costs
+// time linear in its size. It allocates only for keys with escapes, objects of many keys and errors.
 func Strict(data []byte) error {
 	c := checkers.Get().(*strictChecker)
 	defer checkers.Put(c)
@@ -35,7 +37,7 @@ func Strict(data []byte) error {
 // walk returns Strict's error for data, or nil.
 func (c *strictChecker) walk(data []byte) error {
 	c.s.Reset(data)
-	c.keys, c.where = c.keys[:0], c.where[:0]
+	c.keys, c.hashes, c.where = c.keys[:0], c.hashes[:0], c.where[:0]
 	err := c.value()
 	if err == nil {
 		err = c.s.End()
@@ -52,7 +54,7 @@ func (c *strictChecker) walk(data []byte) error {
 
 // checkers keeps the checkers' lists for the next check: a check then allocates nothing.
 var checkers = sync.Pool{New: func() any {
-	return &strictChecker{keys: make([][]byte, 0, 64), frames: make([]frame, 0, 16)}
+	return &strictChecker{keys: make([][]byte, 0, 64), hashes: make([]uint64, 0, 64), frames: make([]frame, 0, 16)}
 }}
 
 // DuplicateKeyError reports an object with a key given twice.
@@ -126,6 +128,7 @@ const manyKeys = 32
 type strictChecker struct {
 	s      Scanner
 	keys   [][]byte // the keys, decoded, of the objects open, the innermost's last
+	hashes []uint64 // their hashes (keyHash), 0 where clean has not needed one yet
 	where  []string // the path to an error, innermost first, collected as the walk unwinds
 	frames []frame  // clean's containers open, the innermost last
 }
@@ -134,31 +137,79 @@ type strictChecker struct {
 type frame struct {
 	object bool
 	first  int                 // an object's first key in keys
-	seen   uint64              // an object's keys so far, one bit each of a small hash (see keyBit)
-	set    map[string]struct{} // an object's keys, once there are manyKeys of them
+	seen   uint64              // an object's keys so far, one bit each (asciiBit, foldedHash)
+	set    map[uint64][][]byte // an object's keys by hash, once there are manyKeys of them
 }
 
-// keyBit is the bit of a key in frame.seen: two keys with different bits differ (sameKey), so most keys
-// of an object are told apart from the others without comparing them. It is made of the key's length,
-// first and last character as folded (appendFold), which it reads without copying the key.
-func keyBit(key []byte) uint64 {
+// asciiBit and foldedHash give a key's bit in frame.seen, made of its length, first and last character
+// as folded (foldAt): keys that are one key (sameKey) have one bit, and most keys of an object are told
+// apart by it alone. A key of ASCII only has it at once; another key's takes a pass, which hashes it too.
+func asciiBit(key []byte) uint8 {
 	if len(key) == 0 {
-		return 1
+		return 0
 	}
-	var n, first, last uint
-	if isASCII(key) {
-		n, first, last = uint(len(key)), uint(upper(key[0])), uint(upper(key[len(key)-1]))
-	} else {
-		for i := 0; i < len(key); {
-			r, size, w := foldAt(key, i)
-			if i == 0 {
-				first = uint(r)
+	return bitOf(uint(len(key)), uint(upper(key[0])), uint(upper(key[len(key)-1])))
+}
+
+func bitOf(n, first, last uint) uint8 { return uint8((n*7 + first + last*3) & 63) }
+
+// keySeed seeds keyHash, anew in every process, so that no body can be made of keys whose hashes collide.
+var keySeed = maphash.MakeSeed()
+
+// keyHash hashes key as folded (foldAt), in UTF-8 (a byte that is not UTF-8 as it is): keys that are one
+// key (sameKey) have one hash, so keys with the same bit are compared only when their hashes are equal,
+// and checking an object costs what reading its keys once does, whatever its keys.
+func keyHash(key []byte) uint64 {
+	h, _ := foldedHash(key)
+	return h
+}
+
+// foldedHash returns keyHash and the key's bit (asciiBit) in one pass. The folded bytes go to the hash 64
+// at a time, from the stack.
+func foldedHash(key []byte) (uint64, uint8) {
+	var buf [64]byte
+	var h maphash.Hash
+	n, long := 0, false
+	var size, first, last uint
+	for i := 0; i < len(key); {
+		if n > len(buf)-utf8.UTFMax {
+			if !long {
+				h.SetSeed(keySeed)
+				long = true
 			}
-			n, last = n+uint(w), uint(r)
-			i += size
+			_, _ = h.Write(buf[:n])
+			n = 0
 		}
+		r, w := foldAt(key, i)
+		switch {
+		case r > unicode.MaxRune: // a byte that is not UTF-8, as it is
+			buf[n] = key[i]
+			n++
+			size++
+		case r < utf8.RuneSelf:
+			buf[n] = byte(r)
+			n++
+			size++
+		default:
+			m := utf8.EncodeRune(buf[n:], r)
+			n += m
+			size += uint(m)
+		}
+		if i == 0 {
+			first = uint(r)
+		}
+		last = uint(r)
+		i += w
 	}
-	return 1 << ((n*7 + first + last*3) & 63)
+	bit := uint8(0)
+	if len(key) > 0 {
+		bit = bitOf(size, first, last)
+	}
+	if !long {
+		return maphash.Bytes(keySeed, buf[:n]), bit
+	}
+	_, _ = h.Write(buf[:n])
+	return h.Sum64(), bit
 }
 
 // sameKey reports whether a and b are one key: equal under simple case folding (see Strict). It copies
@@ -177,8 +228,8 @@ func sameKey(a, b []byte) bool {
 	}
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
-		ra, sa, _ := foldAt(a, i)
-		rb, sb, _ := foldAt(b, j)
+		ra, sa := foldAt(a, i)
+		rb, sb := foldAt(b, j)
 		if ra != rb {
 			return false
 		}
@@ -187,39 +238,22 @@ func sameKey(a, b []byte) bool {
 	return i == len(a) && j == len(b)
 }
 
-// foldedKey is key as frame.set holds it: one spelling for all its cases.
-func foldedKey(key []byte) string { return string(appendFold(nil, key)) }
-
-// appendFold appends key with every character in the one case that stands for all of its cases (the
-// least rune of its simple folding orbit: upper case in ASCII), and bytes that are not UTF-8 as they are.
-func appendFold(dst, key []byte) []byte {
-	for i := 0; i < len(key); {
-		r, size, _ := foldAt(key, i)
-		if r > unicode.MaxRune {
-			dst = append(dst, key[i]) // not UTF-8: as it is
-		} else {
-			dst = utf8.AppendRune(dst, r)
-		}
-		i += size
-	}
-	return dst
-}
-
-// foldAt returns the character at key[i] folded (appendFold), its size in key and its size folded. A byte
-// that is not UTF-8 is returned as a rune beyond unicode.MaxRune, one of its own for each byte value.
-func foldAt(key []byte, i int) (r rune, size, folded int) {
+// foldAt returns the character at key[i] in the one case that stands for all of its cases (the least rune
+// of its simple folding orbit: upper case in ASCII), and its size in key. A byte that is not UTF-8 is
+// returned as a rune beyond unicode.MaxRune, one of its own for each byte value.
+func foldAt(key []byte, i int) (r rune, size int) {
 	if c := key[i]; c < utf8.RuneSelf {
-		return rune(upper(c)), 1, 1
+		return rune(upper(c)), 1
 	}
 	r, size = utf8.DecodeRune(key[i:])
 	if r == utf8.RuneError && size == 1 {
-		return unicode.MaxRune + 1 + rune(key[i]), 1, 1
+		return unicode.MaxRune + 1 + rune(key[i]), 1
 	}
 	least := r
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
 		least = min(least, f)
 	}
-	return least, size, utf8.RuneLen(least)
+	return least, size
 }
 
 func upper(c byte) byte {
@@ -248,7 +282,7 @@ func (c *strictChecker) clean(data []byte) bool {
 		err error
 		esc bool
 	)
-	c.frames, c.keys = c.frames[:0], c.keys[:0]
+	c.frames, c.keys, c.hashes = c.frames[:0], c.keys[:0], c.hashes[:0]
 	defer func() {
 		clear(c.frames[:cap(c.frames)])
 		clear(c.keys[:cap(c.keys)])
@@ -310,7 +344,7 @@ next: // a value ended just before data[i]
 			goto key
 		case '}':
 			i++
-			c.keys = c.keys[:f.first]
+			c.keys, c.hashes = c.keys[:f.first], c.hashes[:f.first]
 			c.frames = c.frames[:len(c.frames)-1]
 			goto next
 		}
@@ -359,32 +393,52 @@ key: // data[i] (white space skipped) should begin an object key
 	goto value
 }
 
-// newKey records key in the object f and reports whether it is new there.
+// newKey records key in the object f and reports whether it is new there. Keys are compared only when
+// their bits and then their hashes are equal; each key is hashed at most once.
 func (c *strictChecker) newKey(f *frame, key []byte) bool {
-	if f.set != nil {
-		folded := foldedKey(key)
-		if _, dup := f.set[folded]; dup {
-			return false
+	var h uint64 // 0: not hashed yet
+	var bit uint8
+	if isASCII(key) {
+		bit = asciiBit(key)
+	} else {
+		h, bit = foldedHash(key)
+	}
+	hash := func() uint64 {
+		if h == 0 {
+			h = keyHash(key)
 		}
-		f.set[folded] = struct{}{}
+		return h
+	}
+	if f.set != nil {
+		for _, o := range f.set[hash()] {
+			if sameKey(o, key) {
+				return false
+			}
+		}
+		f.set[h] = append(f.set[h], key)
 		return true
 	}
-	if bit := keyBit(key); f.seen&bit == 0 {
-		f.seen |= bit
-	} else {
-		for _, k := range c.keys[f.first:] {
-			if sameKey(k, key) {
+	if f.seen&(1<<bit) != 0 {
+		for i := f.first; i < len(c.keys); i++ {
+			if c.hashes[i] == 0 {
+				c.hashes[i] = keyHash(c.keys[i])
+			}
+			if c.hashes[i] == hash() && sameKey(c.keys[i], key) {
 				return false
 			}
 		}
 	}
-	c.keys = append(c.keys, key)
+	f.seen |= 1 << bit
+	c.keys, c.hashes = append(c.keys, key), append(c.hashes, h)
 	if len(c.keys)-f.first == manyKeys {
-		f.set = make(map[string]struct{}, 2*manyKeys)
-		for _, k := range c.keys[f.first:] {
-			f.set[foldedKey(k)] = struct{}{}
+		f.set = make(map[uint64][][]byte, 2*manyKeys)
+		for i := f.first; i < len(c.keys); i++ {
+			if c.hashes[i] == 0 {
+				c.hashes[i] = keyHash(c.keys[i])
+			}
+			f.set[c.hashes[i]] = append(f.set[c.hashes[i]], c.keys[i])
 		}
-		c.keys = c.keys[:f.first]
+		c.keys, c.hashes = c.keys[:f.first], c.hashes[:f.first]
 	}
 	return true
 }
@@ -418,8 +472,8 @@ func (c *strictChecker) value() error {
 // object checks the object that comes next.
 func (c *strictChecker) object() error {
 	first := len(c.keys)
-	defer func() { c.keys = c.keys[:first] }()
-	var set map[string][]byte // the keys, once there are manyKeys of them, by their folded spelling
+	defer func() { c.keys, c.hashes = c.keys[:first], c.hashes[:first] }()
+	var set map[uint64][][]byte // the keys by hash, once there are manyKeys of them
 	c.s.Object()
 	for {
 		at := c.s.Offset()
@@ -440,25 +494,29 @@ func (c *strictChecker) object() error {
 		}
 		var before []byte // the same key, given before, when dup
 		dup := false
+		h := keyHash(key)
 		if set != nil {
-			folded := foldedKey(key)
-			if before, dup = set[folded]; !dup {
-				set[folded] = key
-			}
-		} else {
-			for _, k := range c.keys[first:] {
+			for _, k := range set[h] {
 				if sameKey(k, key) {
 					before, dup = k, true
 					break
 				}
 			}
-			c.keys = append(c.keys, key)
+			if !dup {
+				set[h] = append(set[h], key)
+			}
+		} else {
+			for i := first; i < len(c.keys); i++ {
+				if c.hashes[i] == h && sameKey(c.keys[i], key) {
+					before, dup = c.keys[i], true
+					break
+				}
+			}
+			c.keys, c.hashes = append(c.keys, key), append(c.hashes, h)
 			if len(c.keys)-first == manyKeys {
-				set = make(map[string][]byte, 2*manyKeys)
-				for _, k := range c.keys[first:] {
-					if _, ok := set[foldedKey(k)]; !ok {
-						set[foldedKey(k)] = k
-					}
+				set = make(map[uint64][][]byte, 2*manyKeys)
+				for i := first; i < len(c.keys); i++ {
+					set[c.hashes[i]] = append(set[c.hashes[i]], c.keys[i])
 				}
 			}
 		}
