@@ -47,12 +47,9 @@ const maxIDAttr = 128
 // startSpan starts the span of one delivery of msg, continuing the trace its headers name, and returns
 // the context the upstream attempt runs in: parent (the consumer's abort context) with the span.
 func (c *Consumer) startSpan(parent context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (context.Context, trace.Span) {
-	remote := carrier.SpanContext(msg.Headers())
-	pctx := parent // no traceparent, or a malformed one: a trace of the report's own
-	if remote.IsValid() {
-		pctx = trace.ContextWithRemoteSpanContext(parent, remote)
-	}
-	ctx, span := c.cfg.Tracer.Start(pctx, "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
+	// Without a traceparent, or with a malformed one, the context is parent itself: a trace of the
+	// report's own.
+	ctx, span := c.cfg.Tracer.Start(carrier.Extract(parent, msg.Headers()), "process "+c.cfg.Subject, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		body := msg.Data()
 		span.SetAttributes(tracing.MessagingNATS, semconv.MessagingOperationTypeProcess,

@@ -32,12 +32,10 @@ const (
 // startSpan starts the span of request r to ep and returns its context: s.base (with the caller's
 // remote span context, when r names one) with the span.
 func (s *Service) startSpan(ep *endpoint, r *nats.Msg) (context.Context, trace.Span) {
-	pctx := s.base // no traceparent, or a malformed one: a trace of the request's own
-	if remote := carrier.SpanContext(r.Header); remote.IsValid() {
-		pctx = trace.ContextWithRemoteSpanContext(s.base, remote)
-	}
+	// Without a traceparent, or with a malformed one, the context is s.base itself: a trace of the
+	// request's own.
 	subject := s.Subject(ep.Name)
-	ctx, span := s.cfg.Tracer.Start(pctx, subject, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.cfg.Tracer.Start(carrier.Extract(s.base, r.Header), subject, trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
 		span.SetAttributes(semconv.RPCSystemNameKey.String("nats"), semconv.RPCMethod(ep.Name),
 			semconv.MessagingDestinationName(subject), semconv.MessagingMessageBodySize(len(r.Data)))
