@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,6 +114,11 @@ func TracingFromEnv() (Tracing, error) {
 	if err := envconfig.Process("OTEL", &e); err != nil { // strings only: it cannot fail to decode
 		return Tracing{}, err
 	}
+	// White space around a value counts for nothing, and a value of white space only as unset.
+	for fields, i := reflect.ValueOf(&e).Elem(), 0; i < fields.NumField(); i++ {
+		f := fields.Field(i)
+		f.SetString(strings.TrimSpace(f.String()))
+	}
 	var errs []error
 	add := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
@@ -121,14 +127,14 @@ func TracingFromEnv() (Tracing, error) {
 	t := Tracing{ServiceName: DefaultServiceName, Sampler: DefaultTracingSampler, Ratio: 1, Timeout: DefaultTracingTimeout}
 
 	disabled := false
-	switch v := strings.ToLower(strings.TrimSpace(e.SDKDisabled)); v {
+	switch v := strings.ToLower(e.SDKDisabled); v {
 	case "", "false":
 	case "true":
 		disabled = true
 	default:
 		add("OTEL_SDK_DISABLED", "must be true or false")
 	}
-	switch v := strings.ToLower(strings.TrimSpace(e.TracesExporter)); v {
+	switch v := strings.ToLower(e.TracesExporter); v {
 	case "", "otlp":
 	case "none":
 		disabled = true
@@ -136,7 +142,7 @@ func TracingFromEnv() (Tracing, error) {
 		add("OTEL_TRACES_EXPORTER", "%q is not supported; use otlp (the default) or none", logging.Cut(v, 40))
 	}
 
-	if v := strings.TrimSpace(e.Endpoint); v != "" {
+	if v := e.Endpoint; v != "" {
 		if u, err := otlpURL(v); err != nil {
 			add("OTEL_EXPORTER_OTLP_ENDPOINT", "%v", err)
 		} else {
@@ -144,7 +150,7 @@ func TracingFromEnv() (Tracing, error) {
 			t.TracesURL = u.String()
 		}
 	}
-	if v := strings.TrimSpace(e.TracesEndpoint); v != "" {
+	if v := e.TracesEndpoint; v != "" {
 		if u, err := otlpURL(v); err != nil {
 			add("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "%v", err)
 		} else {
@@ -152,22 +158,22 @@ func TracingFromEnv() (Tracing, error) {
 		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_PROTOCOL", e.Protocol}, {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", e.TracesProtocol}} {
-		if val := strings.TrimSpace(v.value); val != "" && val != "http/protobuf" {
+		if val := v.value; val != "" && val != "http/protobuf" {
 			add(v.key, "%q is not supported; the bridge exports over http/protobuf", logging.Cut(val, 40))
 		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_COMPRESSION", e.Compression}, {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", e.TracesCompression}} {
-		if val := strings.TrimSpace(v.value); val != "" && val != "gzip" && val != "none" {
+		if val := v.value; val != "" && val != "gzip" && val != "none" {
 			add(v.key, "%q is not supported; use gzip or none", logging.Cut(val, 40))
 		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_HEADERS", e.Headers}, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", e.TracesHeaders}} {
-		if err := checkPairs(strings.TrimSpace(v.value), false); err != nil {
+		if err := checkPairs(v.value, false); err != nil {
 			add(v.key, "%v", err)
 		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_TIMEOUT", e.Timeout}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", e.TracesTimeout}} {
-		val := strings.TrimSpace(v.value)
+		val := v.value
 		if val == "" {
 			continue
 		}
@@ -182,21 +188,21 @@ func TracingFromEnv() (Tracing, error) {
 		}
 	}
 
-	if v := strings.TrimSpace(e.ServiceName); v != "" {
+	if v := e.ServiceName; v != "" {
 		t.ServiceName = v
 	}
-	if err := checkPairs(strings.TrimSpace(e.ResourceAttributes), true); err != nil {
+	if err := checkPairs(e.ResourceAttributes, true); err != nil {
 		add("OTEL_RESOURCE_ATTRIBUTES", "%v", err)
 	}
 
-	if v := strings.ToLower(strings.TrimSpace(e.Sampler)); v != "" {
+	if v := strings.ToLower(e.Sampler); v != "" {
 		if slices.Contains(samplers, v) {
 			t.Sampler = v
 		} else {
 			add("OTEL_TRACES_SAMPLER", "%q is not supported; use one of %s", logging.Cut(v, 40), strings.Join(samplers, ", "))
 		}
 	}
-	if v := strings.TrimSpace(e.SamplerArg); v != "" && strings.HasSuffix(t.Sampler, "traceidratio") {
+	if v := e.SamplerArg; v != "" && strings.HasSuffix(t.Sampler, "traceidratio") {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r < 0 || r > 1 {
 			add("OTEL_TRACES_SAMPLER_ARG", "%q is not a ratio from 0 to 1", logging.Cut(v, 40))

@@ -32,6 +32,9 @@ func TestTracingFromEnv(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500"},
 			Tracing{Enabled: true, TracesURL: "http://a:4318/v1/traces", ServiceName: "gate-bridge", Sampler: "traceidratio",
 				Ratio: 0.25, Timeout: 2500 * time.Millisecond}},
+		{"white space around values, and only white space as unset", map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": " http://a:4318 ", "OTEL_TRACES_SAMPLER": "\talways_off ", "OTEL_SERVICE_NAME": "  "},
+			Tracing{Enabled: true, TracesURL: "http://a:4318/v1/traces", Sampler: "always_off"}},
 		{"argument of another sampler ignored", map[string]string{"OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "x"},
 			Tracing{Sampler: "always_on"}},
 	} {
