@@ -286,7 +286,11 @@ func (a *acks) handle(m *nats.Msg) {
 	span := s.span
 	if span != nil {
 		s.span = nil
-		endStored(span, stored, dup)
+		var at uint64 // the event's stream sequence, decoded only for a span that records it
+		if span.IsRecording() {
+			at = stored.decode()
+		}
+		endStored(span, at, dup)
 	}
 	if s.token != "" {
 		now := time.Now()
@@ -306,24 +310,25 @@ func (a *acks) handle(m *nats.Msg) {
 	a.notify()
 }
 
-// ackResult returns a PubAck's stream sequence (0 when it has none that fits a uint64) and whether it
-// reports a duplicate, or why the publish failed. It reads the reply as encoding/json decodes it into the
+// ackResult returns a PubAck's stream sequence, as it is written, and whether it reports a duplicate, or
+// why the publish failed. It reads the reply as encoding/json decodes it into the
 // struct of decodeAck (member names matched case-insensitively, the last of duplicates counting, null
 // leaving a field as it is), in one pass without decoding; a reply with an "error" member, JetStream's
 // refusal, is decoded in full (FuzzAckResult compares the two). The sequence is for the event's span
-// only: a "seq" that is not one does not make the reply any less an acknowledgement.
-func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
+// only, decoded when the span is recorded (ackSeq): a "seq" that is not one does not make the reply any
+// less an acknowledgement.
+func ackResult(m *nats.Msg) (seq ackSeq, duplicate bool, err error) {
 	d := m.Data
 	if len(d) == 0 {
 		if m.Header.Get("Status") == "503" {
-			return 0, false, jetstream.ErrNoStreamResponse
+			return nil, false, jetstream.ErrNoStreamResponse
 		}
-		return 0, false, errBadAck
+		return nil, false, errBadAck
 	}
 	var s jsonscan.Scanner
 	s.Reset(d)
 	if !s.Object() {
-		return 0, false, errBadAck // not JSON, or not an object: no PubAck either way
+		return nil, false, errBadAck // not JSON, or not an object: no PubAck either way
 	}
 	stream := false
 	for key, esc, ok := s.Member(); ok; key, esc, ok = s.Member() {
@@ -336,7 +341,7 @@ func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
 			case jsonscan.Null:
 				s.Skip()
 			default:
-				return 0, false, errBadAck // not a string: encoding/json fails too
+				return nil, false, errBadAck // not a string: encoding/json fails too
 			}
 		case jsonscan.EqualFold(key, esc, "duplicate"):
 			switch s.Kind() {
@@ -346,18 +351,14 @@ func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
 				duplicate = false
 			case jsonscan.Null:
 			default:
-				return 0, false, errBadAck
+				return nil, false, errBadAck
 			}
 			s.Skip()
 		case jsonscan.EqualFold(key, esc, "seq"):
-			if s.Kind() == jsonscan.Number {
-				n, err := strconv.ParseUint(string(s.Number()), 10, 64)
-				if err != nil {
-					n = 0 // a fraction, a sign or beyond a uint64
-				}
-				seq = n
+			if s.Kind() == jsonscan.Null {
+				s.Skip() // null leaves the field as it is
 			} else {
-				s.Skip()
+				seq = s.Skip()
 			}
 		case jsonscan.EqualFold(key, esc, "error"):
 			return decodeAck(d)
@@ -366,32 +367,41 @@ func ackResult(m *nats.Msg) (seq uint64, duplicate bool, err error) {
 		}
 	}
 	if s.End() != nil || !stream {
-		return 0, false, errBadAck
+		return nil, false, errBadAck
 	}
 	return seq, duplicate, nil
 }
 
 // decodeAck decodes a reply in full: JetStream's error, or a PubAck.
-func decodeAck(d []byte) (seq uint64, duplicate bool, err error) {
+func decodeAck(d []byte) (seq ackSeq, duplicate bool, err error) {
 	var r struct {
 		Error     *jetstream.APIError `json:"error"`
 		Stream    string              `json:"stream"`
 		Duplicate bool                `json:"duplicate"`
+		Seq       json.RawMessage     `json:"seq"`
 	}
 	if err := json.Unmarshal(d, &r); err != nil {
-		return 0, false, errBadAck
+		return nil, false, errBadAck
 	}
 	if r.Error != nil {
-		return 0, false, r.Error
+		return nil, false, r.Error
 	}
 	if r.Stream == "" {
-		return 0, false, errBadAck
+		return nil, false, errBadAck
 	}
-	var n struct {
-		Seq uint64 `json:"seq"`
+	return ackSeq(r.Seq), r.Duplicate, nil
+}
+
+// ackSeq is the "seq" member of a PubAck as written: decoded only for a span that records it, since
+// every event's acknowledgement passes here.
+type ackSeq []byte
+
+// decode returns the sequence as encoding/json decodes it into a uint64; 0 when there is none, or when it
+// is not one (a fraction, a sign, a string, beyond a uint64).
+func (a ackSeq) decode() uint64 {
+	var n uint64
+	if len(a) == 0 || json.Unmarshal(a, &n) != nil {
+		return 0
 	}
-	if json.Unmarshal(d, &n) == nil { // apart: a "seq" that is not one leaves the acknowledgement one
-		seq = n.Seq
-	}
-	return seq, r.Duplicate, nil
+	return n
 }
