@@ -107,7 +107,9 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 // attempt completes (bounded by AckWait/4; the attempt is not cancelled with ctx) and they are settled as
 // usual: acknowledged, dead-lettered or handed back for a later redelivery. Then Run returns nil. So a
 // clean stop loses nothing and sends nothing twice; drain or close the NATS connection only after Run
-// returned. A report whose settlement failed (NATS unreachable), or that was in flight when the process
+// returned. One report can still be delayed: JetStream may send it to the iterator's pull request in the
+// instant the stop withdraws that request (on a cluster the withdrawal reaches the consumer's leader over
+// a route); no client then holds it, and it comes back after AckWait. A report whose settlement failed (NATS unreachable), or that was in flight when the process
 // died, is redelivered after AckWait and may reach the upstream a second time, with the same
 // Idempotency-Key.
 //
