@@ -361,11 +361,15 @@ func Seize(ctx context.Context, js jetstream.JetStream, bucket, name string, ttl
 }
 
 // Release deletes the lease key on condition that it is still at revision rev (Seize's), so that the
-// bridges compete for it at once.
+// bridges compete for it at once. When the key moved on (the hold ran out, and a bridge may hold it
+// since), it leaves the key alone and returns an error wrapping ErrNotHeld.
 func Release(ctx context.Context, js jetstream.JetStream, bucket string, rev uint64) error {
 	kv, err := js.KeyValue(ctx, bucket)
 	if err == nil {
 		err = kv.Delete(ctx, DefaultKey, jetstream.LastRevision(rev))
+		if isWrongRevision(err) {
+			err = fmt.Errorf("%w: %w", ErrNotHeld, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("lease bucket %s: releasing the lease: %w", bucket, err)

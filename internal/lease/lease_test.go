@@ -735,3 +735,47 @@ func TestReleaseAfterUnansweredRenewal(t *testing.T) {
 		})
 	}
 }
+
+// TestSeizeRelease: an operator's hold stops the leader and keeps the standby out; Release frees the
+// key at once; a hold that ran out before its release leaves the key to whoever holds it since and
+// says ErrNotHeld.
+func TestSeizeRelease(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartNATS(t, nil)
+	cfg := Config{TTL: time.Second}
+	o := &overlap{}
+	a := start(t, ns.Connect(), "a", cfg, o)
+	waitLeader(t, 10*time.Second, a)
+	js, err := jetstream.New(ns.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	prev, held, rev, err := Seize(ctx, js, bucket, "operator", time.Minute)
+	if err != nil || !held || prev.Instance != a.Self().Instance {
+		t.Fatalf("Seize: holder %+v (held %v), %v; want a's", prev, held, err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the leader stops leading", func() bool { return !a.Leading() })
+	if err := Release(ctx, js, bucket, rev); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, 10*time.Second, a)
+
+	// A hold of a second, not released in time: the leader takes the lease back after it.
+	before := len(a.history())
+	if _, _, rev, err = Seize(ctx, js, bucket, "operator", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, "the leader stops leading and leads again", func() bool {
+		return len(a.history()) >= before+2 && a.Leading()
+	})
+	err = Release(ctx, js, bucket, rev)
+	if !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release after the hold ran out: %v, want ErrNotHeld", err)
+	}
+	h, ok, err := Read(ctx, js, bucket, "")
+	if err != nil || !ok || h.Instance != a.Self().Instance {
+		t.Errorf("after the refused release the key holds %+v (%v, %v), want a's", h, ok, err)
+	}
+}

@@ -96,13 +96,22 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
 	seq, rerr := RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
-	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
-	if err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); err != nil && rerr == nil {
+	// Released in any case: a failed restart must not keep the bridges from leading until the TTL. A
+	// hold that ran out before the release changes nothing stored: the directive is taken by the leader
+	// that followed, or was refused (ErrRestartOvertaken).
+	released := ""
+	switch err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); {
+	case errors.Is(err, lease.ErrNotHeld):
+		released = fmt.Sprintf(" (the operator's hold on the lease ran out first, after %v: the bridges took it back)", leaseTTL)
+	case err != nil && rerr == nil:
 		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
 	}
 	if rerr != nil {
+		if errors.Is(rerr, ErrRestartOvertaken) {
+			rerr = fmt.Errorf("%w; the restart took longer than the hold on the lease (BRIDGE_LEASE_TTL, %v): run it again", rerr, leaseTTL)
+		}
 		return msg, rerr
 	}
-	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there",
-		msg, streams.FenceSubject()+".restart", seq), nil
+	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there%s",
+		msg, streams.FenceSubject()+".restart", seq, released), nil
 }
