@@ -108,7 +108,8 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 	}
 	if rerr != nil {
 		if errors.Is(rerr, ErrRestartOvertaken) {
-			rerr = fmt.Errorf("%w; the restart took longer than the hold on the lease (BRIDGE_LEASE_TTL, %v): run it again", rerr, leaseTTL)
+			rerr = fmt.Errorf("%w; nothing will restart: run the command again (it holds the lease for BRIDGE_LEASE_TTL, %v, "+
+				"and a bridge may lead again once that ran out)", rerr, leaseTTL)
 		}
 		return msg, rerr
 	}
