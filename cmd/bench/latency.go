@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -170,7 +172,7 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 		"  latency = receive time at a core NATS subscriber (SSE-only: at an SSE reader in the bench process)\n  minus the event's \"timestamp\" (when the simulator wrote it)\n\n",
 		total, e.o.size, e.o.rate, e.o.duration, e.o.runs, e.windowDesc())
 	bridgeP99 := make([][]float64, len(e.bridges))
-	var refP99, sseP99, natsP99 []float64
+	var refP99, sseP99 []float64
 	for i := 1; i <= e.o.runs; i++ {
 		fmt.Fprintf(stdout, "run %d (load %s; %s)\n", i, benchLoadAvg(), benchSpeed())
 		for j, b := range e.bridges {
@@ -213,14 +215,21 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 			sseP99 = append(sseP99, float64(r.sum.P99))
 		}
 	}
+	natsModes := []natsHeaders{natsPlain}
+	if e.o.natsTrace {
+		natsModes = []natsHeaders{natsBridgeHeaders, natsTraceparent}
+	}
+	natsP99 := make([][]float64, len(natsModes))
 	if !e.o.skipNATS {
 		for i := 1; i <= e.o.runs; i++ {
-			r, err := e.natsLatency(ctx, total)
-			if err != nil {
-				return fmt.Errorf("NATS-only latency run %d: %w", i, err)
+			for k, mode := range natsModes {
+				r, err := e.natsLatency(ctx, total, mode)
+				if err != nil {
+					return fmt.Errorf("%s latency run %d: %w", mode, i, err)
+				}
+				fmt.Fprintf(stdout, "  %v\n", r)
+				natsP99[k] = append(natsP99[k], float64(r.sum.P99))
 			}
-			fmt.Fprintf(stdout, "  %v\n", r)
-			natsP99 = append(natsP99, float64(r.sum.P99))
 		}
 	}
 	for j, b := range e.bridges {
@@ -237,8 +246,10 @@ func (e *benchEnv) latencyRuns(ctx context.Context, stdout io.Writer) error {
 	if len(sseP99) > 0 {
 		fmt.Fprintf(stdout, "SSE-only baseline p99 (median of %d run(s)) %s\n", len(sseP99), benchUS(time.Duration(Median(sseP99))))
 	}
-	if len(natsP99) > 0 {
-		fmt.Fprintf(stdout, "NATS-only baseline p99 (median of %d run(s)) %s\n", len(natsP99), benchUS(time.Duration(Median(natsP99))))
+	for k, p99 := range natsP99 {
+		if len(p99) > 0 {
+			fmt.Fprintf(stdout, "%s baseline p99 (median of %d run(s)) %s\n", natsModes[k], len(p99), benchUS(time.Duration(Median(p99))))
+		}
 	}
 	return nil
 }
@@ -308,12 +319,48 @@ func (e *benchEnv) sseLatency(ctx context.Context, total int) (benchLatResult, e
 	return r, e.writeCSV(r.pipeline, rec)
 }
 
+// natsHeaders is what the NATS-only baseline's messages carry besides their data.
+type natsHeaders int
+
+const (
+	natsPlain         natsHeaders = iota // Nats-Msg-Id alone
+	natsBridgeHeaders                    // a bridge event's headers, but for the fence's
+	natsTraceparent                      // the same and a sampled traceparent, as with tracing at ratio 1
+)
+
+func (h natsHeaders) String() string {
+	return [...]string{"NATS-only", "NATS+headers", "NATS+headers+traceparent"}[h]
+}
+
+// header returns the headers of message id with timestamp ts.
+func (h natsHeaders) header(id, ts string) nats.Header {
+	hdr := nats.Header{jetstream.MsgIDHeader: {id}}
+	if h == natsPlain {
+		return hdr
+	}
+	for k, v := range map[string]string{"Tracking-Event-Id": id, "Tracking-Event-Type": "GATE_IN",
+		"Content-Type": "application/json", "ce-specversion": "1.0", "ce-id": id,
+		"ce-source": "https://partner-api.example.com/v1.0", "ce-type": "benchnats.events.GATE_IN", "ce-time": ts,
+		"ce-datacontenttype": "application/json", "Bridge-Resume-After": id} {
+		hdr[k] = []string{v}
+	}
+	if h == natsTraceparent {
+		var tid [16]byte
+		var sid [8]byte
+		_, _ = rand.Read(tid[:])
+		_, _ = rand.Read(sid[:])
+		hdr["traceparent"] = []string{"00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"}
+	}
+	return hdr
+}
+
 // natsLatency is the other baseline of the latency runs: this process publishes events of the
 // simulator's size at -rate to a JetStream stream of its own (file storage, Nats-Msg-Id, asynchronous
 // publishes, as the pipelines do) and a core subscriber on another connection records receive time minus
-// the event's timestamp, taken just before its publish. No HTTP is involved.
-func (e *benchEnv) natsLatency(ctx context.Context, total int) (benchLatResult, error) {
-	r := benchLatResult{pipeline: "NATS-only"}
+// the event's timestamp, taken just before its publish. No HTTP is involved. headers says what the
+// messages carry besides their data.
+func (e *benchEnv) natsLatency(ctx context.Context, total int, headers natsHeaders) (benchLatResult, error) {
+	r := benchLatResult{pipeline: headers.String()}
 	const stream, subject = "BENCHNATS", "benchnats.events.GATE_IN"
 	ctx, cancel := context.WithTimeout(ctx, e.o.duration+e.o.timeout)
 	defer cancel()
@@ -354,10 +401,9 @@ func (e *benchEnv) natsLatency(ctx context.Context, total int) (benchLatResult, 
 			time.Sleep(d)
 		}
 		id := fmt.Sprintf("ev-%08d", i)
-		body := fmt.Appendf(nil, `{"id":%q,"timestamp":%q,"type":"GATE_IN","observation":{"pad":%q}}`,
-			id, time.Now().UTC().Format(time.RFC3339Nano), pad)
-		if _, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: body,
-			Header: nats.Header{jetstream.MsgIDHeader: {id}}}); err != nil {
+		ts := time.Now().UTC().Format(time.RFC3339Nano)
+		body := fmt.Appendf(nil, `{"id":%q,"timestamp":%q,"type":"GATE_IN","observation":{"pad":%q}}`, id, ts, pad)
+		if _, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: body, Header: headers.header(id, ts)}); err != nil {
 			return r, fmt.Errorf("publish %d: %w", i, err)
 		}
 	}

@@ -54,6 +54,7 @@ type benchOptions struct {
 	skipRef    bool
 	skipSSE    bool
 	skipNATS   bool
+	natsTrace  bool
 	refpipe    string
 	bridgeBin  string
 	bridges    []benchBridge // -bridge-bin, parsed
@@ -106,6 +107,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.skipRef, "skip-refpipe", false, "measure the bridge only, without a yardstick")
 	fs.BoolVar(&o.skipSSE, "skip-sse", false, "in -latency mode, leave out the SSE-only baseline (simulator to an SSE reader in this process)")
 	fs.BoolVar(&o.skipNATS, "skip-nats", false, "in -latency mode, leave out the NATS-only baseline (this process publishing to JetStream)")
+	fs.BoolVar(&o.natsTrace, "nats-traceparent", false, "in -latency mode, run the NATS-only baseline with a bridge event's headers, without and with a sampled traceparent, alternated: nats-server's own cost of a sampled trace context")
 	fs.StringVar(&o.refpipe, "refpipe", "", "an outside yardstick instead of ./cmd/bench/baseline: its source directory (built with go build) or a built binary")
 	fs.StringVar(&o.bridgeBin, "bridge-bin", "", "binaries run as 'bridge run', for comparing builds: a comma-separated list of [NAME=]PATH, run in turn in each run; empty builds ./cmd/bridge with go build")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up a run that takes longer")
