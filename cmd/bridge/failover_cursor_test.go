@@ -25,7 +25,7 @@ type cursorShow struct {
 // command runs the bridge binary with args in b's configuration, and returns its output; a non-zero
 // exit fails the test. Its hold on the lease (`cursor restart`) lasts longer than the bridges' short TTL:
 // a loaded machine has taken more than those 2 s to store the markers and the directive, and the command
-// then refuses (ErrRestartOvertaken) or finds the hold gone; it releases the lease as soon as it is done.
+// then withdraws its directive and fails (ErrRestartWithdrawn); it releases the lease as soon as it is done.
 func (b *bridge) command(args ...string) string {
 	t := b.r.t
 	t.Helper()

@@ -360,6 +360,36 @@ func Seize(ctx context.Context, js jetstream.JetStream, bucket, name string, ttl
 	return Holder{}, false, 0, fmt.Errorf("lease bucket %s: seizing the lease: %w", bucket, err)
 }
 
+// Confirm proves that an operator's hold (Seize's revision rev) never lapsed: it writes the key's value
+// again, for ttl, on condition that the key is still at rev, and returns the new revision (for Release).
+// No bridge can have begun leading since Seize when it succeeds; when the key moved on (the hold ran out,
+// and a bridge may hold it since) it changes nothing and returns an error wrapping ErrNotHeld.
+func Confirm(ctx context.Context, js jetstream.JetStream, bucket string, rev uint64, ttl time.Duration) (uint64, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return 0, fmt.Errorf("lease bucket %s: %w", bucket, err)
+	}
+	e, err := kv.Get(ctx, DefaultKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, fmt.Errorf("lease bucket %s: %w", bucket, ErrNotHeld)
+	case err != nil:
+		return 0, fmt.Errorf("lease bucket %s: %w", bucket, err)
+	case e.Revision() != rev:
+		return 0, fmt.Errorf("lease bucket %s: %w", bucket, ErrNotHeld)
+	}
+	// The read may come from a replica behind the others; the conditional write decides.
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + DefaultKey, Data: e.Value()},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if isWrongRevision(err) {
+		err = fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lease bucket %s: confirming the hold: %w", bucket, err)
+	}
+	return ack.Sequence, nil
+}
+
 // Release deletes the lease key on condition that it is still at revision rev (Seize's), so that the
 // bridges compete for it at once. When the key moved on (the hold ran out, and a bridge may hold it
 // since), it leaves the key alone and returns an error wrapping ErrNotHeld.

@@ -736,9 +736,9 @@ func TestReleaseAfterUnansweredRenewal(t *testing.T) {
 	}
 }
 
-// TestSeizeRelease: an operator's hold stops the leader and keeps the standby out; Release frees the
-// key at once; a hold that ran out before its release leaves the key to whoever holds it since and
-// says ErrNotHeld.
+// TestSeizeRelease: an operator's hold stops the leader and keeps it out; Confirm renews it, Release
+// frees the key at once; a hold that ran out can be neither confirmed nor released: the key is left to
+// whoever holds it since, with ErrNotHeld.
 func TestSeizeRelease(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartNATS(t, nil)
@@ -757,7 +757,15 @@ func TestSeizeRelease(t *testing.T) {
 		t.Fatalf("Seize: holder %+v (held %v), %v; want a's", prev, held, err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the leader stops leading", func() bool { return !a.Leading() })
-	if err := Release(ctx, js, bucket, rev); err != nil {
+	// Confirmed, the hold goes on under a new revision, which the release names.
+	next, err := Confirm(ctx, js, bucket, rev, time.Minute)
+	if err != nil || next <= rev {
+		t.Fatalf("Confirm: revision %d after %d, %v", next, rev, err)
+	}
+	if err := Release(ctx, js, bucket, rev); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release of the revision before the confirmation: %v, want ErrNotHeld", err)
+	}
+	if err := Release(ctx, js, bucket, next); err != nil {
 		t.Fatal(err)
 	}
 	waitLeader(t, 10*time.Second, a)
@@ -770,6 +778,9 @@ func TestSeizeRelease(t *testing.T) {
 	testutil.Eventually(t, 15*time.Second, "the leader stops leading and leads again", func() bool {
 		return len(a.history()) >= before+2 && a.Leading()
 	})
+	if _, err := Confirm(ctx, js, bucket, rev, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Confirm after the hold ran out: %v, want ErrNotHeld", err)
+	}
 	err = Release(ctx, js, bucket, rev)
 	if !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Release after the hold ran out: %v, want ErrNotHeld", err)

@@ -73,10 +73,14 @@ func ShowCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, wind
 // RestartCursor makes the next leader resume the upstream stream after the event id after, or from the
 // beginning. It goes through the lease: it seizes the lease (the leader in office stops leading), stores a
 // full set of fence markers (which fence out anything the former leader still has in flight) and then the
-// directive, and releases the lease; whichever bridge leads next reads the directive as its cursor. No
-// bridge can lead between the markers and the directive, so no event is stored after it before a leader
-// has taken it. It returns what happened, for the operator. The arguments are checked (CheckRestart)
-// before anything changes; the caller may check them before connecting.
+// directive, confirms that its hold never lapsed meanwhile, and releases the lease; whichever bridge leads
+// next reads the directive as its cursor. No bridge can lead between the markers and the directive while
+// the hold lasts, so no event is stored after the directive before a leader has taken it. When the hold
+// ran out before it was confirmed (the command took longer than leaseTTL), a bridge may have begun
+// leading before the directive and never take it: the directive is withdrawn, unless a leader took it
+// already, and the restart fails with ErrRestartWithdrawn. It returns what happened, for the operator.
+// The arguments are checked (CheckRestart) before anything changes; the caller may check them before
+// connecting.
 func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, leaseTTL time.Duration, after string,
 	beginning bool) (string, error) {
 	if err := CheckRestart(after, beginning); err != nil { // before the leader steps down
@@ -96,23 +100,51 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
 	seq, rerr := RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
-	// Released in any case: a failed restart must not keep the bridges from leading until the TTL. A
-	// hold that ran out before the release changes nothing stored: the directive is taken by the leader
-	// that followed, or was refused (ErrRestartOvertaken).
-	released := ""
+	note := ""
+	if rerr == nil {
+		if next, cerr := lease.Confirm(ctx, js, streams.Leases(), rev, leaseTTL); cerr != nil {
+			note, rerr = settleUnconfirmed(ctx, js, streams, seq, cerr)
+		} else {
+			rev = next
+		}
+	}
+	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
 	switch err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); {
 	case errors.Is(err, lease.ErrNotHeld):
-		released = fmt.Sprintf(" (the operator's hold on the lease ran out first, after %v: the bridges took it back)", leaseTTL)
+		// Taken back already; settleUnconfirmed said what became of the directive.
 	case err != nil && rerr == nil:
-		rerr = fmt.Errorf("%w (the bridges lead again after BRIDGE_LEASE_TTL)", err)
+		rerr = fmt.Errorf("%w (the restart directive is stored; the bridges lead again after BRIDGE_LEASE_TTL)", err)
 	}
 	if rerr != nil {
-		if errors.Is(rerr, ErrRestartOvertaken) {
-			rerr = fmt.Errorf("%w; nothing will restart: run the command again (it holds the lease for BRIDGE_LEASE_TTL, %v, "+
-				"and a bridge may lead again once that ran out)", rerr, leaseTTL)
-		}
 		return msg, rerr
 	}
 	return fmt.Sprintf("%s; restart directive stored on %s at sequence %d; the next leader resumes there%s",
-		msg, streams.FenceSubject()+".restart", seq, released), nil
+		msg, streams.FenceSubject()+".restart", seq, note), nil
 }
+
+// settleUnconfirmed decides what became of the directive at seq when the hold could not be confirmed
+// (cerr): withdrawn, it fails the restart (ErrRestartWithdrawn); taken by a leader already, the restart
+// stands, with a note; otherwise the error says what is known.
+func settleUnconfirmed(ctx context.Context, js jetstream.JetStream, streams layout.Streams, seq uint64, cerr error) (note string, err error) {
+	if !errors.Is(cerr, lease.ErrNotHeld) {
+		return "", fmt.Errorf("%w; the restart directive is stored at sequence %d, but whether a bridge led meanwhile "+
+			"is unknown: see `bridge cursor show`", cerr, seq)
+	}
+	taken, err := withdrawRestart(context.WithoutCancel(ctx), js, streams.Events(), streams.FenceSubject(), seq)
+	switch {
+	case errors.Is(err, ErrRestartSuperseded):
+		return "", fmt.Errorf("the hold on the lease was taken before the restart was confirmed: %w", err)
+	case err != nil:
+		return "", fmt.Errorf("the hold on the lease ran out before the restart was confirmed, and withdrawing its "+
+			"directive failed: %w; see `bridge cursor show`", err)
+	case taken:
+		return " (the hold on the lease ran out first, and a leader has taken the directive)", nil
+	}
+	return "", ErrRestartWithdrawn
+}
+
+// ErrRestartWithdrawn is RestartCursor's failure when its hold on the lease ran out before the restart
+// was confirmed: its directive is withdrawn, and nothing restarts.
+var ErrRestartWithdrawn = errors.New("the hold on the lease (BRIDGE_LEASE_TTL) ran out before the restart was " +
+	"confirmed, so a bridge may have begun leading without it: the restart directive was withdrawn and nothing " +
+	"will restart; run the command again")

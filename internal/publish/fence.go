@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,47 +265,59 @@ func wrongLastSequence(err error) bool {
 // RequestRestart stores a full set of markers on the fence subjects, which fences the leader in office out
 // of the events stream, then a restart directive on P.leader.restart: the next leader resumes the upstream
 // stream after the id (beginning false) or from its beginning. It never touches the stream otherwise.
-// It returns the directive's stream sequence.
-//
-// The directive is stored only while the last of those markers is still the last message on P.leader.>:
-// a leader whose term began after the markers (the operator's hold on the lease ran out first) has
-// stored its own since, and would never take a directive stored in its term; the restart then fails
-// with ErrRestartOvertaken and nothing is left to restart later.
+// It returns the directive's stream sequence. Only an operator who holds the lease may call it
+// (RestartCursor), and the restart stands only if that hold never lapsed until after it
+// (withdrawRestart).
 func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
 	if err := CheckRestart(after, beginning); err != nil {
 		return 0, err
 	}
-	seqs, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", "", nil, nil)
-	if err != nil {
-		return 0, err
-	}
-	return storeDirective(ctx, js, stream, fenceBase, after, beginning, slices.Max(seqs))
-}
-
-// storeDirective stores a restart directive on condition that the message at sequence markers (the last
-// of the operator's markers) is still the last on P.leader.>.
-func storeDirective(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool,
-	markers uint64) (uint64, error) {
 	h := rollup(nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}})
 	if !beginning {
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream),
-		jetstream.WithExpectLastSequenceForSubject(markers, fenceBase+".>"))
-	switch {
-	case wrongLastSequence(err):
-		return 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), ErrRestartOvertaken)
-	case err != nil:
+	if _, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", "", nil, nil); err != nil {
+		return 0, err
+	}
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))
+	if err != nil {
 		return 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), err)
 	}
 	return ack.Sequence, nil
 }
 
-// ErrRestartOvertaken is RequestRestart's refusal to store a directive after another write on P.leader.>
-// followed its markers: a leader's, whose term began in between, or another client's.
-var ErrRestartOvertaken = errors.New("another write on the fence subjects followed the operator's markers " +
-	"(a bridge began to lead in between, or another client wrote there): no restart directive was stored")
+// withdrawRestart records the directive at seq as no longer pending, on condition that it is still
+// P.leader.restart's last message: the record a leader stores when it takes one. taken is true when a
+// leader took it first (its record is there), so the restart takes place; ErrRestartSuperseded when
+// another directive followed it.
+func withdrawRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase string, seq uint64) (taken bool, err error) {
+	subject := restartSubject(fenceBase)
+	rec := &nats.Msg{Subject: subject, Header: rollup(nats.Header{HeaderRestart: {restartTaken}})}
+	_, err = js.PublishMsg(ctx, rec, jetstream.WithExpectStream(stream), jetstream.WithExpectLastSequencePerSubject(seq))
+	if err == nil || !wrongLastSequence(err) {
+		return false, err
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return false, err
+	}
+	switch m.Header.Get(HeaderRestart) {
+	case restartTaken:
+		return true, nil
+	case RestartAfter, RestartBeginning:
+		return false, ErrRestartSuperseded
+	}
+	return false, fmt.Errorf("%s holds a message of another client after the directive: cannot tell whether a leader took it", subject)
+}
+
+// ErrRestartSuperseded is withdrawRestart's finding that another restart directive (another operator's)
+// followed the one it was to withdraw: that one stands instead.
+var ErrRestartSuperseded = errors.New("another restart directive (another operator's) followed this one and stands instead")
 
 // CheckRestart reports what is wrong with a restart request, before anything is written: an id is
 // needed unless the restart is from the beginning, and it must be one HTTP can send as Last-Event-ID.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,54 +323,6 @@ func TestRestartDirective(t *testing.T) {
 	}
 	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), " x", false); err == nil {
 		t.Error("a restart after an id HTTP cannot send back was accepted")
-	}
-}
-
-// TestRestartDirectiveOvertaken: a leader whose term begins between the operator's markers and the
-// directive (the operator's hold on the lease ran out) stores its markers first; the directive is then
-// refused, so that no directive waits in that leader's term for a takeover at some later time.
-func TestRestartDirectiveOvertaken(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, 100*time.Millisecond)
-	ctx := context.Background()
-	base := e.layout.FenceSubject()
-	seqs, _, err := storeMarkers(ctx, e.js, e.layout.Events(), base, "operator", "", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := fencedPublisher(t, e.nc, e.layout, 16)
-	if err := p.Claim(ctx, "a", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err = storeDirective(ctx, e.js, e.layout.Events(), base, "e-03", false, slices.Max(seqs))
-	if !errors.Is(err, ErrRestartOvertaken) {
-		t.Fatalf("directive after a leader's markers: %v, want ErrRestartOvertaken", err)
-	}
-	s, err := e.js.Stream(ctx, e.layout.Events())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GetLastMsgForSubject(ctx, restartSubject(base)); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Errorf("%s after the refusal: %v, want no message", restartSubject(base), err)
-	}
-	// The leader leads on; the next one resumes where the events stopped, with no directive to take.
-	if err := p.Handle(ctx, ev("e-00", "GATE_IN")); err != nil {
-		t.Fatal(err)
-	}
-	if after, err := p.Resume(ctx); err != nil || after != "e-00" {
-		t.Fatalf("leader after the refused directive: resume after %q, %v", after, err)
-	}
-
-	// With nothing in between, the same steps store it.
-	seqs, _, err = storeMarkers(ctx, e.js, e.layout.Events(), base, "operator", "", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := storeDirective(ctx, e.js, e.layout.Events(), base, "e-00", false, slices.Max(seqs)); err != nil {
-		t.Fatal(err)
 	}
 }
 
