@@ -257,17 +257,7 @@ func TestRestartDirective(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 100*time.Millisecond)
 	ctx := context.Background()
-	lead := func(name string) (*Publisher, string) {
-		p := fencedPublisher(t, e.nc, e.layout, 16)
-		if err := p.Claim(ctx, name, nil); err != nil {
-			t.Fatal(err)
-		}
-		after, err := p.Resume(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p, after
-	}
+	lead := e.lead
 	p, _ := lead("a")
 	for i := range 10 {
 		if err := p.Handle(ctx, ev(fmt.Sprintf("e-%02d", i), "GATE_IN")); err != nil {

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bytes"
 	"net"
 	"strings"
 	"sync"
@@ -19,6 +20,14 @@ type Proxy struct {
 	dropped bool // the server's answers are dropped
 	conns   []net.Conn
 	rcvBuf  int // the receive buffer of accepted connections; 0 leaves it to the kernel
+	at      *freezeAt
+}
+
+// freezeAt is FreezeAt's rule: freeze before the n-th occurrence of prefix in what clients send.
+type freezeAt struct {
+	prefix []byte
+	n      int
+	fired  chan struct{}
 }
 
 // StartProxy listens on a loopback port and forwards each connection to natsURL until the test ends.
@@ -64,9 +73,18 @@ func (px *Proxy) pump(src, dst net.Conn, answers bool) {
 	for {
 		px.wait()
 		n, err := src.Read(buf)
-		if n > 0 {
+		chunk := buf[:n]
+		if !answers && n > 0 {
+			if i := px.freezeIn(chunk); i >= 0 { // what comes before goes through, the rest waits
+				if _, werr := dst.Write(chunk[:i]); werr != nil {
+					return
+				}
+				chunk = chunk[i:]
+			}
+		}
+		if len(chunk) > 0 {
 			if drop := px.wait(); !(answers && drop) {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
+				if _, werr := dst.Write(chunk); werr != nil {
 					return
 				}
 			}
@@ -113,6 +131,39 @@ func (px *Proxy) Freeze() {
 	px.mu.Lock()
 	px.frozen = true
 	px.mu.Unlock()
+}
+
+// FreezeAt makes the proxy freeze (as Freeze) just before the n-th occurrence of prefix in what clients
+// send, counted over every connection, so that a client stalls in the middle of a burst of writes; the
+// channel is closed then. An occurrence split between two reads is not counted.
+func (px *Proxy) FreezeAt(prefix string, n int) <-chan struct{} {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	px.at = &freezeAt{prefix: []byte(prefix), n: n, fired: make(chan struct{})}
+	return px.at.fired
+}
+
+// freezeIn applies FreezeAt's rule to chunk, a client's bytes: the index of the occurrence before which
+// the proxy froze, or -1.
+func (px *Proxy) freezeIn(chunk []byte) int {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if px.at == nil {
+		return -1
+	}
+	for off := 0; ; {
+		i := bytes.Index(chunk[off:], px.at.prefix)
+		if i < 0 {
+			return -1
+		}
+		if px.at.n--; px.at.n == 0 {
+			px.frozen = true
+			close(px.at.fired)
+			px.at = nil
+			return off + i
+		}
+		off += i + 1
+	}
 }
 
 // Thaw resumes forwarding after Freeze.
