@@ -73,12 +73,14 @@ func ShowCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, wind
 // RestartCursor makes the next leader resume the upstream stream after the event id after, or from the
 // beginning. It goes through the lease: it seizes the lease (the leader in office stops leading), stores a
 // full set of fence markers (which fence out anything the former leader still has in flight) and then the
-// directive, confirms that its hold never lapsed meanwhile, and releases the lease; whichever bridge leads
-// next reads the directive as its cursor. No bridge can lead between the markers and the directive while
-// the hold lasts, so no event is stored after the directive before a leader has taken it. When the hold
-// ran out before it was confirmed (the command took longer than leaseTTL), a bridge may have begun
-// leading before the directive and never take it: the directive is withdrawn, unless a leader took it
-// already, and the restart fails with ErrRestartWithdrawn. It returns what happened, for the operator.
+// directive, confirms that no bridge can have read its cursor before the directive, and releases the
+// lease; whichever bridge leads next reads the directive as its cursor, so no event is stored after the
+// directive before a leader has taken it. The confirmation: the hold never lapsed (lease.Confirm), so no
+// bridge began leading since the seizure; and no leader's marker came after the operator's
+// (leaderCrossed), which the leader that stepped down leaves when it was claiming the fence just then.
+// Otherwise such a bridge might never take the directive, and a later leader would find it older than
+// the events and ignore it: the directive is withdrawn, unless a leader took it already, and the restart
+// fails with ErrRestartWithdrawn. It returns what happened, for the operator.
 // The arguments are checked (CheckRestart) before anything changes; the caller may check them before
 // connecting.
 func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, leaseTTL time.Duration, after string,
@@ -99,13 +101,18 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 	if held {
 		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
 	}
-	seq, rerr := RequestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
+	first, seq, rerr := requestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
 	note := ""
 	if rerr == nil {
-		if next, cerr := lease.Confirm(ctx, js, streams.Leases(), rev, leaseTTL); cerr != nil {
-			note, rerr = settleUnconfirmed(ctx, js, streams, seq, cerr)
-		} else {
+		// Whether a bridge may have read its cursor before the directive: a new leader after the hold
+		// ran out, or the one that stepped down, caught claiming the fence.
+		next, cerr := lease.Confirm(ctx, js, streams.Leases(), rev, leaseTTL)
+		if cerr == nil {
 			rev = next
+			cerr = leaderCrossed(ctx, js, streams.Events(), streams.FenceSubject(), first, seq)
+		}
+		if cerr != nil {
+			note, rerr = settleUnconfirmed(ctx, js, streams, seq, cerr)
 		}
 	}
 	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
@@ -122,11 +129,11 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 		msg, streams.FenceSubject()+".restart", seq, note), nil
 }
 
-// settleUnconfirmed decides what became of the directive at seq when the hold could not be confirmed
+// settleUnconfirmed decides what became of the directive at seq when the restart could not be confirmed
 // (cerr): withdrawn, it fails the restart (ErrRestartWithdrawn); taken by a leader already, the restart
 // stands, with a note; otherwise the error says what is known.
 func settleUnconfirmed(ctx context.Context, js jetstream.JetStream, streams layout.Streams, seq uint64, cerr error) (note string, err error) {
-	if !errors.Is(cerr, lease.ErrNotHeld) {
+	if !errors.Is(cerr, lease.ErrNotHeld) && !errors.Is(cerr, ErrLeaderCrossed) {
 		return "", fmt.Errorf("%w; the restart directive is stored at sequence %d, but whether a bridge led meanwhile "+
 			"is unknown: see `bridge cursor show`", cerr, seq)
 	}
@@ -135,16 +142,16 @@ func settleUnconfirmed(ctx context.Context, js jetstream.JetStream, streams layo
 	case errors.Is(err, ErrRestartSuperseded):
 		return "", fmt.Errorf("the hold on the lease was taken before the restart was confirmed: %w", err)
 	case err != nil:
-		return "", fmt.Errorf("the hold on the lease ran out before the restart was confirmed, and withdrawing its "+
-			"directive failed: %w; see `bridge cursor show`", err)
+		return "", fmt.Errorf("%w; withdrawing the restart directive failed: %w; see `bridge cursor show`", cerr, err)
 	case taken:
-		return " (the hold on the lease ran out first, and a leader has taken the directive)", nil
+		return fmt.Sprintf(" (%v; but a leader has taken the directive)", cerr), nil
 	}
-	return "", ErrRestartWithdrawn
+	return "", fmt.Errorf("%w (%w)", ErrRestartWithdrawn, cerr)
 }
 
-// ErrRestartWithdrawn is RestartCursor's failure when its hold on the lease ran out before the restart
-// was confirmed: its directive is withdrawn, and nothing restarts.
-var ErrRestartWithdrawn = errors.New("the hold on the lease (BRIDGE_LEASE_TTL) ran out before the restart was " +
-	"confirmed, so a bridge may have begun leading without it: the restart directive was withdrawn and nothing " +
-	"will restart; run the command again")
+// ErrRestartWithdrawn is RestartCursor's failure when a bridge may have read its cursor before the
+// directive was stored: its hold on the lease ran out, or the leader that stepped down was claiming the
+// fence. The directive is withdrawn, and nothing restarts.
+var ErrRestartWithdrawn = errors.New("a bridge may have begun leading before the restart directive was stored " +
+	"(the hold on the lease, BRIDGE_LEASE_TTL, ran out, or the leader that stepped down was claiming the fence): " +
+	"the directive was withdrawn and nothing will restart; run the command again")

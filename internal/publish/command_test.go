@@ -191,3 +191,45 @@ func TestWithdrawRestart(t *testing.T) {
 		t.Errorf("withdrawing a directive another followed: %v, want ErrRestartSuperseded", err)
 	}
 }
+
+// TestRestartCursorLeaderClaiming: the leader that steps down when the operator seizes the lease may be
+// claiming the fence just then, and read its cursor before the directive is stored. Here it claims and
+// reads while the operator's directive is held back: its markers follow the operator's, so it holds the
+// fence. The command must withdraw the directive and fail, though its hold never lapsed.
+func TestRestartCursorLeaderClaiming(t *testing.T) {
+	t.Parallel()
+	e := restartEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
+	defer cancel()
+	px := testutil.StartProxy(t, e.ns.URL())
+	stalled := px.FreezeAt("HPUB "+restartSubject(e.layout.FenceSubject())+" ", 1) // the directive
+	opnc, err := nats.Connect(px.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opnc.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RestartCursor(ctx, opnc, e.layout, testutil.Scale(30*time.Second), "e-01", false)
+		done <- err
+	}()
+	select {
+	case <-stalled:
+	case err := <-done:
+		t.Fatalf("the command ended before its directive was held back: %v", err)
+	}
+	b, _ := e.lead("b") // claims over the operator's markers, reads no directive
+	px.Thaw()
+	if err := <-done; !errors.Is(err, ErrRestartWithdrawn) || !errors.Is(err, ErrLeaderCrossed) {
+		t.Fatalf("cursor restart: %v; want ErrRestartWithdrawn for a leader's crossing", err)
+	}
+	if err := b.Handle(ctx, ev("e-05", "GATE_IN")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resume(ctx); err != nil {
+		t.Fatalf("leader b, holding the fence: %v", err)
+	}
+	if c, after := e.lead("c"); restarted(c, after, "e-01") {
+		t.Error("the next leader restarted after a withdrawn directive")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -269,23 +270,60 @@ func wrongLastSequence(err error) bool {
 // (RestartCursor), and the restart stands only if that hold never lapsed until after it
 // (withdrawRestart).
 func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
+	_, seq, err := requestRestart(ctx, js, stream, fenceBase, after, beginning)
+	return seq, err
+}
+
+// requestRestart is RequestRestart; it returns the sequence of the operator's first marker too.
+func requestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (first, seq uint64, err error) {
 	if err := CheckRestart(after, beginning); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	h := rollup(nats.Header{HeaderLeader: {"operator"}, HeaderRestart: {RestartBeginning}})
 	if !beginning {
 		h.Set(HeaderRestart, RestartAfter)
 		h.Set(HeaderRestartAfter, HeaderID(after))
 	}
-	if _, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", "", nil, nil); err != nil {
-		return 0, err
+	seqs, _, err := storeMarkers(ctx, js, stream, fenceBase, "operator", "", nil, nil)
+	if err != nil {
+		return 0, 0, err
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: restartSubject(fenceBase), Header: h}, jetstream.WithExpectStream(stream))
 	if err != nil {
-		return 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), err)
+		return 0, 0, fmt.Errorf("storing the restart directive on %s: %w", restartSubject(fenceBase), err)
 	}
-	return ack.Sequence, nil
+	return slices.Min(seqs), ack.Sequence, nil
 }
+
+// leaderCrossed returns an error wrapping ErrLeaderCrossed when a leader's marker (a term's) is among the
+// messages on P.leader.> from the operator's first marker to its directive (from and to, the stream
+// sequences). Each fence subject keeps only its last message, so such a marker came after the operator's
+// on its subject: that leader holds the subject, and it may have read its cursor before the directive
+// was stored. The leader that stepped down when the operator seized the lease does so when it was
+// claiming the fence at that moment.
+func leaderCrossed(ctx context.Context, js jetstream.JetStream, stream, fenceBase string, from, to uint64) error {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("events stream %s: %w", stream, err)
+	}
+	msgs, err := (&tailReader{s: s, filter: fenceBase + ".>"}).read(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Header.Get(HeaderLeaderTerm) != "" {
+			return fmt.Errorf("%w: %s's marker at sequence %d", ErrLeaderCrossed, m.Header.Get(HeaderLeader), m.seq)
+		}
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].seq != to {
+		return fmt.Errorf("reading %s.> up to the restart directive at sequence %d: the stream did not get there", fenceBase, to)
+	}
+	return nil
+}
+
+// ErrLeaderCrossed is leaderCrossed's finding: a leader's marker came after the operator's on a fence
+// subject.
+var ErrLeaderCrossed = errors.New("a leader claimed the fence in the middle of the restart")
 
 // withdrawRestart records the directive at seq as no longer pending, on condition that it is still
 // P.leader.restart's last message: the record a leader stores when it takes one. taken is true when a
