@@ -130,28 +130,27 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 }
 
 // settleUnconfirmed decides what became of the directive at seq when the restart could not be confirmed
-// (cerr): withdrawn, it fails the restart (ErrRestartWithdrawn); taken by a leader already, the restart
-// stands, with a note; otherwise the error says what is known.
+// (cerr, whatever it is: a bridge may have read its cursor before the directive, or it is not known). It
+// withdraws the directive, which is always safe: one a leader took already stands, and the restart with
+// it, said in the note. Withdrawn, the restart fails (ErrRestartWithdrawn); if even that fails, the
+// error says what is known.
 func settleUnconfirmed(ctx context.Context, js jetstream.JetStream, streams layout.Streams, seq uint64, cerr error) (note string, err error) {
-	if !errors.Is(cerr, lease.ErrNotHeld) && !errors.Is(cerr, ErrLeaderCrossed) {
-		return "", fmt.Errorf("%w; the restart directive is stored at sequence %d, but whether a bridge led meanwhile "+
-			"is unknown: see `bridge cursor show`", cerr, seq)
-	}
 	taken, err := withdrawRestart(context.WithoutCancel(ctx), js, streams.Events(), streams.FenceSubject(), seq)
 	switch {
 	case errors.Is(err, ErrRestartSuperseded):
-		return "", fmt.Errorf("the hold on the lease was taken before the restart was confirmed: %w", err)
+		return "", fmt.Errorf("the restart could not be confirmed (%w): %w", cerr, err)
 	case err != nil:
-		return "", fmt.Errorf("%w; withdrawing the restart directive failed: %w; see `bridge cursor show`", cerr, err)
+		return "", fmt.Errorf("the restart could not be confirmed (%w), and withdrawing its directive at sequence %d "+
+			"failed: %w; see `bridge cursor show`", cerr, seq, err)
 	case taken:
-		return fmt.Sprintf(" (%v; but a leader has taken the directive)", cerr), nil
+		return fmt.Sprintf(" (it could not be confirmed, %v, but a leader has taken the directive)", cerr), nil
 	}
 	return "", fmt.Errorf("%w (%w)", ErrRestartWithdrawn, cerr)
 }
 
-// ErrRestartWithdrawn is RestartCursor's failure when a bridge may have read its cursor before the
-// directive was stored: its hold on the lease ran out, or the leader that stepped down was claiming the
-// fence. The directive is withdrawn, and nothing restarts.
-var ErrRestartWithdrawn = errors.New("a bridge may have begun leading before the restart directive was stored " +
-	"(the hold on the lease, BRIDGE_LEASE_TTL, ran out, or the leader that stepped down was claiming the fence): " +
-	"the directive was withdrawn and nothing will restart; run the command again")
+// ErrRestartWithdrawn is RestartCursor's failure when the restart could not be confirmed: a bridge may
+// have read its cursor before the directive was stored (the hold on the lease ran out, or the leader that
+// stepped down was claiming the fence), or the confirmation failed. The directive is withdrawn, and
+// nothing restarts.
+var ErrRestartWithdrawn = errors.New("the restart could not be confirmed, so a bridge may have read its cursor " +
+	"before the restart directive was stored: the directive was withdrawn and nothing will restart; run the command again")

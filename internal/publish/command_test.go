@@ -233,3 +233,59 @@ func TestRestartCursorLeaderClaiming(t *testing.T) {
 		t.Error("the next leader restarted after a withdrawn directive")
 	}
 }
+
+// TestRestartDirectiveAfterClaim: a leader that claimed the fence before an operator's restart (its lease
+// check came just before the seizure, and it was slow to read its cursor) finds the directive newer than
+// its claim. It must not take it, fenced out as it is: it stops (ErrFenced), and the next leader restarts.
+func TestRestartDirectiveAfterClaim(t *testing.T) {
+	t.Parallel()
+	e := restartEnv(t)
+	ctx := context.Background()
+	b := fencedPublisher(t, e.nc, e.layout, 16)
+	if err := b.Claim(ctx, "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-01", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resume(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("leader b, claimed before the directive: %v, want ErrFenced", err)
+	}
+	if c, after := e.lead("c"); !restarted(c, after, "e-01") {
+		t.Errorf("the next leader resumes after %q skipping %d; want the directive's e-01", after, len(c.cursor.skip))
+	}
+}
+
+// TestRestartCursorCancelled: a command stopped (Ctrl-C) while it confirms its restart cannot tell whether
+// a bridge read its cursor before the directive: it withdraws the directive and fails.
+func TestRestartCursorCancelled(t *testing.T) {
+	t.Parallel()
+	e := restartEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	px := testutil.StartProxy(t, e.ns.URL())
+	stalled := px.FreezeAt("HPUB $KV."+e.layout.Leases()+".", 2) // lease.Confirm's write, after Seize's
+	opnc, err := nats.Connect(px.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opnc.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RestartCursor(ctx, opnc, e.layout, testutil.Scale(30*time.Second), "e-01", false)
+		done <- err
+	}()
+	select {
+	case <-stalled:
+	case err := <-done:
+		t.Fatalf("the command ended before its confirmation was held back: %v", err)
+	}
+	cancel()
+	px.Thaw()
+	if err := <-done; !errors.Is(err, ErrRestartWithdrawn) {
+		t.Fatalf("cursor restart stopped while confirming: %v; want ErrRestartWithdrawn", err)
+	}
+	if c, after := e.lead("c"); restarted(c, after, "e-01") {
+		t.Error("the next leader restarted after a withdrawn directive")
+	}
+}

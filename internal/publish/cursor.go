@@ -109,6 +109,15 @@ func (p *Publisher) loadCursor(ctx context.Context) error {
 		switch {
 		case err == nil && d.Sequence > last:
 			a, ok := restartDirective(d.Header)
+			if ok && p.fence.on() && d.Sequence > p.fence.oldest {
+				// Stored after this leader began to claim the fence: an operator seized the lease since
+				// (RestartCursor), and its markers end this term. The directive is the next leader's, whose
+				// claim follows it: taken here, by a leader fenced out, it would be lost.
+				p.log.Warn("a restart directive followed this leader's claim of the fence: another term takes it; stopping",
+					"directive_seq", d.Sequence, "fence_first_seq", p.fence.oldest)
+				return fmt.Errorf("%w: a restart directive (sequence %d) was stored after this leader's claim",
+					ErrFenced, d.Sequence)
+			}
 			if ok && p.fence.on() {
 				// Taken once, by a leader (a publisher that only looks, `bridge cursor show`, leaves it): a
 				// replay the duplicate window absorbs entirely stores no event after the directive, which
