@@ -53,6 +53,31 @@ func (e *testEnv) lead(name string) (*Publisher, string) {
 	return p, after
 }
 
+// stalledRestart runs RestartCursor (after e-01, holding the lease for ttl) on a connection of its own
+// through a proxy that freezes just before the n-th occurrence of prefix in what the command sends. It
+// returns once the connection stalled: the proxy, to thaw, and the command's error to come.
+func stalledRestart(t *testing.T, ctx context.Context, e *testEnv, ttl time.Duration, prefix string, n int) (*testutil.Proxy, <-chan error) {
+	t.Helper()
+	px := testutil.StartProxy(t, e.ns.URL())
+	stalled := px.FreezeAt(prefix, n)
+	nc, err := nats.Connect(px.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	done := make(chan error, 1)
+	go func() {
+		_, err := RestartCursor(ctx, nc, e.layout, ttl, "e-01", false)
+		done <- err
+	}()
+	select {
+	case <-stalled:
+	case err := <-done:
+		t.Fatalf("the command ended before its connection stalled: %v", err)
+	}
+	return px, done
+}
+
 // restarted reports whether a leader's cursor is a restart after id: resuming after it, nothing to skip.
 func restarted(p *Publisher, after, id string) bool { return after == id && len(p.cursor.skip) == 0 }
 
@@ -85,27 +110,7 @@ func TestRestartCursorHoldRanOut(t *testing.T) {
 	e := restartEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
-	px := testutil.StartProxy(t, e.ns.URL())
-	stalled := px.FreezeAt("HPUB "+e.layout.FenceSubject()+".", 400) // the operator's 400th marker
-	opnc, err := nats.Connect(px.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opnc.Close()
-	type result struct {
-		msg string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		msg, err := RestartCursor(ctx, opnc, e.layout, time.Second, "e-01", false)
-		done <- result{msg, err}
-	}()
-	select {
-	case <-stalled:
-	case r := <-done:
-		t.Fatalf("the command ended before its connection stalled: %q, %v", r.msg, r.err)
-	}
+	px, done := stalledRestart(t, ctx, e, time.Second, "HPUB "+e.layout.FenceSubject()+".", 400) // the 400th marker
 	// The hold runs out; a bridge takes the lease and begins its term.
 	testutil.Eventually(t, 10*time.Second, "the operator's hold runs out", func() bool {
 		_, held, err := lease.Read(ctx, e.js, e.layout.Leases(), "")
@@ -117,9 +122,8 @@ func TestRestartCursorHoldRanOut(t *testing.T) {
 	b, _ := e.lead("b")
 
 	px.Thaw()
-	r := <-done
-	if !errors.Is(r.err, ErrRestartWithdrawn) {
-		t.Fatalf("cursor restart: %q, %v; want ErrRestartWithdrawn", r.msg, r.err)
+	if err := <-done; !errors.Is(err, ErrRestartWithdrawn) {
+		t.Fatalf("cursor restart: %v; want ErrRestartWithdrawn", err)
 	}
 	s, err := e.js.Stream(ctx, e.layout.Events())
 	if err != nil {
@@ -201,23 +205,7 @@ func TestRestartCursorLeaderClaiming(t *testing.T) {
 	e := restartEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
-	px := testutil.StartProxy(t, e.ns.URL())
-	stalled := px.FreezeAt("HPUB "+restartSubject(e.layout.FenceSubject())+" ", 1) // the directive
-	opnc, err := nats.Connect(px.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opnc.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RestartCursor(ctx, opnc, e.layout, testutil.Scale(30*time.Second), "e-01", false)
-		done <- err
-	}()
-	select {
-	case <-stalled:
-	case err := <-done:
-		t.Fatalf("the command ended before its directive was held back: %v", err)
-	}
+	px, done := stalledRestart(t, ctx, e, testutil.Scale(30*time.Second), "HPUB "+restartSubject(e.layout.FenceSubject())+" ", 1)
 	b, _ := e.lead("b") // claims over the operator's markers, reads no directive
 	px.Thaw()
 	if err := <-done; !errors.Is(err, ErrRestartWithdrawn) || !errors.Is(err, ErrLeaderCrossed) {
@@ -263,23 +251,8 @@ func TestRestartCursorCancelled(t *testing.T) {
 	e := restartEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	px := testutil.StartProxy(t, e.ns.URL())
-	stalled := px.FreezeAt("HPUB $KV."+e.layout.Leases()+".", 2) // lease.Confirm's write, after Seize's
-	opnc, err := nats.Connect(px.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opnc.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RestartCursor(ctx, opnc, e.layout, testutil.Scale(30*time.Second), "e-01", false)
-		done <- err
-	}()
-	select {
-	case <-stalled:
-	case err := <-done:
-		t.Fatalf("the command ended before its confirmation was held back: %v", err)
-	}
+	// Held back: lease.Confirm's write, the second on the key after Seize's.
+	px, done := stalledRestart(t, ctx, e, testutil.Scale(30*time.Second), "HPUB $KV."+e.layout.Leases()+".", 2)
 	cancel()
 	px.Thaw()
 	if err := <-done; !errors.Is(err, ErrRestartWithdrawn) {
