@@ -266,9 +266,9 @@ func wrongLastSequence(err error) bool {
 // RequestRestart stores a full set of markers on the fence subjects, which fences the leader in office out
 // of the events stream, then a restart directive on P.leader.restart: the next leader resumes the upstream
 // stream after the id (beginning false) or from its beginning. It never touches the stream otherwise.
-// It returns the directive's stream sequence. Only an operator who holds the lease may call it
-// (RestartCursor), and the restart stands only if that hold never lapsed until after it
-// (withdrawRestart).
+// It returns the directive's stream sequence. Only an operator who holds the lease may call it:
+// RestartCursor, which confirms afterwards that no bridge read its cursor before the directive, and
+// withdraws the directive otherwise (withdrawRestart).
 func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
 	_, seq, err := requestRestart(ctx, js, stream, fenceBase, after, beginning)
 	return seq, err
@@ -299,8 +299,8 @@ func requestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBa
 // messages on P.leader.> from the operator's first marker to its directive (from and to, the stream
 // sequences). Each fence subject keeps only its last message, so such a marker came after the operator's
 // on its subject: that leader holds the subject, and it may have read its cursor before the directive
-// was stored. The leader that stepped down when the operator seized the lease does so when it was
-// claiming the fence at that moment.
+// was stored. The leader that stepped down leaves such a marker when it was claiming the fence just as the
+// operator seized the lease.
 func leaderCrossed(ctx context.Context, js jetstream.JetStream, stream, fenceBase string, from, to uint64) error {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 // consumer that delivers headers only, rather than one request per message: a new leader reads a
 // window's length or two of the tail at every takeover, and on a replicated stream a request per message
 // took seconds. The fence's markers are left out by the filter. Reading through a consumer does not see
-// less than the stream's leader: each chunk waits for its last message.
+// less than the stream's leader: each chunk waits for its last message. An operator's restart reads the
+// fence subjects (P.leader.>) with read, oldest first (leaderCrossed).
 type tailReader struct {
 	s      jetstream.Stream
 	filter string
