@@ -343,12 +343,7 @@ func Seize(ctx context.Context, js jetstream.JetStream, bucket, name string, ttl
 			return Holder{}, false, 0, fmt.Errorf("lease bucket %s: %w", bucket, gerr)
 		default:
 			prev, ok = holderOf(e)
-			var ack *jetstream.PubAck
-			ack, err = js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + DefaultKey, Data: value},
-				jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
-			if err == nil {
-				rev = ack.Sequence
-			}
+			rev, err = writeOver(ctx, js, bucket, value, e.Revision(), ttl)
 		}
 		if err == nil {
 			return prev, ok, rev, nil
@@ -379,13 +374,24 @@ func Confirm(ctx context.Context, js jetstream.JetStream, bucket string, rev uin
 		return 0, fmt.Errorf("lease bucket %s: %w", bucket, ErrNotHeld)
 	}
 	// The read may come from a replica behind the others; the conditional write decides.
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + DefaultKey, Data: e.Value()},
-		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	next, err := writeOver(ctx, js, bucket, e.Value(), rev, ttl)
 	if isWrongRevision(err) {
 		err = fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("lease bucket %s: confirming the hold: %w", bucket, err)
+	}
+	return next, nil
+}
+
+// writeOver writes value to the lease key for ttl on condition that the key is at revision rev, and
+// returns the new revision. kv.Update would drop the key's TTL: a hold whose command died would then
+// never end.
+func writeOver(ctx context.Context, js jetstream.JetStream, bucket string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + DefaultKey, Data: value},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, err
 	}
 	return ack.Sequence, nil
 }

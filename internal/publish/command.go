@@ -16,6 +16,7 @@ import (
 
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/lease"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // Cursor is where the event path stands, as `bridge cursor show` prints it: the point the next leader
@@ -99,9 +100,9 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 	}
 	msg := "no bridge was leading"
 	if held {
-		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", prev.Name, prev.PID, prev.Epoch)
+		msg = fmt.Sprintf("the leader %s (pid %d, epoch %d) stepped down", logging.Value(prev.Name, 64), prev.PID, prev.Epoch)
 	}
-	first, seq, rerr := requestRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
+	first, seq, rerr := storeRestart(ctx, js, streams.Events(), streams.FenceSubject(), after, beginning)
 	note := ""
 	if rerr == nil {
 		// Whether a bridge may have read its cursor before the directive: a new leader after the hold
@@ -118,7 +119,8 @@ func RestartCursor(ctx context.Context, nc *nats.Conn, streams layout.Streams, l
 	// Released in any case: a failed restart must not keep the bridges from leading until the TTL.
 	switch err := lease.Release(context.WithoutCancel(ctx), js, streams.Leases(), rev); {
 	case errors.Is(err, lease.ErrNotHeld):
-		// Taken back already; settleUnconfirmed said what became of the directive.
+		// The hold ran out before the release: after a confirmed restart, which stands, or after
+		// settleUnconfirmed said what became of the directive. Nothing to undo either way.
 	case err != nil && rerr == nil:
 		rerr = fmt.Errorf("%w (the restart directive is stored; the bridges lead again after BRIDGE_LEASE_TTL)", err)
 	}

@@ -166,7 +166,7 @@ func TestWithdrawRestart(t *testing.T) {
 	base := e.layout.FenceSubject()
 	request := func() uint64 {
 		t.Helper()
-		seq, err := RequestRestart(ctx, e.js, e.layout.Events(), base, "e-01", false)
+		_, seq, err := storeRestart(ctx, e.js, e.layout.Events(), base, "e-01", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestRestartDirectiveAfterClaim(t *testing.T) {
 	if err := b.Claim(ctx, "b", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-01", false); err != nil {
+	if _, _, err := storeRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-01", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Resume(ctx); !errors.Is(err, ErrFenced) {

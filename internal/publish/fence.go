@@ -263,19 +263,13 @@ func wrongLastSequence(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// RequestRestart stores a full set of markers on the fence subjects, which fences the leader in office out
-// of the events stream, then a restart directive on P.leader.restart: the next leader resumes the upstream
-// stream after the id (beginning false) or from its beginning. It never touches the stream otherwise.
-// It returns the directive's stream sequence. Only an operator who holds the lease may call it:
-// RestartCursor, which confirms afterwards that no bridge read its cursor before the directive, and
-// withdraws the directive otherwise (withdrawRestart).
-func RequestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (uint64, error) {
-	_, seq, err := requestRestart(ctx, js, stream, fenceBase, after, beginning)
-	return seq, err
-}
-
-// requestRestart is RequestRestart; it returns the sequence of the operator's first marker too.
-func requestRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (first, seq uint64, err error) {
+// storeRestart stores a full set of markers on the fence subjects, which fences the leader in office out of
+// the events stream, then a restart directive on P.leader.restart: the next leader resumes the upstream
+// stream after the id (beginning false) or from its beginning. It never touches the stream otherwise. It
+// returns the sequences of the operator's first marker and of the directive. Only RestartCursor calls
+// it, holding the lease, and confirms afterwards that no bridge read its cursor before the directive
+// (withdrawRestart otherwise).
+func storeRestart(ctx context.Context, js jetstream.JetStream, stream, fenceBase, after string, beginning bool) (first, seq uint64, err error) {
 	if err := CheckRestart(after, beginning); err != nil {
 		return 0, 0, err
 	}
@@ -312,7 +306,9 @@ func leaderCrossed(ctx context.Context, js jetstream.JetStream, stream, fenceBas
 	}
 	for _, m := range msgs {
 		if m.Header.Get(HeaderLeaderTerm) != "" {
-			return fmt.Errorf("%w: %s's marker at sequence %d", ErrLeaderCrossed, m.Header.Get(HeaderLeader), m.seq)
+			// The name is a header any client in the account could have written: bounded, made printable.
+			return fmt.Errorf("%w: %s's marker at sequence %d", ErrLeaderCrossed,
+				logging.Value(m.Header.Get(HeaderLeader), 64), m.seq)
 		}
 	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].seq != to {

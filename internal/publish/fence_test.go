@@ -215,7 +215,7 @@ func TestFenceMarkersBounded(t *testing.T) {
 					t.Fatal(err)
 				}
 				if k == 2 { // the operator restarts the stream after the last event: the next leader takes it
-					if _, err := RequestRestart(ctx, js, layout.Events(), layout.FenceSubject(),
+					if _, _, err := storeRestart(ctx, js, layout.Events(), layout.FenceSubject(),
 						fmt.Sprintf("e-%03d", (k+1)*perTerm-1), false); err != nil {
 						t.Fatal(err)
 					}
@@ -268,7 +268,7 @@ func TestRestartDirective(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-03", false); err != nil {
+	if _, _, err := storeRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "e-03", false); err != nil {
 		t.Fatal(err)
 	}
 	// Another client's messages after the directive (acknowledgements aimed at the subject) hide nothing.
@@ -298,7 +298,7 @@ func TestRestartDirective(t *testing.T) {
 		t.Errorf("a leader after the replay resumes after %q without skipping e-11: the directive still applies", after)
 	}
 
-	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", true); err != nil {
+	if _, _, err := storeRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", true); err != nil {
 		t.Fatal(err)
 	}
 	if d, after := lead("d"); after != "" || len(d.cursor.skip) > 0 {
@@ -308,10 +308,10 @@ func TestRestartDirective(t *testing.T) {
 	if e, after := lead("e"); after == "" || len(e.cursor.skip) == 0 {
 		t.Errorf("the next leader resumes after %q skipping %d: the directive from the beginning was taken twice", after, len(e.cursor.skip))
 	}
-	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
+	if _, _, err := storeRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), "", false); err == nil {
 		t.Error("a restart without an id nor the beginning was accepted")
 	}
-	if _, err := RequestRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), " x", false); err == nil {
+	if _, _, err := storeRestart(ctx, e.js, e.layout.Events(), e.layout.FenceSubject(), " x", false); err == nil {
 		t.Error("a restart after an id HTTP cannot send back was accepted")
 	}
 }
