@@ -70,12 +70,13 @@ func StartProxy(tb testing.TB, natsURL string) *Proxy {
 func (px *Proxy) pump(src, dst net.Conn, answers bool) {
 	defer func() { _ = dst.Close() }()
 	buf := make([]byte, 32<<10)
+	var carry []byte // a client's last bytes before this read, for FreezeAt (freezeIn)
 	for {
 		px.wait()
 		n, err := src.Read(buf)
 		chunk := buf[:n]
 		if !answers && n > 0 {
-			if i := px.freezeIn(chunk); i >= 0 { // what comes before goes through, the rest waits
+			if i := px.freezeIn(&carry, chunk); i >= 0 { // what comes before goes through, the rest waits
 				if _, werr := dst.Write(chunk[:i]); werr != nil {
 					return
 				}
@@ -135,7 +136,8 @@ func (px *Proxy) Freeze() {
 
 // FreezeAt makes the proxy freeze (as Freeze) just before the n-th occurrence of prefix in what clients
 // send, counted over every connection, so that a client stalls in the middle of a burst of writes; the
-// channel is closed then. An occurrence split between two reads is not counted.
+// channel is closed then. An occurrence split between two reads counts too; the proxy then freezes after
+// its first part.
 func (px *Proxy) FreezeAt(prefix string, n int) <-chan struct{} {
 	px.mu.Lock()
 	defer px.mu.Unlock()
@@ -143,16 +145,22 @@ func (px *Proxy) FreezeAt(prefix string, n int) <-chan struct{} {
 	return px.at.fired
 }
 
-// freezeIn applies FreezeAt's rule to chunk, a client's bytes: the index of the occurrence before which
-// the proxy froze, or -1.
-func (px *Proxy) freezeIn(chunk []byte) int {
+// freezeIn applies FreezeAt's rule to chunk, a client's bytes that follow *carry (the end of its previous
+// read, which freezeIn keeps): the index in chunk before which the proxy froze (0 for an occurrence that
+// began in the previous read), or -1.
+func (px *Proxy) freezeIn(carry *[]byte, chunk []byte) int {
 	px.mu.Lock()
 	defer px.mu.Unlock()
 	if px.at == nil {
+		*carry = nil
 		return -1
 	}
+	// carry is shorter than the prefix, so each occurrence found here is one not counted before.
+	seen := append(append([]byte(nil), *carry...), chunk...)
+	keep := min(len(px.at.prefix)-1, len(seen))
+	*carry = append((*carry)[:0], seen[len(seen)-keep:]...)
 	for off := 0; ; {
-		i := bytes.Index(chunk[off:], px.at.prefix)
+		i := bytes.Index(seen[off:], px.at.prefix)
 		if i < 0 {
 			return -1
 		}
@@ -160,7 +168,7 @@ func (px *Proxy) freezeIn(chunk []byte) int {
 			px.frozen = true
 			close(px.at.fired)
 			px.at = nil
-			return off + i
+			return max(0, off+i-(len(seen)-len(chunk)))
 		}
 		off += i + 1
 	}
