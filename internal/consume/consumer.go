@@ -109,9 +109,9 @@ func New(js jetstream.JetStream, client Sender, cfg Config) *Consumer {
 // clean stop loses nothing and sends nothing twice; drain or close the NATS connection only after Run
 // returned. One report can still be delayed: JetStream may send it to the iterator's pull request in the
 // instant the stop withdraws that request (on a cluster the withdrawal reaches the consumer's leader over
-// a route); no client then holds it, and it comes back after AckWait. A report whose settlement failed (NATS unreachable), or that was in flight when the process
-// died, is redelivered after AckWait and may reach the upstream a second time, with the same
-// Idempotency-Key.
+// a route); no client then holds it, and it comes back after AckWait. A report whose settlement failed
+// (NATS unreachable), or that was in flight when the process died, is redelivered after AckWait and may
+// reach the upstream a second time, with the same Idempotency-Key.
 //
 // When the stop takes longer than Config.StopTimeout (a slow upstream), it is cut short: the upstream
 // attempts still in flight are cancelled and their reports handed back to the stream (Nak) for an

@@ -410,12 +410,13 @@ func (c *strictChecker) newKey(f *frame, key []byte) bool {
 		return h
 	}
 	if f.set != nil {
-		for _, o := range f.set[hash()] {
+		hv := hash()
+		for _, o := range f.set[hv] {
 			if sameKey(o, key) {
 				return false
 			}
 		}
-		f.set[h] = append(f.set[h], key)
+		f.set[hv] = append(f.set[hv], key)
 		return true
 	}
 	if f.seen&(1<<bit) != 0 {

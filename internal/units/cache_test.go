@@ -38,17 +38,17 @@ func TestViewCacheMemory(t *testing.T) {
 	if len(c.units) != units {
 		t.Fatalf("the cache holds %d units, want %d", len(c.units), units)
 	}
-	held := heapInUse()
+	held := heapAlloc()
 	c.clear()
-	freed := held - heapInUse()
+	freed := held - heapAlloc()
 	t.Logf("the cache of %d units held %d bytes, %d a unit", units, freed, freed/units)
 	if per := freed / units; per > 512 {
 		t.Errorf("the cache holds %d bytes a unit, want at most 512: it keeps more of each event than its unit and id", per)
 	}
 }
 
-// heapInUse is the bytes of live heap objects after a collection.
-func heapInUse() int64 {
+// heapAlloc is the bytes of live heap objects after a collection.
+func heapAlloc() int64 {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.GC()
