@@ -40,7 +40,7 @@ func TestNATSClusterConfig(t *testing.T) {
 	nodes := map[string]*node{} // by service name, the routes' host names
 	for _, svc := range ha.nats {
 		env := environment(t, service(t, ha.project, svc))
-		nodes[svc] = &node{name: env["NATS_SERVER_NAME"], port: freePort(t), routePort: freePort(t)}
+		nodes[svc] = &node{name: env["NATS_SERVER_NAME"], port: testutil.FreePort(t), routePort: testutil.FreePort(t)}
 	}
 	for _, svc := range ha.nats {
 		n := nodes[svc]

@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ type clusterNode struct {
 // writable with one node down.
 const ClusterSize = 3
 
-// StartCluster starts a cluster of ClusterSize nodes on free loopback ports with fresh stores and waits
+// StartCluster starts a cluster of ClusterSize nodes on loopback ports from FreePort with fresh stores and waits
 // until JetStream has elected its meta leader and every node is current with it.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
@@ -43,8 +42,8 @@ func StartCluster(tb testing.TB) *Cluster {
 		c.nodes = append(c.nodes, &clusterNode{
 			name:      fmt.Sprintf("n%d", i+1),
 			dir:       tb.TempDir(),
-			port:      freePort(tb),
-			routePort: freePort(tb),
+			port:      FreePort(tb),
+			routePort: FreePort(tb),
 		})
 	}
 	tb.Cleanup(c.Shutdown)
@@ -53,18 +52,6 @@ func StartCluster(tb testing.TB) *Cluster {
 	}
 	c.WaitReady()
 	return c
-}
-
-// freePort returns a loopback TCP port that was free a moment ago. The nodes need their ports before any of
-// them starts, since each one's routes name the others.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // startNode starts node i on its ports and store, with routes to every other node.
@@ -98,13 +85,41 @@ func (c *Cluster) startNode(i int) {
 	if err != nil {
 		c.tb.Fatalf("cluster node %s: %v", n.name, err)
 	}
+	// Without a logger the server reports a port it cannot listen on to no one and ReadyForConnections
+	// waits out its whole timeout; fatalLog hands the report over so that the test fails at once.
+	fatal := &fatalLog{ch: make(chan string, 1)}
+	s.SetLogger(fatal, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(2 * time.Minute) { // a restarted node replays its store; -race on a busy machine
-		s.Shutdown()
-		c.tb.Fatalf("cluster node %s: not ready within 2m", n.name)
+	deadline := time.Now().Add(2 * time.Minute) // a restarted node replays its store; -race on a busy machine
+	for !s.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-fatal.ch:
+			s.Shutdown()
+			c.tb.Fatalf("cluster node %s: %s", n.name, msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			c.tb.Fatalf("cluster node %s: not ready within 2m", n.name)
+		}
 	}
 	n.srv = s
 }
+
+// fatalLog is a server.Logger that drops everything but the first fatal report, which it hands to ch.
+type fatalLog struct{ ch chan string }
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	select {
+	case l.ch <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // WaitReady waits until every running node has JetStream, one of them leads the meta group, every running
 // node is current with it, and the leader counts every running node as a peer a stream can be placed on

@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -108,32 +107,4 @@ func (p *Process) kill() {
 	_ = p.Cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.Cmd.Process.Kill()
 	<-p.done
-}
-
-// FreeAddr returns a loopback address "127.0.0.1:port" whose port was free a moment ago, for a child
-// process that must listen where the test knows (an address ending in :0 tells the test nothing).
-func FreeAddr(tb testing.TB) string {
-	tb.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", freePort(tb))
-}
-
-// FreeAddrs returns n distinct addresses as FreeAddr does, all taken at once so that none repeats.
-func FreeAddrs(tb testing.TB, n int) []string {
-	tb.Helper()
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	return out
 }
