@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,11 +21,9 @@ import (
 
 // Tracing is the OpenTelemetry configuration of the bridge's traces, read from the standard OTEL_*
 // variables as the OpenTelemetry specification defines them (docs/operations.md#tracing). Tracing is off
-// unless an OTLP endpoint is set; spans then go out over OTLP/HTTP with protobuf. The variables of the
-// exporter that this type does not hold (OTEL_EXPORTER_OTLP_HEADERS, _CERTIFICATE, _COMPRESSION, ...) are
-// read by the OpenTelemetry SDK itself; TracingFromEnv checks the values it can check, so that a
-// mistake there is reported at start-up and by bridge check-config rather than dropped by the SDK with a
-// log line.
+// unless an OTLP endpoint is set; spans then go out over OTLP/HTTP with protobuf. OTEL_RESOURCE_ATTRIBUTES
+// is read by the OpenTelemetry SDK itself; TracingFromEnv checks it too, so that a mistake there is
+// reported at start-up and by bridge check-config rather than dropped by the SDK with a log line.
 type Tracing struct {
 	// Enabled is true when an OTLP endpoint is set and OTEL_SDK_DISABLED is not true.
 	Enabled bool
@@ -38,6 +39,23 @@ type Tracing struct {
 	// Timeout bounds one export request (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT or OTEL_EXPORTER_OTLP_TIMEOUT,
 	// in milliseconds), at most MaxTracingTimeout.
 	Timeout time.Duration
+	// Headers go with every export request: OTEL_EXPORTER_OTLP_TRACES_HEADERS when it is set, else
+	// OTEL_EXPORTER_OTLP_HEADERS. Their values are secrets (a collector's key).
+	Headers []TracingHeader
+	// Gzip compresses the export requests: OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, else
+	// OTEL_EXPORTER_OTLP_COMPRESSION, is gzip.
+	Gzip bool
+	// CAFile is a PEM file of the certificates that verify an https:// collector, instead of the system's
+	// (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, else OTEL_EXPORTER_OTLP_CERTIFICATE). CertFile and KeyFile
+	// are the bridge's own certificate and key in PEM for a collector that asks for one
+	// (..._CLIENT_CERTIFICATE and ..._CLIENT_KEY); both or neither are set.
+	CAFile, CertFile, KeyFile string
+}
+
+// TracingHeader is one header of the export requests.
+type TracingHeader struct {
+	Name  string
+	Value Secret
 }
 
 // The defaults of Tracing, as the OpenTelemetry specification has them, the service's name aside.
@@ -67,6 +85,9 @@ var tracingVars = []tracingVar{
 	{"OTEL_EXPORTER_OTLP_HEADERS", "String", "", "headers of every export request, as key=value pairs separated by commas, values percent-encoded (also OTEL_EXPORTER_OTLP_TRACES_HEADERS); never logged"},
 	{"OTEL_EXPORTER_OTLP_TIMEOUT", "Integer", "10000", "time one export request may take, in milliseconds, at most 30000 (also OTEL_EXPORTER_OTLP_TRACES_TIMEOUT)"},
 	{"OTEL_EXPORTER_OTLP_COMPRESSION", "String", "none", "gzip or none (also OTEL_EXPORTER_OTLP_TRACES_COMPRESSION)"},
+	{"OTEL_EXPORTER_OTLP_CERTIFICATE", "String", "", "PEM file of the certificates that verify an https:// collector, instead of the system's (also OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE)"},
+	{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "String", "", "PEM file of the bridge's certificate, for a collector that asks for one; with OTEL_EXPORTER_OTLP_CLIENT_KEY (also OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE)"},
+	{"OTEL_EXPORTER_OTLP_CLIENT_KEY", "String", "", "PEM file of that certificate's private key (also OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY)"},
 	{"OTEL_SDK_DISABLED", "Boolean", "false", "true turns tracing off whatever else is set"},
 	{"OTEL_TRACES_EXPORTER", "String", "otlp", "otlp, or none to turn tracing off"},
 	{"OTEL_SERVICE_NAME", "String", DefaultServiceName, "the service.name of every span's resource"},
@@ -98,6 +119,12 @@ type tracingEnv struct {
 	TracesCompression  string `envconfig:"EXPORTER_OTLP_TRACES_COMPRESSION"`
 	Headers            string `envconfig:"EXPORTER_OTLP_HEADERS"`
 	TracesHeaders      string `envconfig:"EXPORTER_OTLP_TRACES_HEADERS"`
+	Certificate        string `envconfig:"EXPORTER_OTLP_CERTIFICATE"`
+	TracesCertificate  string `envconfig:"EXPORTER_OTLP_TRACES_CERTIFICATE"`
+	ClientCert         string `envconfig:"EXPORTER_OTLP_CLIENT_CERTIFICATE"`
+	TracesClientCert   string `envconfig:"EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"`
+	ClientKey          string `envconfig:"EXPORTER_OTLP_CLIENT_KEY"`
+	TracesClientKey    string `envconfig:"EXPORTER_OTLP_TRACES_CLIENT_KEY"`
 	Timeout            string `envconfig:"EXPORTER_OTLP_TIMEOUT"`
 	TracesTimeout      string `envconfig:"EXPORTER_OTLP_TRACES_TIMEOUT"`
 	ServiceName        string `envconfig:"SERVICE_NAME"`
@@ -162,15 +189,49 @@ func TracingFromEnv() (Tracing, error) {
 			add(v.key, "%q is not supported; the bridge exports over http/protobuf", logging.Cut(val, 40))
 		}
 	}
+	// Of each pair below, the traces' own variable, read last, wins when it is set.
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_COMPRESSION", e.Compression}, {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", e.TracesCompression}} {
-		if val := v.value; val != "" && val != "gzip" && val != "none" {
+		switch val := v.value; val {
+		case "":
+		case "gzip", "none":
+			t.Gzip = val == "gzip"
+		default:
 			add(v.key, "%q is not supported; use gzip or none", logging.Cut(val, 40))
 		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_HEADERS", e.Headers}, {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", e.TracesHeaders}} {
-		if err := checkPairs(v.value, false); err != nil {
-			add(v.key, "%v", err)
+		if v.value == "" {
+			continue
 		}
+		pairs, err := parsePairs(v.value, false)
+		if err != nil {
+			add(v.key, "%v", err)
+			continue
+		}
+		t.Headers = t.Headers[:0]
+		for _, p := range pairs {
+			t.Headers = append(t.Headers, TracingHeader{Name: p[0], Value: Secret(p[1])})
+		}
+	}
+	for _, f := range []struct {
+		dst *string
+		v   []variable
+	}{
+		{&t.CAFile, []variable{{"OTEL_EXPORTER_OTLP_CERTIFICATE", e.Certificate}, {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", e.TracesCertificate}}},
+		{&t.CertFile, []variable{{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", e.ClientCert}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", e.TracesClientCert}}},
+		{&t.KeyFile, []variable{{"OTEL_EXPORTER_OTLP_CLIENT_KEY", e.ClientKey}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", e.TracesClientKey}}},
+	} {
+		for _, v := range f.v {
+			if v.value != "" {
+				*f.dst = v.value
+			}
+		}
+	}
+	if err := checkCAFile(t.CAFile); err != nil {
+		add("OTEL_EXPORTER_OTLP_CERTIFICATE", "%v", err)
+	}
+	if err := checkKeyPair(t.CertFile, t.KeyFile); err != nil {
+		add("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "%v", err)
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_TIMEOUT", e.Timeout}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", e.TracesTimeout}} {
 		val := v.value
@@ -191,7 +252,7 @@ func TracingFromEnv() (Tracing, error) {
 	if v := e.ServiceName; v != "" {
 		t.ServiceName = v
 	}
-	if err := checkPairs(e.ResourceAttributes, true); err != nil {
+	if _, err := parsePairs(e.ResourceAttributes, true); err != nil {
 		add("OTEL_RESOURCE_ATTRIBUTES", "%v", err)
 	}
 
@@ -238,13 +299,14 @@ func otlpURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// checkPairs checks a list of key=value pairs separated by commas, values percent-encoded, as
-// OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES have it. Its errors name the pair by position
-// and never show a value; a header's key too must be a token.
-func checkPairs(s string, resource bool) error {
+// parsePairs reads a list of key=value pairs separated by commas, values percent-encoded, as
+// OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES have it, into key and decoded value. Its errors
+// name the pair by position and never show a value; a header's key too must be a token.
+func parsePairs(s string, resource bool) ([][2]string, error) {
 	if s == "" {
-		return nil
+		return nil, nil
 	}
+	var out [][2]string
 	for i, pair := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(pair, "=")
 		k = strings.TrimSpace(k)
@@ -252,12 +314,46 @@ func checkPairs(s string, resource bool) error {
 		case strings.TrimSpace(pair) == "" && resource:
 			continue
 		case !ok || k == "":
-			return fmt.Errorf("entry %d is not key=value", i+1)
+			return nil, fmt.Errorf("entry %d is not key=value", i+1)
 		case !resource && !httpguts.ValidHeaderFieldName(k):
-			return fmt.Errorf("entry %d: the key is not a valid header name", i+1)
+			return nil, fmt.Errorf("entry %d: the key is not a valid header name", i+1)
 		}
-		if _, err := url.PathUnescape(strings.TrimSpace(v)); err != nil {
-			return fmt.Errorf("entry %d: the value is not percent-encoded correctly", i+1)
+		val, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: the value is not percent-encoded correctly", i+1)
+		}
+		if !resource && !httpguts.ValidHeaderFieldValue(val) {
+			return nil, fmt.Errorf("entry %d: the value is not a valid header value", i+1)
+		}
+		out = append(out, [2]string{k, val})
+	}
+	return out, nil
+}
+
+// checkCAFile loads the certificates that verify the collector, as the exporter will, so that a missing
+// or malformed file is reported at start-up. Its errors name the file, never its contents.
+func checkCAFile(file string) error {
+	if file == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return nil
+}
+
+// checkKeyPair loads the bridge's client certificate and key as the exporter will.
+func checkKeyPair(certFile, keyFile string) error {
+	switch {
+	case (certFile == "") != (keyFile == ""):
+		return errors.New("goes with OTEL_EXPORTER_OTLP_CLIENT_KEY: set both or neither")
+	case certFile != "":
+		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+			return fmt.Errorf("%s and %s: %v", certFile, keyFile, err)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 // TestTracingFromEnv: tracing is off unless an OTLP endpoint is set, OTEL_SDK_DISABLED and
 // OTEL_TRACES_EXPORTER=none turn it off, and the values are read as OpenTelemetry defines them.
 func TestTracingFromEnv(t *testing.T) {
+	files := newTestFiles(t)
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -37,6 +39,16 @@ func TestTracingFromEnv(t *testing.T) {
 			Tracing{Enabled: true, TracesURL: "http://a:4318/v1/traces", Sampler: "always_off"}},
 		{"argument of another sampler ignored", map[string]string{"OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "x"},
 			Tracing{Sampler: "always_on"}},
+		{"headers, percent-decoded", map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "api-key=a%20b%2Cc, X-Team = yard"},
+			Tracing{Headers: []TracingHeader{{"api-key", "a b,c"}, {"X-Team", "yard"}}}},
+		{"the traces' headers replace the others", map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b=2",
+			"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "c=3"}, Tracing{Headers: []TracingHeader{{"c", "3"}}}},
+		{"gzip", map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}, Tracing{Gzip: true}},
+		{"the traces' compression wins", map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+			"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "none"}, Tracing{}},
+		{"certificates", map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": files.ca,
+			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": files.cert, "OTEL_EXPORTER_OTLP_CLIENT_KEY": files.key},
+			Tracing{CAFile: files.ca, CertFile: files.cert, KeyFile: files.key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.want
@@ -57,7 +69,7 @@ func TestTracingFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v, want %+v", got, want)
 			}
 		})
@@ -68,17 +80,20 @@ func TestTracingFromEnv(t *testing.T) {
 // problem shows a header's value or a URL's credentials.
 func TestTracingFromEnvProblems(t *testing.T) {
 	env := map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT":        "grpc://collector:4317",
-		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://user:s3cret@collector:4318/v1/traces",
-		"OTEL_EXPORTER_OTLP_PROTOCOL":        "grpc",
-		"OTEL_EXPORTER_OTLP_HEADERS":         "api-key=s3cret,broken",
-		"OTEL_EXPORTER_OTLP_TIMEOUT":         "10s",
-		"OTEL_EXPORTER_OTLP_COMPRESSION":     "zstd",
-		"OTEL_SDK_DISABLED":                  "yes",
-		"OTEL_TRACES_EXPORTER":               "zipkin",
-		"OTEL_RESOURCE_ATTRIBUTES":           "team=yard,%zz",
-		"OTEL_TRACES_SAMPLER":                "parentbased_traceidratio",
-		"OTEL_TRACES_SAMPLER_ARG":            "1.5",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":           "grpc://collector:4317",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":    "http://user:s3cret@collector:4318/v1/traces",
+		"OTEL_EXPORTER_OTLP_PROTOCOL":           "grpc",
+		"OTEL_EXPORTER_OTLP_HEADERS":            "api-key=s3cret,broken",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS":     "api-key=s3cret\x01",
+		"OTEL_EXPORTER_OTLP_CERTIFICATE":        "/nonexistent/ca.pem",
+		"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "/nonexistent/cert.pem",
+		"OTEL_EXPORTER_OTLP_TIMEOUT":            "10s",
+		"OTEL_EXPORTER_OTLP_COMPRESSION":        "zstd",
+		"OTEL_SDK_DISABLED":                     "yes",
+		"OTEL_TRACES_EXPORTER":                  "zipkin",
+		"OTEL_RESOURCE_ATTRIBUTES":              "team=yard,%zz",
+		"OTEL_TRACES_SAMPLER":                   "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":               "1.5",
 	}
 	testutil.Env(t, "OTEL_", env)
 	_, err := TracingFromEnv()

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tracking-bridge/tracking-bridge/config"
 	"github.com/tracking-bridge/tracking-bridge/internal/daemon"
 	"github.com/tracking-bridge/tracking-bridge/internal/layout"
 	"github.com/tracking-bridge/tracking-bridge/internal/logging"
@@ -44,7 +45,12 @@ func (e *benchEnv) profile(ctx context.Context, stdout io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	b, err := daemon.New(cfg, logging.New(e.log, "text", cfg.SlogLevel()), daemon.BuildInfo{})
+	// Traced as 'bridge run' would be under this process's OTEL_* variables: a profile of the spans' cost.
+	tr, err := config.TracingFromEnv()
+	if err != nil {
+		return err
+	}
+	b, err := daemon.New(cfg, logging.New(e.log, "text", cfg.SlogLevel()), daemon.BuildInfo{}, daemon.WithTracing(tr))
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -87,16 +86,9 @@ func New(ctx context.Context, cfg config.Tracing, reg prometheus.Registerer, log
 	// once a minute (a collector that is down fails every export).
 	otel.SetErrorHandler(errorLog{log: log, limit: logging.NewLimiter(time.Minute, nil)})
 
-	exp, err := otlptracehttp.New(ctx,
-		otlptracehttp.WithEndpointURL(cfg.TracesURL),
-		otlptracehttp.WithTimeout(cfg.Timeout),
-		// One export retries within its own timeout only: a collector that is down must not hold the
-		// queue for the SDK's default minute of retries.
-		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 500 * time.Millisecond,
-			MaxInterval: 2 * time.Second, MaxElapsedTime: cfg.Timeout}),
-	)
+	exp, err := newExporter(cfg, version)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP exporter: %w", err)
+		return nil, err
 	}
 	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
