@@ -82,7 +82,11 @@ func newExporter(cfg config.Tracing, version string) (*exporter, error) {
 		headers: http.Header{},
 		gzip:    cfg.Gzip,
 		timeout: cfg.Timeout,
-		client:  &http.Client{Transport: tr},
+		// A collector has no reason to redirect, and following one would hand its headers (a key) and the
+		// spans to wherever it points: a redirect is an answer like any other refusal.
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 	}
 	for _, h := range cfg.Headers {
 		x.headers.Set(h.Name, h.Value.Reveal())

@@ -149,6 +149,21 @@ func TestExporterRetries(t *testing.T) {
 			t.Errorf("err %v after %d requests, want a 400 after one", err, calls.Load())
 		}
 	})
+	t.Run("redirected", func(t *testing.T) {
+		var elsewhere atomic.Int32
+		other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+		defer other.Close()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+"/v1/traces", http.StatusTemporaryRedirect)
+		}))
+		defer srv.Close()
+		x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces",
+			Headers: []config.TracingHeader{{Name: "api-key", Value: "k1"}}})
+		err := x.ExportSpans(context.Background(), spans)
+		if err == nil || !strings.Contains(err.Error(), "307") || elsewhere.Load() != 0 {
+			t.Errorf("err %v, %d requests elsewhere; want a 307 and none", err, elsewhere.Load())
+		}
+	})
 	t.Run("no collector", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
