@@ -92,7 +92,11 @@ func newExporter(cfg config.Tracing, version string) (*exporter, error) {
 		x.headers.Set(h.Name, h.Value.Reveal())
 	}
 	x.headers.Set("Content-Type", "application/x-protobuf")
-	x.headers.Set("User-Agent", "tracking-bridge/"+version)
+	ua := "tracking-bridge"
+	if version != "" {
+		ua += "/" + version
+	}
+	x.headers.Set("User-Agent", ua)
 	if x.gzip {
 		x.headers.Set("Content-Encoding", "gzip")
 		x.zw = gzip.NewWriter(io.Discard)

@@ -1,6 +1,7 @@
 // Package tracing is the bridge's one owner of OpenTelemetry: it builds the tracer provider from
 // config.Tracing (the standard OTEL_* variables), exports the spans over OTLP/HTTP in batches through a
-// bounded queue, counts the spans it drops, and names the attributes the components' spans share. Roots
+// bounded queue (exporter.go, with its own protobuf encoding in otlp.go), counts the spans it drops, and
+// names the attributes the components' spans share. Roots
 // starts the events' spans, one a trace, asking the sampler before the SDK. Its subpackage carrier carries
 // the trace context in NATS headers.
 //
