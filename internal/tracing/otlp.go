@@ -305,35 +305,15 @@ func (e *encoder) anyValue(f protowire.Number, v attribute.Value) {
 		e.buf = protowire.AppendTag(e.buf, fAnyBytes, protowire.BytesType)
 		e.buf = protowire.AppendBytes(e.buf, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		a := e.begin(fAnyArray)
-		for _, b := range v.AsBoolSlice() {
-			e.anyValue(fArrayValues, attribute.BoolValue(b))
-		}
-		e.end(a)
+		array(e, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		a := e.begin(fAnyArray)
-		for _, n := range v.AsInt64Slice() {
-			e.anyValue(fArrayValues, attribute.Int64Value(n))
-		}
-		e.end(a)
+		array(e, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		a := e.begin(fAnyArray)
-		for _, x := range v.AsFloat64Slice() {
-			e.anyValue(fArrayValues, attribute.Float64Value(x))
-		}
-		e.end(a)
+		array(e, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		a := e.begin(fAnyArray)
-		for _, s := range v.AsStringSlice() {
-			e.anyValue(fArrayValues, attribute.StringValue(s))
-		}
-		e.end(a)
+		array(e, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		a := e.begin(fAnyArray)
-		for _, x := range v.AsSlice() {
-			e.anyValue(fArrayValues, x)
-		}
-		e.end(a)
+		array(e, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		a := e.begin(fAnyKVList)
 		for _, kv := range v.AsMap() {
@@ -342,6 +322,15 @@ func (e *encoder) anyValue(f protowire.Number, v attribute.Value) {
 		e.end(a)
 	}
 	e.end(m)
+}
+
+// array writes values as AnyValue's ArrayValue, each converted to an attribute value.
+func array[T any](e *encoder, values []T, value func(T) attribute.Value) {
+	a := e.begin(fAnyArray)
+	for _, x := range values {
+		e.anyValue(fArrayValues, value(x))
+	}
+	e.end(a)
 }
 
 // begin opens a message in field f and keeps one byte for its length; end writes the length.
