@@ -13,13 +13,16 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 	"github.com/tracking-bridge/tracking-bridge/internal/retry"
 )
 
@@ -58,6 +61,7 @@ const maxResponse = 64 << 10
 
 func newExporter(cfg config.Tracing, version string) (*exporter, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxResponseHeaderBytes = maxResponse // a collector answers with a few headers
 	if cfg.CAFile != "" || cfg.CertFile != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CAFile != "" {
@@ -90,15 +94,19 @@ func newExporter(cfg config.Tracing, version string) (*exporter, error) {
 			return http.ErrUseLastResponse
 		}},
 	}
-	for _, h := range cfg.Headers {
-		x.headers.Set(h.Name, h.Value.Reveal())
-	}
-	x.headers.Set("Content-Type", "application/x-protobuf")
 	ua := "tracking-bridge"
 	if version != "" {
 		ua += "/" + version
 	}
-	x.headers.Set("User-Agent", ua)
+	x.headers.Set("User-Agent", ua) // a configured one wins, as with OpenTelemetry's exporters
+	for _, h := range cfg.Headers {
+		switch http.CanonicalHeaderKey(h.Name) {
+		case "Content-Type", "Content-Encoding": // what the body is, which the exporter decides
+		default:
+			x.headers.Set(h.Name, h.Value.Reveal())
+		}
+	}
+	x.headers.Set("Content-Type", "application/x-protobuf")
 	if x.gzip {
 		x.headers.Set("Content-Encoding", "gzip")
 		x.zw = gzip.NewWriter(io.Discard)
@@ -129,6 +137,7 @@ func (x *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		}
 		body = x.zbuf.Bytes()
 	}
+	defer x.shrink()
 	ctx, cancel := context.WithTimeout(ctx, x.timeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -149,6 +158,19 @@ func (x *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	}
 }
 
+// maxKept bounds the buffers an export keeps for the next one: a batch of huge attributes (the SDK
+// bounds neither their number of bytes nor ours) leaves no lasting memory behind.
+const maxKept = 4 << 20
+
+func (x *exporter) shrink() {
+	if cap(x.enc.buf) > maxKept {
+		x.enc.buf = nil
+	}
+	if x.zbuf.Cap() > maxKept {
+		x.zbuf = bytes.Buffer{}
+	}
+}
+
 // post sends one request. On failure it says how long to wait before the next attempt: the collector's
 // Retry-After, zero for the exporter's own backoff, or -1 when another attempt would fail the same way.
 func (x *exporter) post(ctx context.Context, body []byte) (time.Duration, error) {
@@ -163,22 +185,133 @@ func (x *exporter) post(ctx context.Context, body []byte) (time.Duration, error)
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || permanent(err) {
 			return -1, fmt.Errorf("OTLP export: %w", err)
 		}
 		return 0, fmt.Errorf("OTLP export: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))
-	_ = resp.Body.Close()
-	switch c := resp.StatusCode; {
+	// The context does not end a read of the answer's body once Do returned it (after a 101 it is the raw
+	// connection): closing the body when the context ends does.
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close() })
+	defer stop()
+	defer func() { _ = resp.Body.Close() }()
+	c := resp.StatusCode
+	if c < 200 { // 101 Switching Protocols (net/http handles the others): no answer is coming
+		return -1, fmt.Errorf("OTLP export: the collector answered %s", resp.Status)
+	}
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil && ctx.Err() != nil {
+		return -1, fmt.Errorf("OTLP export: reading the answer: %w", ctx.Err())
+	}
+	protobuf := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-protobuf")
+	switch {
 	case c >= 200 && c < 300:
+		if protobuf {
+			if p, ok := partialSuccess(answer); ok {
+				return -1, p
+			}
+		}
 		return 0, nil
 	case c == http.StatusTooManyRequests || c == http.StatusBadGateway || c == http.StatusServiceUnavailable ||
 		c == http.StatusGatewayTimeout:
-		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("OTLP export: the collector answered %s", resp.Status)
+		return retryAfter(resp.Header.Get("Retry-After")), refusal(resp.Status, answer, protobuf)
 	default:
-		return -1, fmt.Errorf("OTLP export: the collector answered %s", resp.Status)
+		return -1, refusal(resp.Status, answer, protobuf)
 	}
+}
+
+// permanent reports whether a request failed in a way that another attempt would repeat: the collector's
+// certificate cannot be verified, or it does not speak TLS where the URL says https.
+func permanent(err error) bool {
+	var (
+		verify *tls.CertificateVerificationError
+		header tls.RecordHeaderError
+		host   x509.HostnameError
+		auth   x509.UnknownAuthorityError
+		inval  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &host) ||
+		errors.As(err, &auth) || errors.As(err, &inval) ||
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+}
+
+// maxReason bounds the part of a collector's answer that goes into an error (and the bridge's log).
+const maxReason = 200
+
+// refusal is the error of a refused request: the status and the collector's reason, from the
+// google.rpc.Status of a protobuf answer (its message), else the answer's text, bounded and printable.
+func refusal(status string, answer []byte, protobuf bool) error {
+	reason := string(answer)
+	if protobuf {
+		reason = rpcStatusMessage(answer)
+	}
+	if reason = strings.TrimSpace(logging.Value(reason, maxReason)); reason == "" {
+		return fmt.Errorf("OTLP export: the collector answered %s", status)
+	}
+	return fmt.Errorf("OTLP export: the collector answered %s: %q", status, reason)
+}
+
+// PartialSuccess is an export the collector accepted in part (OTLP's partial_success): Rejected spans
+// were refused, for the collector's reason Message. It is not retried, as the OTLP specification says;
+// the spans the collector kept count as exported.
+type PartialSuccess struct {
+	Rejected int64
+	Message  string
+}
+
+func (p *PartialSuccess) Error() string {
+	return fmt.Sprintf("OTLP export: the collector rejected %d spans: %q", p.Rejected, p.Message)
+}
+
+// partialSuccess reads an ExportTraceServiceResponse (field 1 partial_success: 1 rejected_spans,
+// 2 error_message); it reports whether it says that spans were rejected or carries a message.
+func partialSuccess(answer []byte) (*PartialSuccess, bool) {
+	msg, ok := field(answer, 1, protowire.BytesType)
+	if !ok {
+		return nil, false
+	}
+	var p PartialSuccess
+	if v, ok := field(msg, 1, protowire.VarintType); ok {
+		n, _ := protowire.ConsumeVarint(v)
+		p.Rejected = max(int64(n), 0)
+	}
+	if v, ok := field(msg, 2, protowire.BytesType); ok {
+		p.Message = logging.Value(string(v), maxReason)
+	}
+	return &p, p.Rejected > 0 || p.Message != ""
+}
+
+// rpcStatusMessage returns the message (field 2) of a google.rpc.Status, "" when there is none.
+func rpcStatusMessage(answer []byte) string {
+	v, _ := field(answer, 2, protowire.BytesType)
+	return string(v)
+}
+
+// field returns the last occurrence of field num of wire type typ in the protobuf message b: a varint's
+// bytes, or a length-delimited field's contents. A malformed message has no fields.
+func field(b []byte, num protowire.Number, typ protowire.Type) ([]byte, bool) {
+	var out []byte
+	found := false
+	for len(b) > 0 {
+		n, t, k := protowire.ConsumeTag(b)
+		if k < 0 {
+			return nil, false
+		}
+		b = b[k:]
+		l := protowire.ConsumeFieldValue(n, t, b)
+		if l < 0 {
+			return nil, false
+		}
+		if n == num && t == typ {
+			out, found = b[:l], true
+			if t == protowire.BytesType {
+				v, _ := protowire.ConsumeBytes(b[:l])
+				out = v
+			}
+		}
+		b = b[l:]
+	}
+	return out, found
 }
 
 // retryAfter reads a Retry-After header of seconds; zero when it is absent or an HTTP date (rarely sent

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
@@ -24,11 +25,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
 )
@@ -140,13 +144,17 @@ func TestExporterRetries(t *testing.T) {
 		var calls atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
-			http.Error(w, "bad", http.StatusBadRequest)
+			http.Error(w, "unknown field 17\x1b[2J in Span: upgrade the collector", http.StatusBadRequest)
 		}))
 		defer srv.Close()
 		x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces"})
 		err := x.ExportSpans(context.Background(), spans)
 		if err == nil || !strings.Contains(err.Error(), "400") || calls.Load() != 1 {
 			t.Errorf("err %v after %d requests, want a 400 after one", err, calls.Load())
+		}
+		// The collector's reason is in the error, printable.
+		if err == nil || !strings.Contains(err.Error(), "upgrade the collector") || strings.Contains(err.Error(), "\x1b") {
+			t.Errorf("err %q: want the collector's reason without its control characters", err)
 		}
 	})
 	t.Run("redirected", func(t *testing.T) {
@@ -162,6 +170,61 @@ func TestExporterRetries(t *testing.T) {
 		err := x.ExportSpans(context.Background(), spans)
 		if err == nil || !strings.Contains(err.Error(), "307") || elsewhere.Load() != 0 {
 			t.Errorf("err %v, %d requests elsewhere; want a 307 and none", err, elsewhere.Load())
+		}
+	})
+	t.Run("refused in protobuf", func(t *testing.T) {
+		status := protowire.AppendTag(nil, 1, protowire.VarintType) // google.rpc.Status: code, message
+		status = protowire.AppendVarint(status, 3)
+		status = protowire.AppendTag(status, 2, protowire.BytesType)
+		status = protowire.AppendString(status, "span too large")
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(status)
+		}))
+		defer srv.Close()
+		x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces"})
+		if err := x.ExportSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), `"span too large"`) {
+			t.Errorf("err %v", err)
+		}
+	})
+	t.Run("switching protocols", func(t *testing.T) {
+		// A 101 hands the connection over: nothing ends a read of it but closing it when the export's time is up.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		release := make(chan struct{})
+		defer close(release)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					req, err := http.ReadRequest(bufio.NewReader(c))
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					_, _ = c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"))
+					<-release // and silent
+				}()
+			}
+		}()
+		x := testExporter(t, config.Tracing{TracesURL: "http://" + ln.Addr().String() + "/v1/traces", Timeout: time.Second})
+		done := make(chan error, 1)
+		go func() { done <- x.ExportSpans(context.Background(), spans) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "101") {
+				t.Errorf("err %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("an export with a timeout of 1s still running after 30s")
 		}
 	})
 	t.Run("no collector", func(t *testing.T) {
@@ -240,9 +303,15 @@ func TestExporterTLS(t *testing.T) {
 	if err := x.ExportSpans(context.Background(), spans); err == nil {
 		t.Error("accepted without a client certificate")
 	}
-	x = testExporter(t, config.Tracing{TracesURL: url, CertFile: clientCert, KeyFile: clientKey, Timeout: time.Second})
+	// A certificate that cannot be verified fails every attempt the same way: one is enough.
+	var handshakes atomic.Int32
+	srv.TLS.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { handshakes.Add(1); return nil, nil }
+	x = testExporter(t, config.Tracing{TracesURL: url, CertFile: clientCert, KeyFile: clientKey, Timeout: 5 * time.Second})
 	if err := x.ExportSpans(context.Background(), spans); err == nil {
 		t.Error("a collector verified against the system's authorities")
+	}
+	if n := handshakes.Load(); n != 1 {
+		t.Errorf("%d handshakes with a collector whose certificate cannot be verified, want 1", n)
 	}
 	if _, err := newExporter(config.Tracing{TracesURL: url, CAFile: clientKey}, ""); err == nil {
 		t.Error("a key file taken for certificate authorities")
@@ -294,5 +363,76 @@ func TestEncoderInvalidUTF8(t *testing.T) {
 	if s.Name != "bad\uFFFDname" || s.Attributes[0].Key != "k\uFFFD" || s.Attributes[0].Value.GetStringValue() != "v\uFFFD" ||
 		s.Status.Message != "\uFFFD" {
 		t.Errorf("span %v", s)
+	}
+}
+
+// TestExporterPartialSuccess: a collector that kept some spans of a request and rejected others answers
+// 200 with a partial_success: the export fails without another attempt, and only the rejected spans
+// count as failed.
+func TestExporterPartialSuccess(t *testing.T) {
+	answer := protowire.AppendTag(nil, 1, protowire.BytesType) // ExportTraceServiceResponse.partial_success
+	var ps []byte
+	ps = protowire.AppendTag(ps, 1, protowire.VarintType)
+	ps = protowire.AppendVarint(ps, 2)
+	ps = protowire.AppendTag(ps, 2, protowire.BytesType)
+	ps = protowire.AppendString(ps, "2 spans too large")
+	answer = protowire.AppendBytes(answer, ps)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(answer)
+	}))
+	defer srv.Close()
+	x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces"})
+	failed, exported := prometheus.NewCounter(prometheus.CounterOpts{Name: "f"}), prometheus.NewCounter(prometheus.CounterOpts{Name: "e"})
+	counted := &countingExporter{SpanExporter: x, queued: &queued{}, failed: failed, exported: exported}
+	err := counted.ExportSpans(context.Background(), eventSpans(5))
+	var p *PartialSuccess
+	if !errors.As(err, &p) || p.Rejected != 2 || p.Message != "2 spans too large" || calls.Load() != 1 {
+		t.Fatalf("err %v after %d requests", err, calls.Load())
+	}
+	if f, e := promtest.ToFloat64(failed), promtest.ToFloat64(exported); f != 2 || e != 3 {
+		t.Errorf("failed %v, exported %v; want 2 and 3", f, e)
+	}
+}
+
+// TestExporterHeaders: a configured User-Agent replaces the bridge's; a configured Content-Type or
+// Content-Encoding does not change what the body is said to be.
+func TestExporterHeaders(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces", Headers: []config.TracingHeader{
+		{Name: "user-agent", Value: "mine"}, {Name: "content-type", Value: "text/plain"}, {Name: "Content-Encoding", Value: "gzip"}}})
+	if err := x.ExportSpans(context.Background(), eventSpans(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("User-Agent") != "mine" || got.Get("Content-Type") != "application/x-protobuf" || got.Get("Content-Encoding") != "" {
+		t.Errorf("headers %v", got)
+	}
+}
+
+// TestExporterKeepsNoHugeBuffer: a batch with a huge attribute value leaves no buffer of its size behind.
+func TestExporterKeepsNoHugeBuffer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	x := testExporter(t, config.Tracing{TracesURL: srv.URL + "/v1/traces", Gzip: true})
+	stub := tracetest.SpanStubFromReadOnlySpan(eventSpans(1)[0])
+	stub.Attributes = append(stub.Attributes, attribute.String("big", strings.Repeat("y", 16<<20)))
+	if err := x.ExportSpans(context.Background(), tracetest.SpanStubs{stub}.Snapshots()); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.ExportSpans(context.Background(), eventSpans(10)); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(x.enc.buf) + x.zbuf.Cap(); c > maxKept {
+		t.Errorf("%d MiB kept after a small batch", c>>20)
 	}
 }

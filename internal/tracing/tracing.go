@@ -193,11 +193,16 @@ type countingExporter struct {
 func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	e.queued.n.Add(-int64(len(spans)))
 	err := e.SpanExporter.ExportSpans(ctx, spans)
-	if err != nil {
-		e.failed.Add(float64(len(spans)))
-	} else {
-		e.exported.Add(float64(len(spans)))
+	failed := int64(len(spans))
+	var partial *PartialSuccess
+	switch {
+	case err == nil:
+		failed = 0
+	case errors.As(err, &partial): // the collector kept the others
+		failed = min(partial.Rejected, failed)
 	}
+	e.failed.Add(float64(failed))
+	e.exported.Add(float64(int64(len(spans)) - failed))
 	return err
 }
 
