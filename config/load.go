@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/logging"
 )
 
 // envSpec is what envconfig reads: every variable of Config, and the _FILE variable of each secret.
@@ -361,13 +363,18 @@ func readSecretFile(path string) (string, error) {
 }
 
 // pathError renders err as "path: reason", without repeating the operation and path an *fs.PathError
-// carries, and keeps it matchable with errors.Is (fs.ErrNotExist, fs.ErrPermission).
+// carries, and keeps it matchable with errors.Is (fs.ErrNotExist, fs.ErrPermission). The path is
+// bounded, and left out when it is a file's contents pasted in its place.
 func pathError(path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return fmt.Errorf("%s: %w", path, err)
+	if strings.ContainsAny(path, "\r\n") || strings.Contains(path, "-----BEGIN") {
+		// A certificate or a key pasted where its file's path goes: never repeat it.
+		return fmt.Errorf("the value is a file's contents (PEM), not its path: %w", err)
+	}
+	return fmt.Errorf("%s: %w", logging.Value(path, 256), err)
 }
 
 // Environ returns c as the BRIDGE_* variables that give it to bridge run, in os.Environ's form

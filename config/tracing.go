@@ -213,25 +213,42 @@ func TracingFromEnv() (Tracing, error) {
 			t.Headers = append(t.Headers, TracingHeader{Name: p[0], Value: Secret(p[1])})
 		}
 	}
+	// Each file's problem names the variable that gave its path.
+	caVar, certVar, keyVar := "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY"
 	for _, f := range []struct {
-		dst *string
-		v   []variable
+		dst, name *string
+		v         []variable
 	}{
-		{&t.CAFile, []variable{{"OTEL_EXPORTER_OTLP_CERTIFICATE", e.Certificate}, {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", e.TracesCertificate}}},
-		{&t.CertFile, []variable{{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", e.ClientCert}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", e.TracesClientCert}}},
-		{&t.KeyFile, []variable{{"OTEL_EXPORTER_OTLP_CLIENT_KEY", e.ClientKey}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", e.TracesClientKey}}},
+		{&t.CAFile, &caVar, []variable{{caVar, e.Certificate}, {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", e.TracesCertificate}}},
+		{&t.CertFile, &certVar, []variable{{certVar, e.ClientCert}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", e.TracesClientCert}}},
+		{&t.KeyFile, &keyVar, []variable{{keyVar, e.ClientKey}, {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", e.TracesClientKey}}},
 	} {
 		for _, v := range f.v {
 			if v.value != "" {
-				*f.dst = v.value
+				*f.dst, *f.name = v.value, v.key
 			}
 		}
 	}
 	if err := checkCAFile(t.CAFile); err != nil {
-		add("OTEL_EXPORTER_OTLP_CERTIFICATE", "%v", err)
+		add(caVar, "%v", err)
 	}
-	if err := checkKeyPair(t.CertFile, t.KeyFile); err != nil {
-		add("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "%v", err)
+	switch {
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		add(certVar, "goes with %s: set both or neither", keyVar)
+	case t.CertFile != "":
+		cert, certErr := os.ReadFile(t.CertFile)
+		if certErr != nil {
+			add(certVar, "%v", pathError(t.CertFile, certErr))
+		}
+		key, keyErr := os.ReadFile(t.KeyFile)
+		if keyErr != nil {
+			add(keyVar, "%v", pathError(t.KeyFile, keyErr))
+		}
+		if certErr == nil && keyErr == nil {
+			if _, err := tls.X509KeyPair(cert, key); err != nil {
+				add(certVar, "with %s: %v", keyVar, err)
+			}
+		}
 	}
 	for _, v := range []variable{{"OTEL_EXPORTER_OTLP_TIMEOUT", e.Timeout}, {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", e.TracesTimeout}} {
 		val := v.value
@@ -338,23 +355,10 @@ func checkCAFile(file string) error {
 	}
 	pem, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return pathError(file, err)
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return nil
-}
-
-// checkKeyPair loads the bridge's client certificate and key as the exporter will.
-func checkKeyPair(certFile, keyFile string) error {
-	switch {
-	case (certFile == "") != (keyFile == ""):
-		return errors.New("goes with OTEL_EXPORTER_OTLP_CLIENT_KEY: set both or neither")
-	case certFile != "":
-		if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
-			return fmt.Errorf("%s and %s: %v", certFile, keyFile, err)
-		}
+		return pathError(file, errors.New("holds no PEM certificate"))
 	}
 	return nil
 }

@@ -118,3 +118,43 @@ func TestTracingFromEnvProblems(t *testing.T) {
 		t.Errorf("an unsupported sampler: %v", err)
 	}
 }
+
+// TestTracingFilesProblems: a certificate or key problem names the variable that gave the path (the
+// traces' own when it is the one set), and a key pasted where its path goes is never repeated.
+func TestTracingFilesProblems(t *testing.T) {
+	files := newTestFiles(t)
+	key := "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIKEYMATERIALs3cret\n-----END EC PRIVATE KEY-----"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the variable the problem names
+	}{
+		{"traces' CA file missing", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": "/nonexistent/ca.pem"},
+			"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"},
+		{"CA file without a certificate", map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": files.key},
+			"OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{"traces' key missing", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": files.cert,
+			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "/nonexistent/key.pem"}, "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"},
+		{"key without certificate", map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_KEY": files.key},
+			"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
+		{"key that does not match", map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": files.cert,
+			"OTEL_EXPORTER_OTLP_CLIENT_KEY": files.cert}, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
+		{"key pasted as the path", map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": files.cert,
+			"OTEL_EXPORTER_OTLP_CLIENT_KEY": key}, "OTEL_EXPORTER_OTLP_CLIENT_KEY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testutil.Env(t, "OTEL_", tc.env)
+			_, err := TracingFromEnv()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, tc.want+": ") || strings.Count(msg, "\n") > 0 {
+				t.Errorf("want one line naming %s, got:\n%s", tc.want, msg)
+			}
+			if strings.Contains(msg, "s3cret") {
+				t.Errorf("the problem repeats the key:\n%s", msg)
+			}
+		})
+	}
+}
