@@ -215,6 +215,10 @@ func (x *exporter) post(ctx context.Context, body []byte) (time.Duration, error)
 	case c == http.StatusTooManyRequests || c == http.StatusBadGateway || c == http.StatusServiceUnavailable ||
 		c == http.StatusGatewayTimeout:
 		return retryAfter(resp.Header.Get("Retry-After")), refusal(resp.Status, answer, protobuf)
+	case c >= 300 && c < 400 && resp.Header.Get("Location") != "":
+		// Not followed (see newExporter); where it pointed tells the operator which URL to configure.
+		return -1, fmt.Errorf("OTLP export: the collector answered %s, to %s (redirects are not followed)", resp.Status,
+			logging.Value(logging.RedactURL(resp.Header.Get("Location")), maxReason))
 	default:
 		return -1, refusal(resp.Status, answer, protobuf)
 	}

@@ -171,6 +171,9 @@ func TestExporterRetries(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "307") || elsewhere.Load() != 0 {
 			t.Errorf("err %v, %d requests elsewhere; want a 307 and none", err, elsewhere.Load())
 		}
+		if err == nil || !strings.Contains(err.Error(), other.URL+"/v1/traces") {
+			t.Errorf("err %v does not say where the redirect pointed", err)
+		}
 	})
 	t.Run("refused in protobuf", func(t *testing.T) {
 		status := protowire.AppendTag(nil, 1, protowire.VarintType) // google.rpc.Status: code, message

@@ -63,7 +63,7 @@ func New(ctx context.Context, cfg config.Tracing, reg prometheus.Registerer, log
 	p := &Provider{
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "_trace_spans_dropped_total",
 			Help: "Spans not exported, by reason: queue_full (ended while the export queue was full), " +
-				"export_failed (in an export the collector refused or did not answer)."}, []string{"reason"}),
+				"export_failed (in an export the collector refused, rejected in part or did not answer)."}, []string{"reason"}),
 		exported: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "_trace_spans_exported_total",
 			Help: "Spans the OTLP collector accepted."}),
 	}
