@@ -34,9 +34,9 @@ import (
 // It stands in for the OpenTelemetry OTLP/HTTP exporter, which builds each request's Go structs before
 // marshalling them: a 2.7 ms burst of CPU per batch of 512 spans against 0.29 ms here
 // (BenchmarkExportEncoding). At ratio 1 and 2,000 events/s on two processors the events that arrive
-// during the burst made most of the latency tracing adds: p99 +1.33 ms over tracing off with that
-// exporter, +0.25 ms with this one, over the same ten runs (docs/performance.md, The exporter; the target
-// is 0.5 ms). It also links no gRPC: a binary 5.6 MB smaller. TestEncoderMatchesExporter holds the
+// during the burst made most of the latency tracing adds: p99 +1.28 ms over tracing off with that
+// exporter, +0.39 ms with this one, over the same sixteen runs (docs/performance.md, The exporter; the
+// target is 0.5 ms). It also links no gRPC: a binary 5.6 MB smaller. TestEncoderMatchesExporter holds the
 // encoding to what that exporter sends.
 type exporter struct {
 	url     string
