@@ -3,7 +3,9 @@ package testutil
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,9 @@ type clusterNode struct {
 	srv       *server.Server
 }
 
+// clusters numbers the clusters this process started, for their names.
+var clusters atomic.Int64
+
 // ClusterSize is the number of nodes StartCluster starts: the smallest cluster that keeps an R3 stream
 // writable with one node down.
 const ClusterSize = 3
@@ -37,7 +42,10 @@ const ClusterSize = 3
 // until JetStream has elected its meta leader and every node is current with it.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	c := &Cluster{tb: tb, name: "test-cluster"}
+	// A name of its own: a node of another test's cluster (in this process or another package's) that
+	// comes to listen on a port this one's routes name, a stopped node's say, is refused instead of
+	// joining this cluster and confusing its JetStream.
+	c := &Cluster{tb: tb, name: fmt.Sprintf("test-%d-%d", os.Getpid(), clusters.Add(1))}
 	for i := range ClusterSize {
 		c.nodes = append(c.nodes, &clusterNode{
 			name:      fmt.Sprintf("n%d", i+1),
