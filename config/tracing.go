@@ -2,11 +2,9 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -229,20 +227,25 @@ func TracingFromEnv() (Tracing, error) {
 			}
 		}
 	}
-	if err := checkCAFile(t.CAFile); err != nil {
-		add(caVar, "%v", err)
+	// The files are loaded as the exporter will load them, so that a missing or malformed one is reported
+	// at start-up.
+	if t.CAFile != "" {
+		if err := checkFile(t.CAFile, pemCertificates); err != nil {
+			add(caVar, "%v", err)
+		}
 	}
 	switch {
 	case (t.CertFile == "") != (t.KeyFile == ""):
 		add(certVar, "goes with %s: set both or neither", keyVar)
 	case t.CertFile != "":
-		cert, certErr := os.ReadFile(t.CertFile)
+		var cert, key []byte
+		certErr := checkFile(t.CertFile, func(b []byte) error { cert = b; return nil })
 		if certErr != nil {
-			add(certVar, "%v", pathError(t.CertFile, certErr))
+			add(certVar, "%v", certErr)
 		}
-		key, keyErr := os.ReadFile(t.KeyFile)
+		keyErr := checkFile(t.KeyFile, func(b []byte) error { key = b; return nil })
 		if keyErr != nil {
-			add(keyVar, "%v", pathError(t.KeyFile, keyErr))
+			add(keyVar, "%v", keyErr)
 		}
 		if certErr == nil && keyErr == nil {
 			if _, err := tls.X509KeyPair(cert, key); err != nil {
@@ -345,20 +348,4 @@ func parsePairs(s string, resource bool) ([][2]string, error) {
 		out = append(out, [2]string{k, val})
 	}
 	return out, nil
-}
-
-// checkCAFile loads the certificates that verify the collector, as the exporter will, so that a missing
-// or malformed file is reported at start-up. Its errors name the file, never its contents.
-func checkCAFile(file string) error {
-	if file == "" {
-		return nil
-	}
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return pathError(file, err)
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return pathError(file, errors.New("holds no PEM certificate"))
-	}
-	return nil
 }

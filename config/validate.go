@@ -554,6 +554,14 @@ func (ck *checker) fileContent(key, path string, check func([]byte) error) {
 	if !ck.fine(key) {
 		return
 	}
+	if err := checkFile(path, check); err != nil {
+		ck.add(key, "%v", err)
+	}
+}
+
+// checkFile reads the file at path, at most maxCheckedFileBytes of it, and hands it to check. Its error
+// names the file (pathError), never its content.
+func checkFile(path string, check func([]byte) error) error {
 	b, err := os.ReadFile(path)
 	if err == nil && len(b) > maxCheckedFileBytes {
 		err = fmt.Errorf("larger than %d bytes", maxCheckedFileBytes)
@@ -562,11 +570,12 @@ func (ck *checker) fileContent(key, path string, check func([]byte) error) {
 		err = check(b)
 	}
 	if err != nil {
-		ck.add(key, "%s: %v", path, err)
+		return pathError(path, err)
 	}
+	return nil
 }
 
-// maxCheckedFileBytes bounds the files fileContent reads (certificate bundles are far smaller).
+// maxCheckedFileBytes bounds the files checkFile reads (certificate bundles are far smaller).
 const maxCheckedFileBytes = 16 << 20
 
 // pemCertificates accepts a PEM bundle with at least one certificate.
