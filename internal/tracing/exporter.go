@@ -236,8 +236,7 @@ func permanent(err error) bool {
 		inval  x509.CertificateInvalidError
 	)
 	return errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &host) ||
-		errors.As(err, &auth) || errors.As(err, &inval) ||
-		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+		errors.As(err, &auth) || errors.As(err, &inval) || errors.Is(err, http.ErrSchemeMismatch)
 }
 
 // maxReason bounds the part of a collector's answer that goes into an error (and the bridge's log).

@@ -230,6 +230,22 @@ func TestExporterRetries(t *testing.T) {
 			t.Fatal("an export with a timeout of 1s still running after 30s")
 		}
 	})
+	t.Run("https to a plain HTTP port", func(t *testing.T) {
+		var conns atomic.Int32
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		srv.Start()
+		defer srv.Close()
+		x := testExporter(t, config.Tracing{TracesURL: strings.Replace(srv.URL, "http://", "https://", 1) + "/v1/traces"})
+		err := x.ExportSpans(context.Background(), spans)
+		if !errors.Is(err, http.ErrSchemeMismatch) || conns.Load() != 1 {
+			t.Errorf("err %v after %d connections, want the scheme mismatch after one", err, conns.Load())
+		}
+	})
 	t.Run("no collector", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -287,7 +303,9 @@ func TestExporterTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pem, _ := os.ReadFile(clientCert)
 	pool.AppendCertsFromPEM(pem)
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	var handshakes atomic.Int32
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { handshakes.Add(1); return nil, nil }}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
 	srv.StartTLS()
 	defer srv.Close()
@@ -307,13 +325,12 @@ func TestExporterTLS(t *testing.T) {
 		t.Error("accepted without a client certificate")
 	}
 	// A certificate that cannot be verified fails every attempt the same way: one is enough.
-	var handshakes atomic.Int32
-	srv.TLS.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { handshakes.Add(1); return nil, nil }
+	before := handshakes.Load()
 	x = testExporter(t, config.Tracing{TracesURL: url, CertFile: clientCert, KeyFile: clientKey, Timeout: 5 * time.Second})
 	if err := x.ExportSpans(context.Background(), spans); err == nil {
 		t.Error("a collector verified against the system's authorities")
 	}
-	if n := handshakes.Load(); n != 1 {
+	if n := handshakes.Load() - before; n != 1 {
 		t.Errorf("%d handshakes with a collector whose certificate cannot be verified, want 1", n)
 	}
 	if _, err := newExporter(config.Tracing{TracesURL: url, CAFile: clientKey}, ""); err == nil {
