@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -23,8 +24,7 @@ import (
 // Field numbers are the .proto files'. A message's length is known once it is written: end moves it
 // right when its length takes more than the one byte begin kept for it.
 type encoder struct {
-	buf    []byte
-	groups []group // kept for the next batch, emptied
+	buf []byte
 }
 
 // Field numbers of opentelemetry-proto's messages, as their .proto files have them.
@@ -106,63 +106,50 @@ const (
 	statusError = 2
 )
 
-// group is the spans of one resource and instrumentation scope, in the order they came.
-type group struct {
-	res     *resource.Resource
-	scope   instrumentation.Scope
-	spans   []sdktrace.ReadOnlySpan
-	written bool
+// resourceSpans and scopeSpans are a batch's spans by resource, then by instrumentation scope, in the
+// order they came: a batch has one resource and a scope per component.
+type resourceSpans struct {
+	res    *resource.Resource
+	scopes []scopeSpans
+}
+
+type scopeSpans struct {
+	scope instrumentation.Scope
+	spans []sdktrace.ReadOnlySpan
 }
 
 // request returns the spans as one ExportTraceServiceRequest. The bytes are the encoder's: valid until
 // its next call. Spans of one resource share one ResourceSpans, and those of one scope one ScopeSpans.
 func (e *encoder) request(spans []sdktrace.ReadOnlySpan) []byte {
-	e.buf = e.buf[:0]
-	groups := e.groups[:0] // a batch has a few: one resource, a scope per component
-	defer func() {
-		for i := range groups { // let the spans go
-			clear(groups[i].spans)
-			groups[i] = group{spans: groups[i].spans[:0]}
-		}
-		e.groups = groups
-	}()
+	var byRes []resourceSpans
 	for _, s := range spans {
 		if s == nil {
 			continue
 		}
 		res, scope := s.Resource(), s.InstrumentationScope()
-		i := 0
-		for i < len(groups) && !(sameResource(groups[i].res, res) && groups[i].scope == scope) {
-			i++
+		r := slices.IndexFunc(byRes, func(r resourceSpans) bool { return sameResource(r.res, res) })
+		if r < 0 {
+			r, byRes = len(byRes), append(byRes, resourceSpans{res: res})
 		}
-		if i == len(groups) {
-			if i < cap(groups) {
-				groups = groups[:i+1]
-				groups[i].res, groups[i].scope = res, scope
-			} else {
-				groups = append(groups, group{res: res, scope: scope})
-			}
+		scopes := &byRes[r].scopes
+		k := slices.IndexFunc(*scopes, func(g scopeSpans) bool { return g.scope == scope })
+		if k < 0 {
+			k, *scopes = len(*scopes), append(*scopes, scopeSpans{scope: scope})
 		}
-		groups[i].spans = append(groups[i].spans, s)
+		(*scopes)[k].spans = append((*scopes)[k].spans, s)
 	}
-	for i := range groups {
-		if groups[i].written {
-			continue
-		}
+	e.buf = e.buf[:0]
+	for _, r := range byRes {
 		rs := e.begin(fRequestResourceSpans)
-		res := groups[i].res
-		if res.Len() > 0 {
-			r := e.begin(fResourceSpansResource)
-			e.attributes(fResourceAttributes, res.Attributes())
-			e.end(r)
+		if r.res.Len() > 0 {
+			m := e.begin(fResourceSpansResource)
+			e.attributes(fResourceAttributes, r.res.Attributes())
+			e.end(m)
 		}
-		for j := i; j < len(groups); j++ {
-			if !groups[j].written && sameResource(groups[j].res, res) {
-				e.scopeSpans(&groups[j])
-				groups[j].written = true
-			}
+		for k := range r.scopes {
+			e.scopeSpans(&r.scopes[k])
 		}
-		e.str(fResourceSpansSchemaURL, res.SchemaURL())
+		e.str(fResourceSpansSchemaURL, r.res.SchemaURL())
 		e.end(rs)
 	}
 	return e.buf
@@ -174,7 +161,7 @@ func sameResource(a, b *resource.Resource) bool {
 	return a == b || a.Equivalent() == b.Equivalent()
 }
 
-func (e *encoder) scopeSpans(g *group) {
+func (e *encoder) scopeSpans(g *scopeSpans) {
 	ss := e.begin(fResourceSpansScopeSpans)
 	sc := e.begin(fScopeSpansScope)
 	e.str(fScopeName, g.scope.Name)
