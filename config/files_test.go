@@ -1,18 +1,14 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 // testFiles are well-formed files of every kind a variable names: a CA bundle, a certificate and its
@@ -21,22 +17,8 @@ type testFiles struct{ ca, cert, key, seed, creds string }
 
 func newTestFiles(t *testing.T) testFiles {
 	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	cert, key := testutil.WriteKeyPair(t, t.TempDir(), "test", x509.Certificate{Subject: pkix.Name{CommonName: "test"},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature})
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +31,9 @@ func newTestFiles(t *testing.T) testFiles {
 	creds := "-----BEGIN NATS USER JWT-----\neyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln\n------END NATS USER JWT------\n\n" +
 		"-----BEGIN USER NKEY SEED-----\n" + string(seed) + "\n------END USER NKEY SEED------\n"
 	return testFiles{
-		ca:    writeFile(t, "ca.pem", certPEM),
-		cert:  writeFile(t, "cert.pem", certPEM),
-		key:   writeFile(t, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))),
+		ca:    cert, // self-signed: its own authority
+		cert:  cert,
+		key:   key,
 		seed:  writeFile(t, "user.nk", string(seed)+"\n"),
 		creds: writeFile(t, "user.creds", creds),
 	}

@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -14,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +31,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tracking-bridge/tracking-bridge/config"
+	tu "github.com/tracking-bridge/tracking-bridge/internal/testutil"
 )
 
 func testExporter(t *testing.T, cfg config.Tracing) *exporter {
@@ -296,7 +293,8 @@ func TestExporterShutdown(t *testing.T) {
 // authorities, and one that asks for a client certificate gets the configured one.
 func TestExporterTLS(t *testing.T) {
 	dir := t.TempDir()
-	clientCert, clientKey := writeKeyPair(t, dir)
+	clientCert, clientKey := tu.WriteKeyPair(t, dir, "client", x509.Certificate{Subject: pkix.Name{CommonName: "bridge"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
@@ -340,34 +338,6 @@ func TestExporterTLS(t *testing.T) {
 
 func certPEM(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// writeKeyPair writes a self-signed client certificate and its key to dir and returns their paths.
-func writeKeyPair(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bridge"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	if err := os.WriteFile(certFile, certPEM(der), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }
 
 // TestEncoderInvalidUTF8: a string that is not UTF-8 is sent with U+FFFD in its place, so that the batch
