@@ -347,19 +347,26 @@ func init() {
 // readSecretFile returns the content of a _FILE secret without trailing CR and LF characters. Its errors
 // name the path, never the content.
 func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
+	b, err := readAtMost(path, maxSecretFileBytes)
 	if err != nil {
 		return "", pathError(path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
-	if err != nil {
-		return "", pathError(path, err)
-	}
-	if len(b) > maxSecretFileBytes {
-		return "", fmt.Errorf("%s: larger than %d bytes, not a secret file", path, maxSecretFileBytes)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// readAtMost reads the file at path, failing when it holds more than limit bytes: a mistaken path (a log,
+// a device such as /dev/zero) fails clearly instead of being read whole.
+func readAtMost(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	return b, err
 }
 
 // pathError renders err as "path: reason", without repeating the operation and path an *fs.PathError

@@ -133,6 +133,8 @@ func TestTracingFilesProblems(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"},
 		{"CA file without a certificate", map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": files.key},
 			"OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{"CA file endless", map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/dev/zero"}, // read up to a bound
+			"OTEL_EXPORTER_OTLP_CERTIFICATE"},
 		{"traces' key missing", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": files.cert,
 			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "/nonexistent/key.pem"}, "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"},
 		{"key without certificate", map[string]string{"OTEL_EXPORTER_OTLP_CLIENT_KEY": files.key},

@@ -559,13 +559,10 @@ func (ck *checker) fileContent(key, path string, check func([]byte) error) {
 	}
 }
 
-// checkFile reads the file at path, at most maxCheckedFileBytes of it, and hands it to check. Its error
-// names the file (pathError), never its content.
+// checkFile reads the file at path, at most maxCheckedFileBytes of it (a path such as /dev/zero must not
+// hold the check), and hands it to check. Its error names the file (pathError), never its content.
 func checkFile(path string, check func([]byte) error) error {
-	b, err := os.ReadFile(path)
-	if err == nil && len(b) > maxCheckedFileBytes {
-		err = fmt.Errorf("larger than %d bytes", maxCheckedFileBytes)
-	}
+	b, err := readAtMost(path, maxCheckedFileBytes)
 	if err == nil {
 		err = check(b)
 	}
